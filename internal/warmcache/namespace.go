@@ -1,0 +1,150 @@
+package warmcache
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// KeyType is the SQL type of a namespace's key column.
+type KeyType string
+
+// The supported key types.
+const (
+	KeyBigint KeyType = "bigint"
+	KeyText   KeyType = "text"
+)
+
+// Layout says how a namespace's value is stored in the warehouse.
+type Layout string
+
+// The supported layouts.
+const (
+	// LayoutPacked stores the whole JSON value in one JSON/JSONB column.
+	LayoutPacked Layout = "packed"
+	// LayoutColumns stores the value's top-level fields in typed columns and
+	// builds the JSON object from them on read.
+	LayoutColumns Layout = "columns"
+)
+
+// Column is one typed column of a LayoutColumns namespace. Its name is also
+// the field name in the JSON value.
+type Column struct {
+	Name string
+	// Type is the SQL type, such as "text", "bigint", "numeric",
+	// "boolean", "timestamptz" or "jsonb".
+	Type string
+}
+
+// Storage holds the options migrate uses when it creates a namespace's table.
+// Each dialect applies the options it has and says in the DDL what it did
+// with the others.
+type Storage struct {
+	// Partitions is the number of hash partitions on PostgreSQL. Zero means 8.
+	// Greenplum distributes by the key instead.
+	Partitions int
+	// Compression is "none", "lz4", "pglz", "zstd", "zlib" or "rle_type".
+	// Empty means none.
+	Compression string
+	// CompressLevel is the Greenplum compresslevel. Zero means the
+	// algorithm's default (zstd 3, zlib 5).
+	CompressLevel int
+	// AppendOptimized makes the table append-optimized on Greenplum.
+	AppendOptimized bool
+	// Orientation is "row" or "column" for append-optimized tables on
+	// Greenplum. Empty means row.
+	Orientation string
+	// GINIndex adds a GIN (jsonb_path_ops) index on a packed JSONB value for
+	// containment queries.
+	GINIndex bool
+}
+
+// Namespace maps the API's /v1/kv/{namespace}/{key} to one warehouse table.
+// A Namespace is immutable once the service starts and safe for concurrent
+// use.
+type Namespace struct {
+	// Name is the path segment clients use.
+	Name string
+	// Table is the warehouse table, optionally schema-qualified.
+	Table string
+	// KeyColumn and KeyType describe the key.
+	KeyColumn string
+	KeyType   KeyType
+	// Layout selects ValueColumn (packed) or Columns (columns).
+	Layout      Layout
+	ValueColumn string
+	Columns     []Column
+	// VersionColumn holds a number that grows with every write of a row.
+	VersionColumn string
+	// TTL bounds how long a value stays in the hot tier.
+	TTL time.Duration
+	// NegativeTTL bounds how long an absent key is remembered as absent.
+	NegativeTTL time.Duration
+	// TTLJitter spreads expiries: each TTL is multiplied by a random factor
+	// in [1-TTLJitter, 1+TTLJitter]. Zero means no jitter.
+	TTLJitter float64
+	// Writable allows PUT, DELETE and loads.
+	Writable bool
+	// Managed means migrate creates and drops the table; otherwise the table
+	// already exists and warmcache only reads and writes rows.
+	Managed bool
+	// Storage is used by migrate for managed namespaces.
+	Storage Storage
+	// MaxKeyBytes bounds the key length. Zero means 256.
+	MaxKeyBytes int
+}
+
+// Key is a validated key in its canonical form: for bigint namespaces the
+// decimal form of Int, for text namespaces the text itself.
+type Key struct {
+	Text string
+	Int  int64
+}
+
+// String returns the canonical text of the key.
+func (k Key) String() string { return k.Text }
+
+const defaultMaxKeyBytes = 256
+
+// ParseKey validates raw as a key of the namespace. Errors wrap ErrInvalidKey
+// and are written for the client.
+func (ns *Namespace) ParseKey(raw string) (Key, error) {
+	max := ns.MaxKeyBytes
+	if max <= 0 {
+		max = defaultMaxKeyBytes
+	}
+	switch {
+	case raw == "":
+		return Key{}, fmt.Errorf("%w: key is empty", ErrInvalidKey)
+	case len(raw) > max:
+		return Key{}, fmt.Errorf("%w: key is longer than %d bytes", ErrInvalidKey, max)
+	}
+	switch ns.KeyType {
+	case KeyBigint:
+		n, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return Key{}, fmt.Errorf("%w: key %q is not a 64-bit integer", ErrInvalidKey, truncate(raw))
+		}
+		return Key{Text: strconv.FormatInt(n, 10), Int: n}, nil
+	default:
+		if !utf8.ValidString(raw) {
+			return Key{}, fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
+		}
+		for i := 0; i < len(raw); i++ {
+			if raw[i] < 0x20 || raw[i] == 0x7f {
+				return Key{}, fmt.Errorf("%w: key contains a control character", ErrInvalidKey)
+			}
+		}
+		return Key{Text: raw}, nil
+	}
+}
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	const n = 32
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,55 @@
+package warmcache
+
+import "context"
+
+// Entry is what a tier holds for one key: the stored JSON bytes and the
+// row's version, or, when Found is false, the fact that the key is absent.
+// An absent entry's Version is the version of the delete that removed the
+// key, or zero when no such delete is known.
+type Entry struct {
+	Value   []byte
+	Version int64
+	Found   bool
+}
+
+// Hot is the hot tier: a shared cache in front of the warehouse. Its
+// implementations are safe for concurrent use.
+type Hot interface {
+	// Get returns the cached entry for key; hit is false when nothing is
+	// cached. A cached absent entry is a hit with Found false.
+	Get(ctx context.Context, ns *Namespace, key Key) (e Entry, hit bool, err error)
+	// GetMany is Get for several keys in one round trip. entries and hits
+	// have the length of keys.
+	GetMany(ctx context.Context, ns *Namespace, keys []Key) (entries []Entry, hits []bool, err error)
+	// Fill stores e for key unless the tier already holds a newer version,
+	// or an absent entry of a newer delete. An absent e with version zero
+	// is stored only when nothing is cached for key. Fill is how both reads
+	// and writes update the tier, so their order is decided by versions.
+	Fill(ctx context.Context, ns *Namespace, key Key, e Entry) error
+	// FillMany is Fill for several keys in one round trip.
+	FillMany(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) error
+	// Ping reports whether the tier answers.
+	Ping(ctx context.Context) error
+}
+
+// Warm is the warm tier: the warehouse that is the source of truth. Its
+// implementations are safe for concurrent use.
+type Warm interface {
+	// Lookup reads key. An absent key is an Entry with Found false and a
+	// nil error.
+	Lookup(ctx context.Context, ns *Namespace, key Key) (Entry, error)
+	// LookupMany reads keys in one query. The result has the length of keys.
+	LookupMany(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, error)
+	// Put upserts value for key and returns the stored entry: the value as
+	// the warehouse will return it on read, and its new version. When
+	// ifMatch is not nil the row must exist with that version, or the error
+	// wraps ErrVersionMismatch.
+	Put(ctx context.Context, ns *Namespace, key Key, value []byte, ifMatch *int64) (Entry, error)
+	// Delete removes key and returns the version of the delete, which is
+	// newer than any version the key had. The error wraps ErrNotFound when
+	// the key is absent, and ErrVersionMismatch when ifMatch is not nil and
+	// differs from the row's version.
+	Delete(ctx context.Context, ns *Namespace, key Key, ifMatch *int64) (int64, error)
+	// Ping reports whether the tier answers.
+	Ping(ctx context.Context) error
+}
