@@ -396,18 +396,23 @@ func (s *Service) writeErr(err error) error {
 	return fmt.Errorf("%w: warehouse write: %w", ErrUnavailable, err)
 }
 
-// Ready reports whether both tiers answer, as the error of the first that
-// does not.
-func (s *Service) Ready(ctx context.Context) error {
-	hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout*4)
+// TierState is the readiness of one tier.
+type TierState struct {
+	// Tier is "redis" or "sql".
+	Tier string
+	// Err is nil when the tier answered.
+	Err error
+}
+
+// Readiness pings both tiers, each under its own deadline, and reports
+// each one's state.
+func (s *Service) Readiness(ctx context.Context) []TierState {
+	hctx, cancel := context.WithTimeout(ctx, 4*s.opts.HotTimeout)
 	defer cancel()
-	if err := s.hot.Ping(hctx); err != nil {
-		return fmt.Errorf("%w: hot tier: %w", ErrUnavailable, err)
+	wctx, wcancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
+	defer wcancel()
+	return []TierState{
+		{Tier: "redis", Err: s.hot.Ping(hctx)},
+		{Tier: "sql", Err: s.warm.Ping(wctx)},
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
-	defer cancel()
-	if err := s.warm.Ping(wctx); err != nil {
-		return fmt.Errorf("%w: warehouse: %w", ErrUnavailable, err)
-	}
-	return nil
 }

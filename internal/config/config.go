@@ -1,0 +1,206 @@
+// Package config loads the service's configuration from flags, WARMCACHE_*
+// environment variables and an optional YAML file of namespaces. Flags win
+// over the environment, and the environment over defaults. No other package
+// reads the environment.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// Config is everything the service and its subcommands need.
+type Config struct {
+	// HTTPAddr is the REST listener. Default 127.0.0.1:8080.
+	HTTPAddr string
+	// PostgresDSN reaches the warehouse (directly or through PgBouncer).
+	// Default postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable.
+	PostgresDSN string
+	// PGExecMode is the pgx exec mode; "auto" picks one per dialect.
+	PGExecMode string
+	// PGPooler is "none" or "pgbouncer" (transaction pooling in between).
+	PGPooler string
+	// PGMaxConns bounds the warehouse pool. Default 8.
+	PGMaxConns int
+	// RedisAddrs lists the hot tier's addresses: one for a standalone server,
+	// several for a Cluster, Sentinels with RedisMasterName. Default
+	// 127.0.0.1:6379.
+	RedisAddrs      []string
+	RedisMasterName string
+	RedisPassword   string
+	RedisDB         int
+	// RedisPrefix starts every key the service writes. Default "wc:".
+	RedisPrefix string
+	// HotTimeout bounds one Redis call. Default 50ms.
+	HotTimeout time.Duration
+	// WarmTimeout bounds one warehouse call. Default 2s.
+	WarmTimeout time.Duration
+	// MaxWarmInflight bounds concurrent warehouse reads. Default 32.
+	MaxWarmInflight int
+	// MaxBodyBytes bounds a request body. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxBatchKeys bounds the keys of one _mget. Default 1000.
+	MaxBatchKeys int
+	// ShutdownTimeout bounds the drain on SIGTERM. Default 15s.
+	ShutdownTimeout time.Duration
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+	// NamespacesFile is the YAML file that declares namespaces. Empty means
+	// the built-in widgets namespace.
+	NamespacesFile string
+	// Namespaces are loaded from NamespacesFile, or the built-in default.
+	Namespaces []*warmcache.Namespace
+	// Args are the arguments left after the flags.
+	Args []string
+}
+
+// Load parses args (without the program and subcommand names) and the
+// environment read through getenv. Errors name the flag, variable or field
+// that is wrong. A -h or -help flag returns flag.ErrHelp after printing the
+// usage to usage.
+func Load(name string, args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	c := Config{
+		HTTPAddr:        "127.0.0.1:8080",
+		PostgresDSN:     "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable",
+		PGExecMode:      "auto",
+		PGPooler:        "none",
+		PGMaxConns:      8,
+		RedisAddrs:      []string{"127.0.0.1:6379"},
+		RedisPrefix:     "wc:",
+		HotTimeout:      50 * time.Millisecond,
+		WarmTimeout:     2 * time.Second,
+		MaxWarmInflight: 32,
+		MaxBodyBytes:    1 << 20,
+		MaxBatchKeys:    1000,
+		ShutdownTimeout: 15 * time.Second,
+		LogLevel:        "info",
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(usage)
+	var redisAddrs string
+	var errs []error
+	str := func(p *string, flagName, env, help string) {
+		if v := getenv(env); v != "" {
+			*p = v
+		}
+		fs.StringVar(p, flagName, *p, help+" ("+env+")")
+	}
+	num := func(p *int, flagName, env, help string) {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				errs = append(errs, fmt.Errorf("%s: want a positive integer, got %q", env, v))
+			} else {
+				*p = n
+			}
+		}
+		fs.IntVar(p, flagName, *p, help+" ("+env+")")
+	}
+	dur := func(p *time.Duration, flagName, env, help string) {
+		if v := getenv(env); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				errs = append(errs, fmt.Errorf("%s: want a positive duration such as 50ms, got %q", env, v))
+			} else {
+				*p = d
+			}
+		}
+		fs.DurationVar(p, flagName, *p, help+" ("+env+")")
+	}
+	redisAddrs = strings.Join(c.RedisAddrs, ",")
+	maxBody := int(c.MaxBodyBytes)
+	str(&c.HTTPAddr, "http-addr", "WARMCACHE_HTTP_ADDR", "REST listen address")
+	str(&c.PostgresDSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", "warehouse connection string")
+	str(&c.PGExecMode, "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", "pgx exec mode: auto, cache_statement, cache_describe, describe_exec, exec or simple_protocol")
+	str(&c.PGPooler, "pg-pooler", "WARMCACHE_PG_POOLER", "pooler between the service and the warehouse: none or pgbouncer")
+	num(&c.PGMaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", "warehouse pool size")
+	str(&redisAddrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", "comma-separated Redis addresses (several for a Cluster)")
+	str(&c.RedisMasterName, "redis-master", "WARMCACHE_REDIS_MASTER", "Sentinel master name")
+	str(&c.RedisPassword, "redis-password", "WARMCACHE_REDIS_PASSWORD", "Redis password")
+	str(&c.RedisPrefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", "prefix of every Redis key")
+	dur(&c.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", "deadline of one Redis call")
+	dur(&c.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", "deadline of one warehouse call")
+	num(&c.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", "concurrent warehouse reads")
+	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
+	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
+	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
+	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
+	str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "YAML file declaring namespaces")
+	if v := getenv("WARMCACHE_REDIS_DB"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("WARMCACHE_REDIS_DB: want a non-negative integer, got %q", v))
+		}
+		c.RedisDB = n
+	}
+	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database number (WARMCACHE_REDIS_DB)")
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	c.Args = fs.Args()
+	c.MaxBodyBytes = int64(maxBody)
+	c.RedisAddrs = splitList(redisAddrs)
+	if err := c.validate(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	var err error
+	if c.NamespacesFile == "" {
+		c.Namespaces = []*warmcache.Namespace{DefaultNamespace()}
+	} else if c.Namespaces, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	oneOf := func(field, v string, allowed ...string) {
+		for _, a := range allowed {
+			if v == a {
+				return
+			}
+		}
+		errs = append(errs, fmt.Errorf("%s: must be one of %s, got %q", field, strings.Join(allowed, ", "), v))
+	}
+	oneOf("pg-exec-mode", c.PGExecMode, "auto", "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol")
+	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
+	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
+	if c.PGPooler == "pgbouncer" && c.PGExecMode == "cache_statement" {
+		errs = append(errs, errors.New("pg-exec-mode: cache_statement keeps named prepared statements, which PgBouncer in transaction pooling cannot; use auto, cache_describe, exec or simple_protocol"))
+	}
+	if len(c.RedisAddrs) == 0 {
+		errs = append(errs, errors.New("redis-addrs: at least one address is needed"))
+	}
+	if c.PostgresDSN == "" {
+		errs = append(errs, errors.New("postgres-dsn: must not be empty"))
+	}
+	for _, field := range []struct {
+		name string
+		n    int
+	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-body-bytes", int(c.MaxBodyBytes)}} {
+		if field.n <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", field.name, field.n))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,240 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// DefaultNamespace returns the namespace served when no namespaces file is
+// given: widgets, a bigint-keyed packed JSONB table that migrate creates and
+// the local stack fills with sample data.
+func DefaultNamespace() *warmcache.Namespace {
+	return &warmcache.Namespace{
+		Name:          "widgets",
+		Table:         "widgets",
+		KeyColumn:     "key",
+		KeyType:       warmcache.KeyBigint,
+		Layout:        warmcache.LayoutPacked,
+		ValueColumn:   "value",
+		VersionColumn: "version",
+		TTL:           5 * time.Minute,
+		NegativeTTL:   30 * time.Second,
+		TTLJitter:     0.1,
+		Writable:      true,
+		Managed:       true,
+		Storage:       warmcache.Storage{Partitions: 8, Compression: "lz4", GINIndex: true},
+	}
+}
+
+// The YAML shape of a namespaces file. Unknown fields are refused.
+type fileDoc struct {
+	Namespaces []nsDoc `yaml:"namespaces"`
+}
+
+type nsDoc struct {
+	Name          string   `yaml:"name"`
+	Table         string   `yaml:"table"`
+	Key           keyDoc   `yaml:"key"`
+	Value         valueDoc `yaml:"value"`
+	VersionColumn string   `yaml:"version_column"`
+	TTL           string   `yaml:"ttl"`
+	NegativeTTL   string   `yaml:"negative_ttl"`
+	TTLJitter     *float64 `yaml:"ttl_jitter"`
+	Writable      bool     `yaml:"writable"`
+	Managed       bool     `yaml:"managed"`
+	MaxKeyBytes   int      `yaml:"max_key_bytes"`
+	Storage       storeDoc `yaml:"storage"`
+}
+
+type keyDoc struct {
+	Column string `yaml:"column"`
+	Type   string `yaml:"type"`
+}
+
+type valueDoc struct {
+	Layout  string      `yaml:"layout"`
+	Column  string      `yaml:"column"`
+	Columns []columnDoc `yaml:"columns"`
+}
+
+type columnDoc struct {
+	Name string `yaml:"name"`
+	Type string `yaml:"type"`
+}
+
+type storeDoc struct {
+	Partitions      int    `yaml:"partitions"`
+	Compression     string `yaml:"compression"`
+	CompressLevel   int    `yaml:"compress_level"`
+	AppendOptimized bool   `yaml:"appendoptimized"`
+	Orientation     string `yaml:"orientation"`
+	GINIndex        bool   `yaml:"gin_index"`
+}
+
+var (
+	namespaceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	identifier    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	tableName     = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+)
+
+// LoadNamespacesFile reads and validates a namespaces file.
+func LoadNamespacesFile(path string) ([]*warmcache.Namespace, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: namespaces file: %w", err)
+	}
+	nss, err := ParseNamespaces(b)
+	if err != nil {
+		return nil, fmt.Errorf("config: %s: %w", path, err)
+	}
+	return nss, nil
+}
+
+// ParseNamespaces decodes and validates a namespaces document. Every error
+// names the namespace and the field, such as
+// `namespaces[0] "widgets": key.type: must be bigint or text, got "int"`.
+func ParseNamespaces(b []byte) ([]*warmcache.Namespace, error) {
+	var doc fileDoc
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	if len(doc.Namespaces) == 0 {
+		return nil, errors.New("namespaces: at least one namespace is needed")
+	}
+	var out []*warmcache.Namespace
+	var errs []error
+	seen := map[string]bool{}
+	for i, d := range doc.Namespaces {
+		ns, nsErrs := d.namespace()
+		if seen[d.Name] {
+			nsErrs = append(nsErrs, errors.New("name: declared twice"))
+		}
+		seen[d.Name] = true
+		for _, e := range nsErrs {
+			errs = append(errs, fmt.Errorf("namespaces[%d] %q: %w", i, d.Name, e))
+		}
+		out = append(out, ns)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	ident := func(field, v string) {
+		if !identifier.MatchString(v) {
+			bad("%s: must be a plain SQL identifier (letters, digits, _), got %q", field, v)
+		}
+	}
+	dur := func(field, v string, def time.Duration) time.Duration {
+		if v == "" {
+			return def
+		}
+		t, err := time.ParseDuration(v)
+		if err != nil || t <= 0 {
+			bad("%s: must be a positive duration such as 5m, got %q", field, v)
+		}
+		return t
+	}
+	ns := &warmcache.Namespace{
+		Name:          d.Name,
+		Table:         d.Table,
+		KeyColumn:     d.Key.Column,
+		KeyType:       warmcache.KeyType(d.Key.Type),
+		Layout:        warmcache.Layout(d.Value.Layout),
+		ValueColumn:   d.Value.Column,
+		VersionColumn: d.VersionColumn,
+		TTL:           dur("ttl", d.TTL, 5*time.Minute),
+		NegativeTTL:   dur("negative_ttl", d.NegativeTTL, 30*time.Second),
+		TTLJitter:     0.1,
+		Writable:      d.Writable,
+		Managed:       d.Managed,
+		MaxKeyBytes:   d.MaxKeyBytes,
+		Storage: warmcache.Storage{
+			Partitions:      d.Storage.Partitions,
+			Compression:     d.Storage.Compression,
+			CompressLevel:   d.Storage.CompressLevel,
+			AppendOptimized: d.Storage.AppendOptimized,
+			Orientation:     d.Storage.Orientation,
+			GINIndex:        d.Storage.GINIndex,
+		},
+	}
+	if !namespaceName.MatchString(d.Name) {
+		bad("name: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", d.Name)
+	}
+	if d.Table == "" {
+		ns.Table = d.Name
+	}
+	if !tableName.MatchString(ns.Table) {
+		bad("table: must be a plain SQL identifier, optionally schema-qualified, got %q", ns.Table)
+	}
+	if ns.KeyColumn == "" {
+		ns.KeyColumn = "key"
+	}
+	ident("key.column", ns.KeyColumn)
+	switch ns.KeyType {
+	case warmcache.KeyBigint, warmcache.KeyText:
+	case "":
+		ns.KeyType = warmcache.KeyBigint
+	default:
+		bad("key.type: must be bigint or text, got %q", d.Key.Type)
+	}
+	if ns.VersionColumn == "" {
+		ns.VersionColumn = "version"
+	}
+	ident("version_column", ns.VersionColumn)
+	switch ns.Layout {
+	case warmcache.LayoutPacked, "":
+		ns.Layout = warmcache.LayoutPacked
+		if ns.ValueColumn == "" {
+			ns.ValueColumn = "value"
+		}
+		ident("value.column", ns.ValueColumn)
+		if len(d.Value.Columns) > 0 {
+			bad("value.columns: only for layout columns")
+		}
+	case warmcache.LayoutColumns:
+		if d.Value.Column != "" {
+			bad("value.column: only for layout packed; list value.columns instead")
+		}
+		if len(d.Value.Columns) == 0 {
+			bad("value.columns: layout columns needs at least one column")
+		}
+		for i, c := range d.Value.Columns {
+			ident(fmt.Sprintf("value.columns[%d].name", i), c.Name)
+			if c.Type == "" {
+				bad("value.columns[%d].type: must not be empty", i)
+			}
+			ns.Columns = append(ns.Columns, warmcache.Column{Name: c.Name, Type: c.Type})
+		}
+	default:
+		bad("value.layout: must be packed or columns, got %q", d.Value.Layout)
+	}
+	if d.TTLJitter != nil {
+		ns.TTLJitter = *d.TTLJitter
+		if ns.TTLJitter < 0 || ns.TTLJitter >= 1 {
+			bad("ttl_jitter: must be at least 0 and below 1, got %v", ns.TTLJitter)
+		}
+	}
+	if d.MaxKeyBytes < 0 || d.MaxKeyBytes > 4096 {
+		bad("max_key_bytes: must be between 1 and 4096, got %d", d.MaxKeyBytes)
+	}
+	if d.Storage.Partitions < 0 || d.Storage.Partitions > 1024 {
+		bad("storage.partitions: must be between 1 and 1024, got %d", d.Storage.Partitions)
+	}
+	return ns, errs
+}

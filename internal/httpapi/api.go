@@ -1,0 +1,286 @@
+// Package httpapi is the REST transport: chi routes for /v1/kv, health and
+// metrics, with bounded bodies and one table that maps errors to statuses.
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// Options bound the transport.
+type Options struct {
+	// MaxBodyBytes bounds a request body. Zero means 1 MiB.
+	MaxBodyBytes int64
+}
+
+type api struct {
+	svc     *warmcache.Service
+	log     *slog.Logger
+	maxBody int64
+}
+
+// NewHandler returns the REST handler over svc. metrics serves /metrics;
+// the request metrics are registered on reg. The handler is safe for
+// concurrent use.
+func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger, opts Options) (http.Handler, error) {
+	a := &api{svc: svc, log: log, maxBody: opts.MaxBodyBytes}
+	if a.maxBody <= 0 {
+		a.maxBody = 1 << 20
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	r := chi.NewRouter()
+	r.Use(m.middleware, a.recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeErrorBody(w, http.StatusNotFound, "no_route", "no such route: "+r.Method+" "+r.URL.Path)
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeErrorBody(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
+	})
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`)
+	})
+	r.Get("/readyz", a.ready)
+	r.Method(http.MethodGet, "/metrics", metrics)
+	r.Route("/v1/kv/{namespace}", func(r chi.Router) {
+		r.Post("/_mget", a.mget)
+		r.Get("/{key}", a.get)
+		r.Put("/{key}", a.put)
+		r.Delete("/{key}", a.delete)
+	})
+	return r, nil
+}
+
+// recoverer turns a panic in a handler into a logged 500.
+func (a *api) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				a.writeError(w, r, fmt.Errorf("httpapi: panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request) {
+	item, err := a.svc.Get(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"))
+	if item.Source != "" {
+		w.Header().Set("X-Cache", string(item.Source))
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	etag := formatETag(item.Entry.Version)
+	w.Header().Set("ETag", etag)
+	if match := r.Header.Get("If-None-Match"); match != "" && match == etag {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(item.Entry.Value)))
+	_, _ = w.Write(item.Entry.Value)
+}
+
+func (a *api) put(w http.ResponseWriter, r *http.Request) {
+	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	item, err := a.svc.Put(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"), body, ifMatch)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("ETag", formatETag(item.Entry.Version))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(item.Entry.Value)
+}
+
+func (a *api) delete(w http.ResponseWriter, r *http.Request) {
+	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.Delete(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"), ifMatch); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type mgetRequest struct {
+	Keys []json.RawMessage `json:"keys"`
+}
+
+func (a *api) mget(w http.ResponseWriter, r *http.Request) {
+	var req mgetRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	keys := make([]string, len(req.Keys))
+	for i, raw := range req.Keys {
+		k, err := keyText(raw)
+		if err != nil {
+			a.writeError(w, r, fmt.Errorf("%w: keys[%d]: %w", errInvalidRequest, i, err))
+			return
+		}
+		keys[i] = k
+	}
+	items, err := a.svc.MGet(r.Context(), chi.URLParam(r, "namespace"), keys)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	// The values are written as stored, without decoding them.
+	var buf bytes.Buffer
+	buf.WriteString(`{"items":{`)
+	first := true
+	var missing []string
+	for _, it := range items {
+		if !it.Entry.Found {
+			missing = append(missing, it.Key.Text)
+			continue
+		}
+		if !first {
+			buf.WriteByte(',')
+		}
+		first = false
+		buf.Write(jsonMarshal(it.Key.Text))
+		buf.WriteByte(':')
+		buf.Write(it.Entry.Value)
+	}
+	buf.WriteString(`},"missing":`)
+	if missing == nil {
+		missing = []string{}
+	}
+	buf.Write(jsonMarshal(missing))
+	buf.WriteByte('}')
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (a *api) ready(w http.ResponseWriter, r *http.Request) {
+	states := a.svc.Readiness(r.Context())
+	tiers := make(map[string]string, len(states))
+	status := http.StatusOK
+	for _, s := range states {
+		tiers[s.Tier] = "ok"
+		if s.Err != nil {
+			tiers[s.Tier] = "unavailable"
+			status = http.StatusServiceUnavailable
+			a.log.LogAttrs(r.Context(), slog.LevelWarn, "tier not ready", slog.String("tier", s.Tier), slog.Any("err", s.Err))
+		}
+	}
+	word := "ok"
+	if status != http.StatusOK {
+		word = "unavailable"
+		w.Header().Set("Retry-After", "1")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonMarshal(map[string]any{"status": word, "tiers": tiers}))
+}
+
+// readBody reads the whole body within the size bound.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, fmt.Errorf("%w: body is larger than %d bytes", warmcache.ErrTooLarge, tooLarge.Limit)
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading body: %w", errInvalidRequest, err)
+	}
+	return body, nil
+}
+
+// decode reads a JSON request body into v, refusing unknown fields and
+// trailing data.
+func (a *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := a.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body is not the expected JSON: %w", errInvalidRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: body has data after the JSON object", errInvalidRequest)
+	}
+	return nil
+}
+
+// keyText accepts a key given as a JSON string or an integer number.
+func keyText(raw json.RawMessage) (string, error) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var n json.Number
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&n); err == nil {
+		if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
+			return n.String(), nil
+		}
+	}
+	return "", errors.New("a key must be a string or an integer")
+}
+
+func formatETag(version int64) string {
+	return `"` + strconv.FormatInt(version, 10) + `"`
+}
+
+// parseIfMatch reads an If-Match header: a version ETag, quoted or not.
+func parseIfMatch(h string) (*int64, error) {
+	if h == "" {
+		return nil, nil
+	}
+	v := strings.Trim(strings.TrimSpace(h), `"`)
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%w: If-Match must be a version ETag such as \"42\", got %q", errInvalidRequest, h)
+	}
+	return &n, nil
+}
+
+// jsonMarshal encodes v without HTML escaping and without a newline.
+func jsonMarshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`null`)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}

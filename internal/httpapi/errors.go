@@ -1,0 +1,86 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// errorStatus is the one table that maps the core's errors to HTTP. Client
+// errors show the error's text, which the core writes for clients; server
+// errors show only the fixed message here.
+var errorStatus = []struct {
+	err        error
+	status     int
+	code       string
+	message    string // empty: the error's own text
+	retryAfter int    // seconds; zero: no Retry-After
+}{
+	{err: warmcache.ErrNotFound, status: http.StatusNotFound, code: "not_found"},
+	{err: warmcache.ErrUnknownNamespace, status: http.StatusNotFound, code: "unknown_namespace"},
+	{err: warmcache.ErrInvalidKey, status: http.StatusBadRequest, code: "invalid_key"},
+	{err: warmcache.ErrInvalidValue, status: http.StatusBadRequest, code: "invalid_value"},
+	{err: errInvalidRequest, status: http.StatusBadRequest, code: "invalid_request"},
+	{err: warmcache.ErrTooLarge, status: http.StatusRequestEntityTooLarge, code: "too_large"},
+	{err: warmcache.ErrReadOnly, status: http.StatusMethodNotAllowed, code: "read_only"},
+	{err: warmcache.ErrVersionMismatch, status: http.StatusPreconditionFailed, code: "precondition_failed"},
+	{err: warmcache.ErrOverloaded, status: http.StatusServiceUnavailable, code: "overloaded", message: "too many requests for the warehouse; retry later", retryAfter: 1},
+	{err: warmcache.ErrUnavailable, status: http.StatusServiceUnavailable, code: "unavailable", message: "a storage tier is unavailable; retry later", retryAfter: 1},
+	{err: context.DeadlineExceeded, status: http.StatusGatewayTimeout, code: "timeout", message: "the request took too long"},
+}
+
+// errInvalidRequest marks a request that is malformed before it reaches the
+// core: an undecodable body, a bad header.
+var errInvalidRequest = errors.New("invalid request")
+
+// writeError answers err with the JSON error shape and the status of the
+// table; an error the table does not know is a 500 whose text is logged,
+// never shown.
+func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away; nobody reads the answer.
+		w.WriteHeader(499)
+		return
+	}
+	for _, e := range errorStatus {
+		if !errors.Is(err, e.err) {
+			continue
+		}
+		msg := e.message
+		if msg == "" {
+			msg = err.Error()
+		}
+		if e.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		}
+		if e.status >= 500 {
+			a.log.LogAttrs(r.Context(), slog.LevelWarn, "request failed",
+				slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+		}
+		writeErrorBody(w, e.status, e.code, msg)
+		return
+	}
+	a.log.LogAttrs(r.Context(), slog.LevelError, "internal error",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("err", err))
+	writeErrorBody(w, http.StatusInternalServerError, "internal", "internal error")
+}
+
+type errorDoc struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeErrorBody(w http.ResponseWriter, status int, code, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("ETag")
+	w.WriteHeader(status)
+	_, _ = w.Write(jsonMarshal(errorDoc{Error: errorDetail{Code: code, Message: message}}))
+}

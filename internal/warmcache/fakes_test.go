@@ -1,0 +1,146 @@
+package warmcache_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// memHot is an in-memory hot tier with the version rules of warmcache.Hot,
+// for unit tests of the protocol. Integration tests use the real Redis.
+type memHot struct {
+	mu      sync.Mutex
+	entries map[string]warmcache.Entry
+	down    atomic.Bool
+}
+
+var errDown = errors.New("tier down")
+
+func newMemHot() *memHot { return &memHot{entries: map[string]warmcache.Entry{}} }
+
+func (h *memHot) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
+	if h.down.Load() {
+		return warmcache.Entry{}, false, errDown
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.entries[ns.Name+"/"+key.Text]
+	return e, ok, nil
+}
+
+func (h *memHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
+	es, hits := make([]warmcache.Entry, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		e, hit, err := h.Get(ctx, ns, k)
+		if err != nil {
+			return nil, nil, err
+		}
+		es[i], hits[i] = e, hit
+	}
+	return es, hits, nil
+}
+
+func (h *memHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
+	if h.down.Load() {
+		return errDown
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	k := ns.Name + "/" + key.Text
+	cur, ok := h.entries[k]
+	if ok && (cur.Version >= e.Version) {
+		return nil
+	}
+	h.entries[k] = e
+	return nil
+}
+
+func (h *memHot) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, es []warmcache.Entry) error {
+	for i := range keys {
+		if err := h.Fill(ctx, ns, keys[i], es[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *memHot) Ping(context.Context) error {
+	if h.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// memWarm is an in-memory warehouse. gate, when set, is received from before
+// every lookup answers, so a test can hold lookups in flight.
+type memWarm struct {
+	mu      sync.Mutex
+	rows    map[string]warmcache.Entry
+	version int64
+	lookups atomic.Int64
+	gate    chan struct{}
+	started chan struct{}
+}
+
+func newMemWarm() *memWarm { return &memWarm{rows: map[string]warmcache.Entry{}} }
+
+func (w *memWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
+	w.lookups.Add(1)
+	if w.started != nil {
+		w.started <- struct{}{}
+	}
+	if w.gate != nil {
+		select {
+		case <-w.gate:
+		case <-ctx.Done():
+			return warmcache.Entry{}, ctx.Err()
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rows[key.Text], nil
+}
+
+func (w *memWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
+	w.lookups.Add(1)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]warmcache.Entry, len(keys))
+	for i, k := range keys {
+		out[i] = w.rows[k.Text]
+	}
+	return out, nil
+}
+
+func (w *memWarm) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.rows[key.Text]
+	if ifMatch != nil && (!cur.Found || cur.Version != *ifMatch) {
+		return warmcache.Entry{}, warmcache.ErrVersionMismatch
+	}
+	w.version++
+	e := warmcache.Entry{Value: append([]byte(nil), value...), Version: w.version, Found: true}
+	w.rows[key.Text] = e
+	return e, nil
+}
+
+func (w *memWarm) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := w.rows[key.Text]
+	if !cur.Found {
+		return 0, warmcache.ErrNotFound
+	}
+	if ifMatch != nil && cur.Version != *ifMatch {
+		return 0, warmcache.ErrVersionMismatch
+	}
+	delete(w.rows, key.Text)
+	w.version++
+	return w.version, nil
+}
+
+func (w *memWarm) Ping(context.Context) error { return nil }

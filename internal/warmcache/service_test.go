@@ -1,0 +1,223 @@
+package warmcache_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+func widgets() *warmcache.Namespace {
+	return &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Writable: true}
+}
+
+func newService(tb testing.TB, hot warmcache.Hot, warm warmcache.Warm, nss ...*warmcache.Namespace) *warmcache.Service {
+	tb.Helper()
+	if len(nss) == 0 {
+		nss = []*warmcache.Namespace{widgets()}
+	}
+	s, err := warmcache.NewService(hot, warm, nss, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestGetMissThenHit(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	if _, err := svc.Put(ctx, "widgets", "42", []byte(`{"id":"42"}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	hot.entries = map[string]warmcache.Entry{} // forget the write's fill
+
+	item, err := svc.Get(ctx, "widgets", "042")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if item.Source != warmcache.SourceWarm || string(item.Entry.Value) != `{"id":"42"}` || item.Key.Text != "42" {
+		t.Fatalf("first get = %+v, want a miss with the value under key 42", item)
+	}
+	item, err = svc.Get(ctx, "widgets", "42")
+	if err != nil || item.Source != warmcache.SourceHot {
+		t.Fatalf("second get = %+v, %v; want a hit", item, err)
+	}
+	if n := warm.lookups.Load(); n != 1 {
+		t.Fatalf("warehouse lookups = %d, want 1", n)
+	}
+}
+
+func TestGetAbsentIsCachedNegative(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	svc := newService(t, hot, warm)
+	for i := 0; i < 3; i++ {
+		_, err := svc.Get(context.Background(), "widgets", "7")
+		if !errors.Is(err, warmcache.ErrNotFound) {
+			t.Fatalf("get %d: err = %v, want ErrNotFound", i, err)
+		}
+	}
+	if n := warm.lookups.Load(); n != 1 {
+		t.Fatalf("warehouse lookups = %d, want 1 (then negative hits)", n)
+	}
+}
+
+func TestWriteThenReadSeesNewVersion(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	first, err := svc.Put(ctx, "widgets", "1", []byte(`1`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, "widgets", "1"); err != nil {
+		t.Fatal(err)
+	}
+	second, err := svc.Put(ctx, "widgets", "1", []byte(`2`), &first.Entry.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.Get(ctx, "widgets", "1")
+	if err != nil || string(got.Entry.Value) != "2" || got.Entry.Version != second.Entry.Version {
+		t.Fatalf("get after put = %+v, %v; want value 2 at version %d", got, err, second.Entry.Version)
+	}
+	if _, err := svc.Put(ctx, "widgets", "1", []byte(`3`), &first.Entry.Version); !errors.Is(err, warmcache.ErrVersionMismatch) {
+		t.Fatalf("put with a stale If-Match: err = %v, want ErrVersionMismatch", err)
+	}
+	if err := svc.Delete(ctx, "widgets", "1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Get(ctx, "widgets", "1"); !errors.Is(err, warmcache.ErrNotFound) {
+		t.Fatalf("get after delete: err = %v, want ErrNotFound", err)
+	}
+}
+
+func TestStampedeSharesOneLookup(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	warm.rows["5"] = warmcache.Entry{Value: []byte(`5`), Version: 1, Found: true}
+	warm.gate = make(chan struct{})
+	warm.started = make(chan struct{}, 1)
+	svc := newService(t, hot, warm)
+
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	first, cancelFirst := context.WithCancel(context.Background())
+	wg.Add(1)
+	go func() { // the caller that starts the flight, then goes away
+		defer wg.Done()
+		_, err := svc.Get(first, "widgets", "5")
+		if !errors.Is(err, context.Canceled) {
+			errs <- err
+		}
+	}()
+	<-warm.started // the flight is in the warehouse
+	for i := 1; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			item, err := svc.Get(context.Background(), "widgets", "5")
+			if err == nil && string(item.Entry.Value) != "5" {
+				err = errors.New("wrong value " + string(item.Entry.Value))
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	cancelFirst()
+	close(warm.gate) // let the one lookup answer
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got := warm.lookups.Load(); got != 1 {
+		t.Fatalf("warehouse lookups = %d, want 1", got)
+	}
+}
+
+func TestHotTierDownServesFromWarehouse(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	warm.rows["9"] = warmcache.Entry{Value: []byte(`9`), Version: 3, Found: true}
+	hot.down.Store(true)
+	svc := newService(t, hot, warm)
+	item, err := svc.Get(context.Background(), "widgets", "9")
+	if err != nil || string(item.Entry.Value) != "9" || item.Source != warmcache.SourceWarm {
+		t.Fatalf("get with the hot tier down = %+v, %v; want the warehouse's value", item, err)
+	}
+}
+
+func TestMGet(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	warm.rows["1"] = warmcache.Entry{Value: []byte(`1`), Version: 1, Found: true}
+	warm.rows["2"] = warmcache.Entry{Value: []byte(`2`), Version: 2, Found: true}
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	if _, err := svc.Get(ctx, "widgets", "1"); err != nil { // 1 is now hot
+		t.Fatal(err)
+	}
+	items, err := svc.MGet(ctx, "widgets", []string{"1", "2", "999999999", "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(items) != 3 {
+		t.Fatalf("items = %d, want 3 distinct keys", len(items))
+	}
+	want := []struct {
+		found  bool
+		source warmcache.Source
+	}{{true, warmcache.SourceHot}, {true, warmcache.SourceWarm}, {false, warmcache.SourceWarm}}
+	for i, w := range want {
+		if items[i].Entry.Found != w.found || items[i].Source != w.source {
+			t.Errorf("items[%d] = %+v, want found=%v source=%s", i, items[i], w.found, w.source)
+		}
+	}
+	if _, err := svc.MGet(ctx, "widgets", []string{"1", "x"}); !errors.Is(err, warmcache.ErrInvalidKey) {
+		t.Fatalf("mget with a bad key: err = %v, want ErrInvalidKey", err)
+	}
+}
+
+func TestWriteRefusals(t *testing.T) {
+	ro := widgets()
+	ro.Name, ro.Writable = "frozen", false
+	cols := widgets()
+	cols.Name, cols.Layout, cols.Columns = "orders", warmcache.LayoutColumns, []warmcache.Column{{Name: "status", Type: "text"}}
+	svc := newService(t, newMemHot(), newMemWarm(), widgets(), ro, cols)
+	deep := make([]byte, 0, 200)
+	for i := 0; i < 100; i++ {
+		deep = append(deep, '[')
+	}
+	for i := 0; i < 100; i++ {
+		deep = append(deep, ']')
+	}
+	cases := []struct {
+		name, ns, key, value string
+		want                 error
+	}{
+		{"not json", "widgets", "1", `{"a":`, warmcache.ErrInvalidValue},
+		{"empty", "widgets", "1", ``, warmcache.ErrInvalidValue},
+		{"too deep", "widgets", "1", string(deep), warmcache.ErrInvalidValue},
+		{"too large", "widgets", "1", `"` + string(make([]byte, 1<<20)) + `"`, warmcache.ErrTooLarge},
+		{"read-only", "frozen", "1", `1`, warmcache.ErrReadOnly},
+		{"unknown namespace", "nope", "1", `1`, warmcache.ErrUnknownNamespace},
+		{"bad key", "widgets", "abc", `1`, warmcache.ErrInvalidKey},
+		{"unknown column", "orders", "1", `{"colour":"red"}`, warmcache.ErrInvalidValue},
+		{"columns not an object", "orders", "1", `[1]`, warmcache.ErrInvalidValue},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := svc.Put(context.Background(), c.ns, c.key, []byte(c.value), nil)
+			if !errors.Is(err, c.want) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+		})
+	}
+}
