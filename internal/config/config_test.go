@@ -1,0 +1,135 @@
+package config_test
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+func env(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load("serve", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:8080" || c.RedisAddrs[0] != "127.0.0.1:6379" || !strings.Contains(c.PostgresDSN, "127.0.0.1:5432") {
+		t.Fatalf("defaults = %+v, want the laptop defaults", c)
+	}
+	if len(c.Namespaces) != 1 || c.Namespaces[0].Name != "widgets" {
+		t.Fatalf("namespaces = %+v, want the built-in widgets", c.Namespaces)
+	}
+}
+
+func TestFlagsWinOverEnvironment(t *testing.T) {
+	c, err := config.Load("serve",
+		[]string{"--http-addr", "127.0.0.1:9999", "--redis-addrs", "a:1, b:2"},
+		env(map[string]string{"WARMCACHE_HTTP_ADDR": "127.0.0.1:7777", "WARMCACHE_HOT_TIMEOUT": "20ms", "WARMCACHE_PG_POOLER": "pgbouncer"}),
+		io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTPAddr != "127.0.0.1:9999" {
+		t.Errorf("HTTPAddr = %q, want the flag's value", c.HTTPAddr)
+	}
+	if c.HotTimeout != 20*time.Millisecond || c.PGPooler != "pgbouncer" {
+		t.Errorf("HotTimeout, PGPooler = %v, %q; want the environment's values", c.HotTimeout, c.PGPooler)
+	}
+	if strings.Join(c.RedisAddrs, "|") != "a:1|b:2" {
+		t.Errorf("RedisAddrs = %q", c.RedisAddrs)
+	}
+}
+
+func TestInvalidSettingsNameTheField(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"bad duration", nil, map[string]string{"WARMCACHE_HOT_TIMEOUT": "soon"}, "WARMCACHE_HOT_TIMEOUT"},
+		{"bad number", nil, map[string]string{"WARMCACHE_PG_MAX_CONNS": "-1"}, "WARMCACHE_PG_MAX_CONNS"},
+		{"bad exec mode", []string{"--pg-exec-mode", "fast"}, nil, "pg-exec-mode"},
+		{"prepared through pgbouncer", []string{"--pg-exec-mode", "cache_statement", "--pg-pooler", "pgbouncer"}, nil, "PgBouncer"},
+		{"no redis", []string{"--redis-addrs", ""}, nil, "redis-addrs"},
+		{"unknown flag", []string{"--nope"}, nil, "nope"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.Load("serve", c.args, env(c.env), io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestNamespacesFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ns.yaml")
+	doc := `
+namespaces:
+  - name: widgets
+    table: public.widgets
+    key: {column: id, type: bigint}
+    value: {layout: packed, column: doc}
+    version_column: rev
+    ttl: 1m
+    negative_ttl: 5s
+    ttl_jitter: 0.2
+    writable: true
+  - name: orders
+    key: {type: text}
+    value:
+      layout: columns
+      columns: [{name: status, type: text}, {name: total, type: numeric}]
+`
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load("serve", []string{"--namespaces", path}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, o := c.Namespaces[0], c.Namespaces[1]
+	if w.Table != "public.widgets" || w.KeyColumn != "id" || w.ValueColumn != "doc" || w.VersionColumn != "rev" ||
+		w.TTL != time.Minute || w.NegativeTTL != 5*time.Second || w.TTLJitter != 0.2 || !w.Writable || w.Managed {
+		t.Errorf("widgets = %+v", w)
+	}
+	if o.Table != "orders" || o.KeyType != warmcache.KeyText || o.Layout != warmcache.LayoutColumns || len(o.Columns) != 2 || o.Writable {
+		t.Errorf("orders = %+v", o)
+	}
+}
+
+func TestBadNamespacesNameTheField(t *testing.T) {
+	cases := []struct {
+		name, doc, want string
+	}{
+		{"key type", `{namespaces: [{name: w, key: {type: int}}]}`, `namespaces[0] "w": key.type`},
+		{"layout", `{namespaces: [{name: w, value: {layout: wide}}]}`, "value.layout"},
+		{"columns missing", `{namespaces: [{name: w, value: {layout: columns}}]}`, "value.columns"},
+		{"sql in a column", `{namespaces: [{name: w, value: {column: "v; drop table x"}}]}`, "value.column"},
+		{"table", `{namespaces: [{name: w, table: "a.b.c"}]}`, "table"},
+		{"ttl", `{namespaces: [{name: w, ttl: forever}]}`, "ttl"},
+		{"jitter", `{namespaces: [{name: w, ttl_jitter: 1.5}]}`, "ttl_jitter"},
+		{"name", `{namespaces: [{name: "a/b"}]}`, "name"},
+		{"duplicate", `{namespaces: [{name: w}, {name: w}]}`, "declared twice"},
+		{"unknown field", `{namespaces: [{name: w, colour: red}]}`, "colour"},
+		{"empty", `{}`, "at least one namespace"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := config.ParseNamespaces([]byte(c.doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one naming %q", err, c.want)
+			}
+		})
+	}
+}
