@@ -52,8 +52,12 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
+	// Dialect names the warehouse dialect for `migrate plan`, which
+	// connects to nothing: postgres or greenplum. Empty means postgres.
+	// Everywhere else the dialect is detected at connect.
+	Dialect string
 	// NamespacesFile is the YAML file that declares namespaces. Empty means
-	// the built-in widgets namespace.
+	// the built-in widgets and widgets_archive namespaces.
 	NamespacesFile string
 	// Namespaces are loaded from NamespacesFile, or the built-in default.
 	Namespaces []*warmcache.Namespace
@@ -132,6 +136,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
 	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
+	str(&c.Dialect, "dialect", "WARMCACHE_DIALECT", "dialect for migrate plan: postgres or greenplum")
 	str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "YAML file declaring namespaces")
 	if v := getenv("WARMCACHE_REDIS_DB"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -155,7 +160,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	}
 	var err error
 	if c.NamespacesFile == "" {
-		c.Namespaces = []*warmcache.Namespace{DefaultNamespace()}
+		c.Namespaces = DefaultNamespaces()
 	} else if c.Namespaces, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
 		return Config{}, err
 	}
@@ -174,6 +179,7 @@ func (c *Config) validate() error {
 	}
 	oneOf("pg-exec-mode", c.PGExecMode, "auto", "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol")
 	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
+	oneOf("dialect", c.Dialect, "", "postgres", "greenplum")
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
 	if c.PGPooler == "pgbouncer" && c.PGExecMode == "cache_statement" {
 		errs = append(errs, errors.New("pg-exec-mode: cache_statement keeps named prepared statements, which PgBouncer in transaction pooling cannot; use auto, cache_describe, exec or simple_protocol"))

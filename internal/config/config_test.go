@@ -24,7 +24,7 @@ func TestDefaults(t *testing.T) {
 	if c.HTTPAddr != "127.0.0.1:8080" || c.RedisAddrs[0] != "127.0.0.1:6379" || !strings.Contains(c.PostgresDSN, "127.0.0.1:5432") {
 		t.Fatalf("defaults = %+v, want the laptop defaults", c)
 	}
-	if len(c.Namespaces) != 1 || c.Namespaces[0].Name != "widgets" {
+	if len(c.Namespaces) != 2 || c.Namespaces[0].Name != "widgets" || !c.Namespaces[1].Storage.AppendOptimized {
 		t.Fatalf("namespaces = %+v, want the built-in widgets", c.Namespaces)
 	}
 }

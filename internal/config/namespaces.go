@@ -14,11 +14,15 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// DefaultNamespace returns the namespace served when no namespaces file is
-// given: widgets, a bigint-keyed packed JSONB table that migrate creates and
-// the local stack fills with sample data.
-func DefaultNamespace() *warmcache.Namespace {
-	return &warmcache.Namespace{
+// DefaultNamespaces returns the namespaces served when no namespaces file
+// is given:
+//   - widgets, a hot bigint-keyed packed JSONB table in heap storage, which
+//     the local stack fills with sample data;
+//   - widgets_archive, a cold table of the same shape that Greenplum keeps
+//     append-optimized and zstd-compressed (PostgreSQL has no such storage
+//     and keeps it as a heap).
+func DefaultNamespaces() []*warmcache.Namespace {
+	widgets := &warmcache.Namespace{
 		Name:          "widgets",
 		Table:         "widgets",
 		KeyColumn:     "key",
@@ -33,6 +37,12 @@ func DefaultNamespace() *warmcache.Namespace {
 		Managed:       true,
 		Storage:       warmcache.Storage{Partitions: 8, Compression: "lz4", GINIndex: true},
 	}
+	archive := *widgets
+	archive.Name, archive.Table = "widgets_archive", "widgets_archive"
+	archive.TTL = time.Minute
+	archive.Storage = warmcache.Storage{Partitions: 8, Compression: "zstd", CompressLevel: 5,
+		AppendOptimized: true, Orientation: "row", GINIndex: true}
+	return []*warmcache.Namespace{widgets, &archive}
 }
 
 // The YAML shape of a namespaces file. Unknown fields are refused.

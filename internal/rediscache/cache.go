@@ -1,0 +1,412 @@
+// Package rediscache is the hot tier over Redis: standalone, Sentinel or
+// Cluster, through go-redis. Each entry is one Redis string that carries its
+// version, and fills go through a Lua script that refuses to replace a newer
+// version, so a slow reader cannot store a value that a later write replaced
+// or deleted.
+//
+// Keys are <prefix><namespace>:<key>, with no hash tag: every command touches
+// one key, so a namespace's keys can spread over all the slots of a Cluster.
+// Batches are pipelines, which go-redis splits by node.
+package rediscache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+var _ warmcache.Hot = (*Cache)(nil)
+
+// Options configure a Cache. The zero value of each field selects the default
+// in its comment; a negative duration also selects the default.
+type Options struct {
+	// Addrs are the host:port addresses of Redis. One address is a
+	// standalone server; several are the seed nodes of a Cluster; with
+	// MasterName they are Sentinels. Empty means 127.0.0.1:6379.
+	Addrs []string
+	// MasterName is the Sentinel master name. Empty means no Sentinel.
+	MasterName string
+	// Username and Password authenticate with Redis ACLs (or requirepass,
+	// with Username empty). Empty means no authentication.
+	Username string
+	Password string
+	// DB is the database to select. Standalone and Sentinel only; Cluster
+	// has database 0 only. Zero means database 0.
+	DB int
+	// Prefix starts every key: keys are <Prefix><namespace>:<key>. Zero
+	// means "wc:". On Cluster a prefix with a {hash tag} would put every key
+	// in one slot, so it should have none.
+	Prefix string
+	// PoolSize is the number of connections per Redis node. Zero means
+	// go-redis's default, 10 per GOMAXPROCS.
+	PoolSize int
+	// DialTimeout bounds opening a connection. Zero means 200ms.
+	DialTimeout time.Duration
+	// ReadTimeout bounds waiting for a reply. Zero means 100ms.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds sending a command. Zero means 100ms.
+	WriteTimeout time.Duration
+	// The deadline of the caller's context applies on top of these three
+	// timeouts, and the earlier one wins.
+
+	// TombstoneTTL is the minimum life of the absent entry that a delete
+	// stores, so that a slow reader holding an older version cannot refill
+	// the key after the delete. It must exceed the service's warehouse
+	// timeout. Zero means 30s.
+	TombstoneTTL time.Duration
+}
+
+const (
+	defaultAddr         = "127.0.0.1:6379"
+	defaultPrefix       = "wc:"
+	defaultDialTimeout  = 200 * time.Millisecond
+	defaultReadTimeout  = 100 * time.Millisecond
+	defaultWriteTimeout = 100 * time.Millisecond
+	defaultTombstoneTTL = 30 * time.Second
+	defaultTTL          = 5 * time.Minute
+	defaultNegativeTTL  = 30 * time.Second
+)
+
+func (o Options) withDefaults() Options {
+	dur := func(d *time.Duration, def time.Duration) {
+		if *d <= 0 {
+			*d = def
+		}
+	}
+	if len(o.Addrs) == 0 {
+		o.Addrs = []string{defaultAddr}
+	}
+	if o.Prefix == "" {
+		o.Prefix = defaultPrefix
+	}
+	dur(&o.DialTimeout, defaultDialTimeout)
+	dur(&o.ReadTimeout, defaultReadTimeout)
+	dur(&o.WriteTimeout, defaultWriteTimeout)
+	dur(&o.TombstoneTTL, defaultTombstoneTTL)
+	return o
+}
+
+// Cache is the hot tier over Redis. It implements warmcache.Hot and is safe
+// for concurrent use.
+type Cache struct {
+	client       redis.UniversalClient
+	fill         *redis.Script
+	prefix       string
+	tombstoneTTL time.Duration
+	log          *slog.Logger
+
+	errs          *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	unknownFormat *prometheus.CounterVec
+}
+
+// New returns a Cache for the Redis that opts describe and registers its
+// metrics on reg (when reg is not nil). It does not contact Redis:
+// connections are opened on first use, so the service can start while Redis
+// is down. A nil log discards. The error reports metrics that cannot be
+// registered.
+func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, error) {
+	opts = opts.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Cache{
+		fill:         redis.NewScript(fillScript),
+		prefix:       opts.Prefix,
+		tombstoneTTL: opts.TombstoneTTL,
+		log:          log,
+		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_redis_errors_total",
+			Help: "Failed Redis calls by op (get, get_many, fill, fill_many, ping). A miss is not an error.",
+		}, []string{"op"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmcache_redis_duration_seconds",
+			Help:    "Duration of Redis calls by op (get, get_many, fill, fill_many, ping).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+		}, []string{"op"}),
+		unknownFormat: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_redis_unknown_format_total",
+			Help: "Cached values in a format this version cannot read, by namespace; each was served as a miss.",
+		}, []string{"namespace"}),
+	}
+	if reg != nil {
+		var done []prometheus.Collector
+		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat} {
+			if err := reg.Register(m); err != nil {
+				for _, d := range done {
+					reg.Unregister(d)
+				}
+				return nil, fmt.Errorf("rediscache: register metrics: %w", err)
+			}
+			done = append(done, m)
+		}
+	}
+	c.client = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:                 opts.Addrs,
+		MasterName:            opts.MasterName,
+		Username:              opts.Username,
+		Password:              opts.Password,
+		DB:                    opts.DB,
+		PoolSize:              opts.PoolSize,
+		DialTimeout:           opts.DialTimeout,
+		ReadTimeout:           opts.ReadTimeout,
+		WriteTimeout:          opts.WriteTimeout,
+		ContextTimeoutEnabled: true,
+		// A cache call has a deadline of a few tens of milliseconds and
+		// a warehouse behind it, so it fails fast instead of waiting
+		// out its deadline between dials: one dial per attempt and one
+		// quick retry, which still replaces a connection that Redis
+		// closed (after a restart, say).
+		DialerRetries:   1,
+		MaxRetries:      1,
+		MinRetryBackoff: time.Millisecond,
+		MaxRetryBackoff: 4 * time.Millisecond,
+	})
+	log.Info("redis hot tier configured",
+		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
+	return c, nil
+}
+
+// mode names the kind of client that go-redis builds for opts.
+func mode(opts Options) string {
+	switch {
+	case opts.MasterName != "":
+		return "sentinel"
+	case len(opts.Addrs) > 1:
+		return "cluster"
+	default:
+		return "standalone"
+	}
+}
+
+// Close closes the connections. Calls after Close fail.
+func (c *Cache) Close() error {
+	if err := c.client.Close(); err != nil {
+		return fmt.Errorf("rediscache: close: %w", err)
+	}
+	return nil
+}
+
+// key returns the Redis key of key in ns.
+func (c *Cache) key(ns *warmcache.Namespace, key warmcache.Key) string {
+	return c.prefix + ns.Name + ":" + key.Text
+}
+
+// observe records the duration of a call that started at start and counts
+// err, which must not be redis.Nil.
+func (c *Cache) observe(op string, start time.Time, err error) {
+	c.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	if err != nil {
+		c.errs.WithLabelValues(op).Inc()
+	}
+}
+
+// Get returns the cached entry for key; hit is false when nothing is cached
+// or the value is in a format this version cannot read. A cached absent
+// entry is a hit with Found false. The returned Value is the stored payload,
+// unchanged. Errors are Redis and context errors, wrapped.
+func (c *Cache) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
+	start := time.Now()
+	b, err := c.client.Get(ctx, c.key(ns, key)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		c.observe("get", start, nil)
+		return warmcache.Entry{}, false, nil
+	}
+	c.observe("get", start, err)
+	if err != nil {
+		return warmcache.Entry{}, false, fmt.Errorf("rediscache: get %q: %w", key.Text, err)
+	}
+	e, ok := c.decode(ctx, ns, key, b)
+	return e, ok, nil
+}
+
+// decode reads a stored value and counts it when its format is unknown.
+func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, b []byte) (warmcache.Entry, bool) {
+	e, ok := decode(b)
+	if !ok {
+		c.unknownFormat.WithLabelValues(ns.Name).Inc()
+		c.log.LogAttrs(ctx, slog.LevelDebug, "redis value in an unknown format is a miss",
+			slog.String("namespace", ns.Name), slog.String("key", key.Text), slog.Int("bytes", len(b)))
+	}
+	return e, ok
+}
+
+// GetMany is Get for several keys, sent as one pipeline of GETs (on Cluster,
+// one per node). entries and hits have the length of keys. When any GET
+// fails, the error is returned with nil slices.
+func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
+	entries := make([]warmcache.Entry, len(keys))
+	hits := make([]bool, len(keys))
+	if len(keys) == 0 {
+		return entries, hits, nil
+	}
+	start := time.Now()
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(ctx, c.key(ns, k))
+	}
+	// Exec reports a miss as redis.Nil; each command's own error tells.
+	_, _ = pipe.Exec(ctx)
+	for i, cmd := range cmds {
+		b, err := cmd.Bytes()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			c.observe("get_many", start, err)
+			return nil, nil, fmt.Errorf("rediscache: get %d keys: %w", len(keys), err)
+		}
+		entries[i], hits[i] = c.decode(ctx, ns, keys[i], b)
+	}
+	c.observe("get_many", start, nil)
+	return entries, hits, nil
+}
+
+// Fill stores e for key unless Redis holds an entry of a newer or equal
+// version, in one atomic script. A present entry also replaces the absent
+// entry of a read (version 0), and an absent entry with version 0 is stored
+// only when nothing is cached. Entries expire after the namespace's TTL
+// (present), NegativeTTL (absent, version 0) or the larger of NegativeTTL and
+// the TombstoneTTL (absent, from a delete), spread by the namespace's
+// TTLJitter. Errors are Redis and context errors, and a negative version,
+// wrapped.
+func (c *Cache) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
+	v, err := encode(e)
+	if err != nil {
+		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
+	}
+	start := time.Now()
+	err = c.fill.Run(ctx, c.client, []string{c.key(ns, key)}, v, c.ttlMillis(ns, e)).Err()
+	c.observe("fill", start, err)
+	if err != nil {
+		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
+	}
+	return nil
+}
+
+// FillMany is Fill for several keys, sent as one pipeline of scripts (on
+// Cluster, one per node). Each key is filled on its own: when some fail, the
+// others may still be stored, and the error reports the first failure.
+func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry) error {
+	if len(keys) != len(entries) {
+		return fmt.Errorf("rediscache: fill %d keys with %d entries", len(keys), len(entries))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	values := make([][]byte, len(keys))
+	for i, e := range entries {
+		v, err := encode(e)
+		if err != nil {
+			return fmt.Errorf("rediscache: fill %q: %w", keys[i].Text, err)
+		}
+		values[i] = v
+	}
+	start := time.Now()
+	err := c.fillPipeline(ctx, ns, keys, entries, values)
+	c.observe("fill_many", start, err)
+	if err != nil {
+		return fmt.Errorf("rediscache: fill %d keys: %w", len(keys), err)
+	}
+	return nil
+}
+
+// fillPipeline runs the fill script for each key by its digest in one
+// pipeline, and then once more by its source for the keys whose node did not
+// have the script cached.
+func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry, values [][]byte) error {
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = c.fill.EvalSha(ctx, pipe, []string{c.key(ns, k)}, values[i], c.ttlMillis(ns, entries[i]))
+	}
+	_, _ = pipe.Exec(ctx)
+	var retry []int
+	for i, cmd := range cmds {
+		err := cmd.Err()
+		switch {
+		case err == nil:
+		case noScript(err):
+			retry = append(retry, i)
+		default:
+			return err
+		}
+	}
+	if len(retry) == 0 {
+		return nil
+	}
+	pipe = c.client.Pipeline()
+	cmds = cmds[:0]
+	for _, i := range retry {
+		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{c.key(ns, keys[i])}, values[i], c.ttlMillis(ns, entries[i])))
+	}
+	_, _ = pipe.Exec(ctx)
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noScript reports whether err is Redis's NOSCRIPT error: the node does not
+// have the script cached.
+func noScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// ttlMillis returns the TTL of e in ns in milliseconds, jittered.
+func (c *Cache) ttlMillis(ns *warmcache.Namespace, e warmcache.Entry) int64 {
+	return c.ttl(ns, e).Milliseconds()
+}
+
+// ttl returns how long e lives in ns: the namespace's TTL for a present
+// entry, its NegativeTTL for the absent entry of a read, and the larger of
+// that and TombstoneTTL for the absent entry of a delete. Each is multiplied
+// by a random factor in [1-TTLJitter, 1+TTLJitter], and a delete's entry still
+// lives at least TombstoneTTL. The result is at least one millisecond.
+func (c *Cache) ttl(ns *warmcache.Namespace, e warmcache.Entry) time.Duration {
+	negative := ns.NegativeTTL
+	if negative <= 0 {
+		negative = defaultNegativeTTL
+	}
+	var base, floor time.Duration
+	switch {
+	case e.Found:
+		base = ns.TTL
+		if base <= 0 {
+			base = defaultTTL
+		}
+	case e.Version == 0:
+		base = negative
+	default:
+		base = max(negative, c.tombstoneTTL)
+		floor = c.tombstoneTTL
+	}
+	d := base
+	if j := min(ns.TTLJitter, 1); j > 0 {
+		d = time.Duration(float64(base) * (1 - j + 2*j*rand.Float64()))
+	}
+	return max(d, floor, time.Millisecond)
+}
+
+// Ping reports whether Redis answers. Errors are Redis and context errors,
+// wrapped.
+func (c *Cache) Ping(ctx context.Context) error {
+	start := time.Now()
+	err := c.client.Ping(ctx).Err()
+	c.observe("ping", start, err)
+	if err != nil {
+		return fmt.Errorf("rediscache: ping: %w", err)
+	}
+	return nil
+}

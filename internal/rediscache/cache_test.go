@@ -1,0 +1,624 @@
+package rediscache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// fixture is a Cache on the test Redis with its own key prefix, the registry
+// its metrics are on, and a plain client to look at the keys.
+type fixture struct {
+	cache  *rediscache.Cache
+	reg    *prometheus.Registry
+	raw    *redis.Client
+	prefix string
+}
+
+// newFixture returns a fixture whose keys are deleted when the test ends.
+// opts.Addrs and opts.Prefix are set by the fixture.
+func newFixture(tb testing.TB, opts rediscache.Options) *fixture {
+	tb.Helper()
+	addr := testenv.RedisAddr(tb)
+	opts.Addrs = []string{addr}
+	opts.Prefix = "wctest:" + testenv.RandomSuffix(tb) + ":"
+	reg := prometheus.NewRegistry()
+	cache, err := rediscache.New(opts, reg, nil)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	raw := redis.NewClient(&redis.Options{Addr: addr})
+	f := &fixture{cache: cache, reg: reg, raw: raw, prefix: opts.Prefix}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		iter := raw.Scan(ctx, 0, opts.Prefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			if err := raw.Del(ctx, iter.Val()).Err(); err != nil {
+				tb.Errorf("cleanup: del %s: %v", iter.Val(), err)
+			}
+		}
+		if err := iter.Err(); err != nil {
+			tb.Errorf("cleanup: scan: %v", err)
+		}
+		if err := cache.Close(); err != nil {
+			tb.Errorf("cleanup: close cache: %v", err)
+		}
+		if err := raw.Close(); err != nil {
+			tb.Errorf("cleanup: close client: %v", err)
+		}
+	})
+	return f
+}
+
+// redisKey is the key the cache uses for key in ns.
+func (f *fixture) redisKey(ns *warmcache.Namespace, key string) string {
+	return f.prefix + ns.Name + ":" + key
+}
+
+// testContext returns a context that ends with the test, with a deadline that is
+// generous for a local Redis.
+func testContext(tb testing.TB) context.Context {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// fill fills e for key and fails the test on error.
+func (f *fixture) fill(tb testing.TB, ns *warmcache.Namespace, key string, e warmcache.Entry) {
+	tb.Helper()
+	if err := f.cache.Fill(testContext(tb), ns, warmcache.Key{Text: key}, e); err != nil {
+		tb.Fatalf("Fill(%s, %+v): %v", key, e, err)
+	}
+}
+
+// get reads key and fails the test on error.
+func (f *fixture) get(tb testing.TB, ns *warmcache.Namespace, key string) (warmcache.Entry, bool) {
+	tb.Helper()
+	e, hit, err := f.cache.Get(testContext(tb), ns, warmcache.Key{Text: key})
+	if err != nil {
+		tb.Fatalf("Get(%s): %v", key, err)
+	}
+	return e, hit
+}
+
+// metric returns the value of the counter or the sample count of the
+// histogram name with label op (or namespace) equal to value; zero when it
+// has no such series.
+func metric(tb testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("gather: %v", err)
+	}
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			if !hasLabel(m, label, value) {
+				continue
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, name, value string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name && l.GetValue() == value {
+			return true
+		}
+	}
+	return false
+}
+
+func present(version int64, value string) warmcache.Entry {
+	return warmcache.Entry{Value: []byte(value), Version: version, Found: true}
+}
+
+func absent(version int64) warmcache.Entry {
+	return warmcache.Entry{Version: version}
+}
+
+// sameEntry reports whether got is want, comparing values byte for byte.
+func sameEntry(got, want warmcache.Entry) bool {
+	return got.Found == want.Found && got.Version == want.Version && string(got.Value) == string(want.Value)
+}
+
+func TestRoundTrip(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	tests := []struct {
+		name   string
+		entry  warmcache.Entry
+		stored string // the raw Redis value
+	}{
+		{"present", present(42, `{"id":42,"name":"bolt"}`), `1P00000000000000000042{"id":42,"name":"bolt"}`},
+		{"present keeps bytes", present(7, " { \"b\" : [1, 2.50, \"é\\u00e9\"] }\n"), "1P00000000000000000007 { \"b\" : [1, 2.50, \"é\\u00e9\"] }\n"},
+		{"present max version", present(1<<63-1, `0`), `1P09223372036854775807` + `0`},
+		{"read absent", absent(0), `1A00000000000000000000`},
+		{"delete absent", absent(9), `1A00000000000000000009`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.fill(t, ns, tt.name, tt.entry)
+			got, hit := f.get(t, ns, tt.name)
+			if !hit || !sameEntry(got, tt.entry) {
+				t.Errorf("Get = %+v, hit %v; want %+v, hit true", got, hit, tt.entry)
+			}
+			raw, err := f.raw.Get(testContext(t), f.redisKey(ns, tt.name)).Result()
+			if err != nil {
+				t.Fatalf("raw get: %v", err)
+			}
+			if raw != tt.stored {
+				t.Errorf("stored %q, want %q", raw, tt.stored)
+			}
+		})
+	}
+	t.Run("miss", func(t *testing.T) {
+		if got, hit := f.get(t, ns, "never-filled"); hit {
+			t.Errorf("Get = %+v, hit true; want a miss", got)
+		}
+		if n := metric(t, f.reg, "warmcache_redis_errors_total", "op", "get"); n != 0 {
+			t.Errorf("errors_total{op=get} = %v after a miss, want 0", n)
+		}
+		if n := metric(t, f.reg, "warmcache_redis_duration_seconds", "op", "get"); n == 0 {
+			t.Errorf("duration_seconds{op=get} has no samples")
+		}
+	})
+	t.Run("negative version refused", func(t *testing.T) {
+		err := f.cache.Fill(testContext(t), ns, warmcache.Key{Text: "negative"}, present(-1, `1`))
+		if err == nil {
+			t.Fatal("Fill with version -1 succeeded, want an error")
+		}
+		if _, hit := f.get(t, ns, "negative"); hit {
+			t.Error("a fill with a negative version stored something")
+		}
+	})
+}
+
+func TestFillVersionRules(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	tests := []struct {
+		name   string
+		cached *warmcache.Entry // filled first; nil for an empty key
+		fill   warmcache.Entry
+		want   warmcache.Entry
+	}{
+		{"older after newer refused", ptr(present(5, `"v5"`)), present(3, `"v3"`), present(5, `"v5"`)},
+		{"same version not rewritten", ptr(present(5, `"first"`)), present(5, `"second"`), present(5, `"first"`)},
+		{"newer replaces older", ptr(present(3, `"v3"`)), present(5, `"v5"`), present(5, `"v5"`)},
+		{"present on empty key", nil, present(1, `"v1"`), present(1, `"v1"`)},
+		{"delete replaces older present", ptr(present(3, `"v3"`)), absent(4), absent(4)},
+		{"delete older than present refused", ptr(present(5, `"v5"`)), absent(4), present(5, `"v5"`)},
+		{"delete blocks older fill", ptr(absent(5)), present(4, `"v4"`), absent(5)},
+		{"delete blocks same version", ptr(absent(5)), present(5, `"v5"`), absent(5)},
+		{"newer fill replaces delete", ptr(absent(5)), present(6, `"v6"`), present(6, `"v6"`)},
+		{"newer delete replaces delete", ptr(absent(5)), absent(6), absent(6)},
+		{"read absent stored on empty key", nil, absent(0), absent(0)},
+		{"read absent does not replace present", ptr(present(3, `"v3"`)), absent(0), present(3, `"v3"`)},
+		{"read absent does not replace delete", ptr(absent(5)), absent(0), absent(5)},
+		{"present replaces read absent", ptr(absent(0)), present(1, `"v1"`), present(1, `"v1"`)},
+		{"present version 0 replaces read absent", ptr(absent(0)), present(0, `"v0"`), present(0, `"v0"`)},
+		{"delete replaces read absent", ptr(absent(0)), absent(2), absent(2)},
+		{"versions compare as numbers", ptr(present(9, `"v9"`)), present(10, `"v10"`), present(10, `"v10"`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.cached != nil {
+				f.fill(t, ns, tt.name, *tt.cached)
+			}
+			f.fill(t, ns, tt.name, tt.fill)
+			got, hit := f.get(t, ns, tt.name)
+			if !hit || !sameEntry(got, tt.want) {
+				t.Errorf("after %+v then %+v: Get = %+v, hit %v; want %+v", tt.cached, tt.fill, got, hit, tt.want)
+			}
+		})
+	}
+	t.Run("foreign value replaced", func(t *testing.T) {
+		if err := f.raw.Set(testContext(t), f.redisKey(ns, "foreign"), "not ours", 0).Err(); err != nil {
+			t.Fatalf("raw set: %v", err)
+		}
+		f.fill(t, ns, "foreign", present(1, `"v1"`))
+		if got, hit := f.get(t, ns, "foreign"); !hit || !sameEntry(got, present(1, `"v1"`)) {
+			t.Errorf("Get = %+v, hit %v; want the filled entry", got, hit)
+		}
+	})
+	t.Run("later format compared by version", func(t *testing.T) {
+		// A value of an unknown format is a miss for Get, but its header
+		// still orders fills.
+		if err := f.raw.Set(testContext(t), f.redisKey(ns, "later"), "zP00000000000000000005payload", 0).Err(); err != nil {
+			t.Fatalf("raw set: %v", err)
+		}
+		f.fill(t, ns, "later", present(4, `"v4"`))
+		raw, err := f.raw.Get(testContext(t), f.redisKey(ns, "later")).Result()
+		if err != nil || raw != "zP00000000000000000005payload" {
+			t.Errorf("after an older fill the key holds %q (err %v), want the later format's value", raw, err)
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestTTL(t *testing.T) {
+	const tombstone = 45 * time.Second
+	f := newFixture(t, rediscache.Options{TombstoneTTL: tombstone})
+	jittered := &warmcache.Namespace{Name: "jittered", TTL: 10 * time.Minute, NegativeTTL: 20 * time.Second, TTLJitter: 0.2}
+	defaults := &warmcache.Namespace{Name: "defaults"}
+	longNegative := &warmcache.Namespace{Name: "long-negative", NegativeTTL: time.Minute, TTLJitter: 0.1}
+	tests := []struct {
+		name  string
+		ns    *warmcache.Namespace
+		entry warmcache.Entry
+		base  time.Duration
+	}{
+		{"present", jittered, present(1, `1`), 10 * time.Minute},
+		{"read absent", jittered, absent(0), 20 * time.Second},
+		{"delete absent", jittered, absent(3), tombstone},
+		{"present default", defaults, present(1, `1`), 5 * time.Minute},
+		{"read absent default", defaults, absent(0), 30 * time.Second},
+		{"delete absent default", defaults, absent(3), tombstone},
+		{"delete absent negative longer than tombstone", longNegative, absent(3), time.Minute},
+	}
+	const samples = 20
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo := time.Duration(float64(tt.base) * (1 - tt.ns.TTLJitter))
+			hi := time.Duration(float64(tt.base) * (1 + tt.ns.TTLJitter))
+			if !tt.entry.Found && tt.entry.Version > 0 {
+				lo = max(lo, tombstone)
+			}
+			// PTTL counts down from the fill, so allow for the time the
+			// test takes.
+			const slack = 2 * time.Second
+			seen := map[time.Duration]bool{}
+			for i := range samples {
+				key := tt.name + ":" + strconv.Itoa(i)
+				f.fill(t, tt.ns, key, tt.entry)
+				ttl, err := f.raw.PTTL(testContext(t), f.redisKey(tt.ns, key)).Result()
+				if err != nil {
+					t.Fatalf("PTTL: %v", err)
+				}
+				if ttl < lo-slack || ttl > hi {
+					t.Errorf("PTTL = %v, want within [%v, %v]", ttl, lo, hi)
+				}
+				seen[ttl.Round(time.Second)] = true
+			}
+			if tt.ns.TTLJitter > 0 && len(seen) < 2 {
+				t.Errorf("%d fills with jitter %v all got the same TTL", samples, tt.ns.TTLJitter)
+			}
+		})
+	}
+}
+
+func TestGetMany(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	f.fill(t, ns, "a", present(1, `{"a":1}`))
+	f.fill(t, ns, "neg", absent(0))
+	f.fill(t, ns, "gone", absent(4))
+	f.fill(t, ns, "b", present(2, `{"b":2}`))
+	if err := f.raw.Set(testContext(t), f.redisKey(ns, "odd"), "9P00000000000000000001{}", 0).Err(); err != nil {
+		t.Fatalf("raw set: %v", err)
+	}
+	tests := []struct {
+		key  string
+		want warmcache.Entry
+		hit  bool
+	}{
+		{"b", present(2, `{"b":2}`), true},
+		{"missing-1", warmcache.Entry{}, false},
+		{"neg", absent(0), true},
+		{"a", present(1, `{"a":1}`), true},
+		{"odd", warmcache.Entry{}, false},
+		{"gone", absent(4), true},
+		{"missing-2", warmcache.Entry{}, false},
+		{"a", present(1, `{"a":1}`), true},
+	}
+	keys := make([]warmcache.Key, len(tests))
+	for i, tt := range tests {
+		keys[i] = warmcache.Key{Text: tt.key}
+	}
+	entries, hits, err := f.cache.GetMany(testContext(t), ns, keys)
+	if err != nil {
+		t.Fatalf("GetMany: %v", err)
+	}
+	if len(entries) != len(keys) || len(hits) != len(keys) {
+		t.Fatalf("GetMany returned %d entries and %d hits for %d keys", len(entries), len(hits), len(keys))
+	}
+	for i, tt := range tests {
+		if hits[i] != tt.hit || (tt.hit && !sameEntry(entries[i], tt.want)) {
+			t.Errorf("keys[%d] %s: entry %+v, hit %v; want %+v, hit %v", i, tt.key, entries[i], hits[i], tt.want, tt.hit)
+		}
+	}
+	if n := metric(t, f.reg, "warmcache_redis_errors_total", "op", "get_many"); n != 0 {
+		t.Errorf("errors_total{op=get_many} = %v with misses only, want 0", n)
+	}
+	t.Run("no keys", func(t *testing.T) {
+		entries, hits, err := f.cache.GetMany(testContext(t), ns, nil)
+		if err != nil || len(entries) != 0 || len(hits) != 0 {
+			t.Errorf("GetMany(nil) = %v, %v, %v; want empty", entries, hits, err)
+		}
+	})
+}
+
+func TestFillMany(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	f.fill(t, ns, "newer", present(9, `"v9"`))
+	keys := []warmcache.Key{{Text: "x"}, {Text: "newer"}, {Text: "neg"}, {Text: "gone"}}
+	fills := []warmcache.Entry{present(1, `"x1"`), present(3, `"v3"`), absent(0), absent(2)}
+	want := []warmcache.Entry{present(1, `"x1"`), present(9, `"v9"`), absent(0), absent(2)}
+	if err := f.cache.FillMany(testContext(t), ns, keys, fills); err != nil {
+		t.Fatalf("FillMany: %v", err)
+	}
+	entries, hits, err := f.cache.GetMany(testContext(t), ns, keys)
+	if err != nil {
+		t.Fatalf("GetMany: %v", err)
+	}
+	for i := range keys {
+		if !hits[i] || !sameEntry(entries[i], want[i]) {
+			t.Errorf("%s: entry %+v, hit %v; want %+v", keys[i].Text, entries[i], hits[i], want[i])
+		}
+	}
+	t.Run("mismatched lengths", func(t *testing.T) {
+		if err := f.cache.FillMany(testContext(t), ns, keys, fills[:1]); err == nil {
+			t.Error("FillMany with 4 keys and 1 entry succeeded, want an error")
+		}
+	})
+}
+
+// TestFillAfterScriptFlush checks that fills load the script again when
+// Redis has lost it (after a restart or SCRIPT FLUSH).
+func TestFillAfterScriptFlush(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	tests := []struct {
+		name string
+		fill func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error
+	}{
+		{"Fill", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
+			return f.cache.Fill(ctx, ns, key, e)
+		}},
+		{"FillMany", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
+			return f.cache.FillMany(ctx, ns, []warmcache.Key{key, {Text: key.Text + "-2"}}, []warmcache.Entry{e, e})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := f.raw.ScriptFlush(testContext(t)).Err(); err != nil {
+				t.Fatalf("script flush: %v", err)
+			}
+			want := present(1, `"v1"`)
+			if err := tt.fill(testContext(t), warmcache.Key{Text: tt.name}, want); err != nil {
+				t.Fatalf("fill after script flush: %v", err)
+			}
+			if got, hit := f.get(t, ns, tt.name); !hit || !sameEntry(got, want) {
+				t.Errorf("Get = %+v, hit %v; want %+v", got, hit, want)
+			}
+		})
+	}
+}
+
+func TestUnknownFormatIsMiss(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	tests := []struct {
+		name string
+		raw  string
+	}{
+		{"later format", `2P00000000000000000001{"a":1}`},
+		{"short", `1P0001`},
+		{"empty", ``},
+		{"unknown kind", `1X00000000000000000001{}`},
+		{"version not digits", `1P0000000000000000000a{}`},
+		{"version past int64", `1P09223372036854775808{}`},
+		{"version past uint64", `1P99999999999999999999{}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := f.raw.Set(testContext(t), f.redisKey(ns, tt.name), tt.raw, 0).Err(); err != nil {
+				t.Fatalf("raw set: %v", err)
+			}
+			if got, hit := f.get(t, ns, tt.name); hit {
+				t.Errorf("Get = %+v, hit true; want a miss", got)
+			}
+			if n := metric(t, f.reg, "warmcache_redis_unknown_format_total", "namespace", ns.Name); n != float64(i+1) {
+				t.Errorf("unknown_format_total = %v, want %d", n, i+1)
+			}
+		})
+	}
+}
+
+// silentServer accepts connections and never answers. It is closed when the
+// test ends.
+func silentServer(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	tb.Cleanup(func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+// closedPort returns an address on which nothing listens.
+func closedPort(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("listen: %v", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		tb.Fatalf("close: %v", err)
+	}
+	return addr
+}
+
+func TestUnreachable(t *testing.T) {
+	ns := &warmcache.Namespace{Name: "widgets"}
+	key := warmcache.Key{Text: "k"}
+	ops := []struct {
+		name   string
+		metric string
+		call   func(ctx context.Context, c *rediscache.Cache) error
+	}{
+		{"Get", "get", func(ctx context.Context, c *rediscache.Cache) error {
+			_, _, err := c.Get(ctx, ns, key)
+			return err
+		}},
+		{"GetMany", "get_many", func(ctx context.Context, c *rediscache.Cache) error {
+			_, _, err := c.GetMany(ctx, ns, []warmcache.Key{key, {Text: "k2"}})
+			return err
+		}},
+		{"Fill", "fill", func(ctx context.Context, c *rediscache.Cache) error {
+			return c.Fill(ctx, ns, key, present(1, `1`))
+		}},
+		{"FillMany", "fill_many", func(ctx context.Context, c *rediscache.Cache) error {
+			return c.FillMany(ctx, ns, []warmcache.Key{key, {Text: "k2"}}, []warmcache.Entry{present(1, `1`), absent(0)})
+		}},
+		{"Ping", "ping", func(ctx context.Context, c *rediscache.Cache) error {
+			return c.Ping(ctx)
+		}},
+	}
+	servers := []struct {
+		name    string
+		addr    func(testing.TB) string
+		timeout time.Duration // the context's
+		// within bounds the time from the call to its return. A
+		// refused connection fails long before the deadline; a server
+		// that never answers is left at the deadline, with slack for a
+		// loaded 2-core machine under the race detector.
+		within time.Duration
+	}{
+		{"refused", closedPort, 2 * time.Second, 500 * time.Millisecond},
+		{"silent", silentServer, 100 * time.Millisecond, 250 * time.Millisecond},
+	}
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			// Timeouts far longer than the context's, so that only the
+			// context can end the calls in time.
+			c, err := rediscache.New(rediscache.Options{
+				Addrs:       []string{srv.addr(t)},
+				DialTimeout: 10 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second,
+			}, reg, nil)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			t.Cleanup(func() { c.Close() })
+			for _, op := range ops {
+				t.Run(op.name, func(t *testing.T) {
+					ctx, cancel := context.WithTimeout(context.Background(), srv.timeout)
+					defer cancel()
+					deadline, _ := ctx.Deadline()
+					limit := deadline.Add(srv.within - srv.timeout)
+					err := op.call(ctx, c)
+					if late := time.Since(limit); late > 0 {
+						t.Errorf("returned %v after the call started, want within %v", srv.within+late, srv.within)
+					}
+					if err == nil {
+						t.Fatal("succeeded against an unreachable Redis, want an error")
+					}
+					if errors.Is(err, redis.Nil) {
+						t.Errorf("error %v is redis.Nil", err)
+					}
+					if n := metric(t, reg, "warmcache_redis_errors_total", "op", op.metric); n < 1 {
+						t.Errorf("errors_total{op=%s} = %v, want at least 1", op.metric, n)
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestConcurrentFills(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	const workers = 50
+	versions := make([]int64, workers)
+	for i := range versions {
+		versions[i] = rand.Int64N(1_000_000) + 1
+	}
+	start := make(chan struct{})
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for _, v := range versions {
+		wg.Go(func() {
+			<-start
+			errs <- f.cache.Fill(testContext(t), ns, warmcache.Key{Text: "hot"}, present(v, fmt.Sprintf(`{"v":%d}`, v)))
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("Fill: %v", err)
+		}
+	}
+	top := slices.Max(versions)
+	got, hit := f.get(t, ns, "hot")
+	if want := present(top, fmt.Sprintf(`{"v":%d}`, top)); !hit || !sameEntry(got, want) {
+		t.Errorf("after %d concurrent fills Get = %+v, hit %v; want %+v", workers, got, hit, want)
+	}
+}
+
+func TestNewRegisterConflict(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first, err := rediscache.New(rediscache.Options{}, reg, nil)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { first.Close() })
+	if second, err := rediscache.New(rediscache.Options{}, reg, nil); err == nil {
+		second.Close()
+		t.Fatal("a second New on the same registry succeeded, want a registration error")
+	}
+}

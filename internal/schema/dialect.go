@@ -1,0 +1,457 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// This file is the one place where PostgreSQL and Greenplum differ. The
+// templates in package migrations only print the clauses chosen here.
+//
+//	clause             PostgreSQL                          Greenplum
+//	primary key        PRIMARY KEY (key)                   heap: PRIMARY KEY (key); append-optimized: none, a btree key index
+//	WITH               -                                   appendoptimized=..., orientation, compresstype, compresslevel
+//	spreading rows     PARTITION BY HASH (key), N parts    DISTRIBUTED BY (key)
+//	compression        ALTER COLUMN ... SET COMPRESSION    compresstype in WITH (append-optimized only)
+//	GIN index          USING gin (value jsonb_path_ops)    the same
+//	bookkeeping table  -                                   DISTRIBUTED BY (version, scope)
+
+// tableData describes one managed namespace's table for the
+// 0002_namespace_table templates. Every identifier is already quoted;
+// an empty field means the clause is left out.
+type tableData struct {
+	Namespace string
+	Dialect   string
+	// Table is the quoted, possibly schema-qualified table name.
+	Table string
+	// Notes are SQL comment lines that say what was not applied and why.
+	Notes   []string
+	Columns []columnData
+	// PrimaryKey is the quoted key column, or empty for no primary key.
+	PrimaryKey string
+	// With is the text inside WITH (...).
+	With string
+	// PartitionBy is the quoted key column for PARTITION BY HASH.
+	PartitionBy string
+	Partitions  []partitionData
+	// DistributedBy is the quoted key column for DISTRIBUTED BY.
+	DistributedBy string
+	// Compression is the TOAST method set on CompressColumns.
+	Compression     string
+	CompressColumns []string
+	// KeyIndex is a plain btree index on the key, for tables without a
+	// primary key.
+	KeyIndex *indexData
+	// GINIndex is a jsonb_path_ops GIN index on the packed value.
+	GINIndex *indexData
+}
+
+type columnData struct {
+	Name string
+	Type string
+}
+
+type partitionData struct {
+	Name      string
+	Modulus   int
+	Remainder int
+}
+
+type indexData struct {
+	Name   string
+	Column string
+}
+
+// Defaults of the storage options.
+const (
+	defaultPartitions = 8
+	maxPartitions     = 1024
+	maxIdentifierLen  = 63
+)
+
+// The compressions a namespace may ask for.
+const (
+	compressNone = "none"
+	compressLZ4  = "lz4"
+	compressPGLZ = "pglz"
+	compressZstd = "zstd"
+	compressZlib = "zlib"
+	compressRLE  = "rle_type"
+)
+
+// tableFor validates a managed namespace for the dialect and chooses its
+// table's clauses. The error joins one error per bad field, each naming the
+// field as the namespaces file does (such as storage.orientation).
+func tableFor(d pgstore.Dialect, ns *warmcache.Namespace) (tableData, error) {
+	t, errs := commonTable(ns)
+	var dialectErrs []error
+	switch d {
+	case pgstore.Postgres:
+		dialectErrs = postgresTable(&t, ns)
+	case pgstore.Greenplum:
+		dialectErrs = greenplumTable(&t, ns)
+	default:
+		return tableData{}, fmt.Errorf("unknown dialect %v", d)
+	}
+	if err := errors.Join(append(errs, dialectErrs...)...); err != nil {
+		return tableData{}, err
+	}
+	return t, nil
+}
+
+// postgresTable fills the PostgreSQL clauses: hash partitions on the key,
+// each with its primary key index, and TOAST compression.
+func postgresTable(t *tableData, ns *warmcache.Namespace) []error {
+	st := ns.Storage
+	var errs []error
+	key := quote(ns.KeyColumn)
+	t.PrimaryKey = key
+	t.PartitionBy = key
+	n := st.Partitions
+	if n == 0 {
+		n = defaultPartitions
+	}
+	schemaName, base := splitTable(ns.Table)
+	for i := range n {
+		name := base + "_p" + strconv.Itoa(i)
+		if len(name) > maxIdentifierLen {
+			errs = append(errs, fmt.Errorf("table: partition name %q would be longer than %d bytes; choose a shorter table name", name, maxIdentifierLen))
+			break
+		}
+		t.Partitions = append(t.Partitions, partitionData{Name: sanitize(schemaName, name), Modulus: n, Remainder: i})
+	}
+
+	switch c := compression(st); c {
+	case compressNone:
+	case compressLZ4, compressPGLZ:
+		t.Compression = c
+	default:
+		t.Compression = compressLZ4
+		t.note("storage.compression %s does not exist on PostgreSQL: TOAST lz4 is used instead.", c)
+	}
+	if t.Compression != "" {
+		t.CompressColumns = toastable(ns)
+		if len(t.CompressColumns) == 0 {
+			t.note("storage.compression %s not applied: no column is stored out of line.", t.Compression)
+			t.Compression = ""
+		}
+	}
+	if st.CompressLevel != 0 {
+		t.note("storage.compress_level %d not applied: PostgreSQL's TOAST has no level.", st.CompressLevel)
+	}
+	if st.AppendOptimized {
+		t.note("storage.appendoptimized not applied: PostgreSQL has only heap tables.")
+	}
+	if st.Orientation != "" && st.Orientation != "row" {
+		t.note("storage.orientation %s not applied: PostgreSQL tables are row-oriented.", st.Orientation)
+	}
+	if st.GINIndex && ns.Layout == warmcache.LayoutPacked {
+		t.GINIndex = index(&errs, base+"_"+ns.ValueColumn+"_gin", ns.ValueColumn)
+	}
+	return errs
+}
+
+// greenplumTable fills the Greenplum clauses: distribution by the key, heap
+// with a primary key by default, or append-optimized with block compression
+// and a plain key index (append-optimized tables take no ON CONFLICT and,
+// before Greenplum 7, no unique index).
+func greenplumTable(t *tableData, ns *warmcache.Namespace) []error {
+	st := ns.Storage
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	key := quote(ns.KeyColumn)
+	t.DistributedBy = key
+	_, base := splitTable(ns.Table)
+	if st.Partitions != 0 {
+		t.note("storage.partitions not applied: Greenplum spreads rows over segments by the distribution key.")
+	}
+	orientation := st.Orientation
+	if orientation == "" {
+		orientation = "row"
+	}
+	c := compression(st)
+
+	if !st.AppendOptimized {
+		t.With = "appendoptimized=false"
+		t.PrimaryKey = key
+		switch c {
+		case compressNone:
+		case compressLZ4, compressPGLZ:
+			t.note("storage.compression %s not applied: heap tables on Greenplum are not block-compressed; set storage.appendoptimized for zstd or zlib.", c)
+		default:
+			bad("storage.compression: %s needs storage.appendoptimized on Greenplum", c)
+		}
+		if orientation != "row" {
+			bad("storage.orientation: column needs storage.appendoptimized on Greenplum")
+		}
+		if st.CompressLevel != 0 {
+			bad("storage.compress_level: needs storage.appendoptimized on Greenplum")
+		}
+	} else {
+		opts := []string{"appendoptimized=true", "orientation=" + orientation}
+		switch c {
+		case compressLZ4, compressPGLZ:
+			t.note("storage.compression %s does not exist for append-optimized tables: zstd is used instead.", c)
+			c = compressZstd
+		case compressRLE:
+			if orientation != "column" {
+				bad("storage.compression: rle_type needs storage.orientation column")
+			}
+		}
+		if c == compressNone {
+			if st.CompressLevel != 0 {
+				bad("storage.compress_level: needs storage.compression")
+			}
+		} else {
+			level, err := compressLevel(c, st.CompressLevel)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			opts = append(opts, "compresstype="+c, "compresslevel="+strconv.Itoa(level))
+		}
+		t.With = strings.Join(opts, ", ")
+		t.KeyIndex = index(&errs, base+"_"+ns.KeyColumn+"_idx", ns.KeyColumn)
+	}
+	if st.GINIndex && ns.Layout == warmcache.LayoutPacked {
+		t.GINIndex = index(&errs, base+"_"+ns.ValueColumn+"_gin", ns.ValueColumn)
+	}
+	return errs
+}
+
+// index describes an index named name on column. Index names are not
+// schema-qualified: an index lives in its table's schema.
+func index(errs *[]error, name, column string) *indexData {
+	if len(name) > maxIdentifierLen {
+		*errs = append(*errs, fmt.Errorf("table: index name %q would be longer than %d bytes; choose shorter names", name, maxIdentifierLen))
+	}
+	return &indexData{Name: quote(name), Column: quote(column)}
+}
+
+// compressLevel returns the Greenplum compresslevel for the algorithm:
+// the requested one, or the algorithm's default when zero.
+func compressLevel(c string, level int) (int, error) {
+	limits := map[string][3]int{ // default, min, max
+		compressZstd: {3, 1, 19},
+		compressZlib: {5, 1, 9},
+		compressRLE:  {1, 1, 4},
+	}
+	l := limits[c]
+	if level == 0 {
+		return l[0], nil
+	}
+	if level < l[1] || level > l[2] {
+		return 0, fmt.Errorf("storage.compress_level: must be between %d and %d for %s, got %d", l[1], l[2], c, level)
+	}
+	return level, nil
+}
+
+// bookkeepingDDL creates the table that records applied migrations. On
+// Greenplum it is distributed by its whole primary key, which every
+// Greenplum version accepts (a unique key must contain the distribution
+// key), and a row's insert or delete touches one segment with a one-phase
+// commit; DISTRIBUTED REPLICATED would write every row on all segments.
+func bookkeepingDDL(d pgstore.Dialect) string {
+	ddl := `CREATE TABLE IF NOT EXISTS warmcache_schema_migrations (
+    version    integer     NOT NULL,
+    scope      text        NOT NULL,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (version, scope)
+)`
+	if d == pgstore.Greenplum {
+		ddl += "\nDISTRIBUTED BY (version, scope)"
+	}
+	return ddl
+}
+
+// commonTable validates what both dialects share and fills the columns.
+func commonTable(ns *warmcache.Namespace) (tableData, []error) {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	ident := func(field, v string) {
+		switch {
+		case v == "":
+			bad("%s: must not be empty", field)
+		case len(v) > maxIdentifierLen:
+			bad("%s: must be at most %d bytes, got %q", field, maxIdentifierLen, v)
+		}
+	}
+	t := tableData{Namespace: ns.Name}
+	if strings.IndexFunc(ns.Name, unicode.IsControl) >= 0 {
+		bad("name: must not contain control characters")
+	}
+
+	schemaName, base := splitTable(ns.Table)
+	if strings.Count(ns.Table, ".") > 1 || (strings.Contains(ns.Table, ".") && schemaName == "") {
+		bad("table: must be a table name, optionally schema-qualified, got %q", ns.Table)
+	} else {
+		ident("table", base)
+		if schemaName != "" {
+			ident("table", schemaName)
+		}
+	}
+	t.Table = sanitize(schemaName, base)
+
+	ident("key.column", ns.KeyColumn)
+	ident("version_column", ns.VersionColumn)
+	switch ns.KeyType {
+	case warmcache.KeyBigint, warmcache.KeyText:
+		t.Columns = append(t.Columns, columnData{Name: quote(ns.KeyColumn), Type: string(ns.KeyType)})
+	default:
+		bad("key.type: must be bigint or text, got %q", ns.KeyType)
+	}
+	seen := map[string]string{ns.KeyColumn: "key.column"}
+	unique := func(field, name string) {
+		if other, ok := seen[name]; ok && name != "" {
+			bad("%s: %q is also %s", field, name, other)
+		}
+		seen[name] = field
+	}
+
+	switch ns.Layout {
+	case warmcache.LayoutPacked:
+		ident("value.column", ns.ValueColumn)
+		unique("value.column", ns.ValueColumn)
+		t.Columns = append(t.Columns, columnData{Name: quote(ns.ValueColumn), Type: "jsonb"})
+	case warmcache.LayoutColumns:
+		if len(ns.Columns) == 0 {
+			bad("value.columns: layout columns needs at least one column")
+		}
+		for i, c := range ns.Columns {
+			field := fmt.Sprintf("value.columns[%d]", i)
+			ident(field+".name", c.Name)
+			unique(field+".name", c.Name)
+			typ, err := columnType(c.Type)
+			if err != nil {
+				bad("%s.type: %v", field, err)
+			}
+			t.Columns = append(t.Columns, columnData{Name: quote(c.Name), Type: typ})
+		}
+		if ns.Storage.GINIndex {
+			bad("storage.gin_index: needs value.layout packed")
+		}
+	default:
+		bad("value.layout: must be packed or columns, got %q", ns.Layout)
+	}
+	unique("version_column", ns.VersionColumn)
+	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
+
+	st := ns.Storage
+	if st.Partitions < 0 || st.Partitions > maxPartitions {
+		bad("storage.partitions: must be between 1 and %d, got %d", maxPartitions, st.Partitions)
+	}
+	switch compression(st) {
+	case compressNone, compressLZ4, compressPGLZ, compressZstd, compressZlib, compressRLE:
+	default:
+		bad("storage.compression: must be one of none, lz4, pglz, zstd, zlib or rle_type, got %q", st.Compression)
+	}
+	if st.CompressLevel < 0 {
+		bad("storage.compress_level: must not be negative, got %d", st.CompressLevel)
+	}
+	switch st.Orientation {
+	case "", "row", "column":
+	default:
+		bad("storage.orientation: must be row or column, got %q", st.Orientation)
+	}
+	return t, errs
+}
+
+// columnType checks a column type of the columns layout against the types
+// warmcache can store and returns it in canonical form. Only these types are
+// accepted, so configuration cannot carry arbitrary SQL into the DDL.
+func columnType(raw string) (string, error) {
+	typ := strings.ToLower(strings.Join(strings.Fields(raw), " "))
+	switch typ {
+	case "text", "bigint", "integer", "smallint", "numeric", "boolean", "double precision",
+		"real", "date", "timestamptz", "timestamp", "jsonb", "json", "uuid":
+		return typ, nil
+	}
+	name, args, ok := strings.Cut(strings.ReplaceAll(typ, " ", ""), "(")
+	args, closed := strings.CutSuffix(args, ")")
+	if ok && closed {
+		switch name {
+		case "varchar":
+			if n, err := strconv.Atoi(args); err == nil && n >= 1 && n <= 10485760 {
+				return fmt.Sprintf("varchar(%d)", n), nil
+			}
+		case "numeric":
+			ps, ss, hasScale := strings.Cut(args, ",")
+			p, errP := strconv.Atoi(ps)
+			s, errS := 0, error(nil)
+			if hasScale {
+				s, errS = strconv.Atoi(ss)
+			}
+			if errP == nil && errS == nil && p >= 1 && p <= 1000 && s >= 0 && s <= p {
+				if hasScale {
+					return fmt.Sprintf("numeric(%d,%d)", p, s), nil
+				}
+				return fmt.Sprintf("numeric(%d)", p), nil
+			}
+		}
+	}
+	return "", fmt.Errorf("must be one of text, varchar(n), bigint, integer, smallint, numeric, numeric(p,s), "+
+		"boolean, double precision, real, date, timestamptz, timestamp, jsonb, json or uuid, got %q", raw)
+}
+
+// toastable returns the quoted columns of the namespace that TOAST may
+// compress: the packed value, or the variable-length typed columns.
+func toastable(ns *warmcache.Namespace) []string {
+	if ns.Layout == warmcache.LayoutPacked {
+		return []string{quote(ns.ValueColumn)}
+	}
+	var cols []string
+	for _, c := range ns.Columns {
+		typ, err := columnType(c.Type)
+		if err != nil {
+			continue
+		}
+		if typ == "text" || typ == "jsonb" || typ == "json" || strings.HasPrefix(typ, "varchar") || strings.HasPrefix(typ, "numeric") {
+			cols = append(cols, quote(c.Name))
+		}
+	}
+	return cols
+}
+
+// compression returns the requested compression, "none" when empty.
+func compression(st warmcache.Storage) string {
+	if st.Compression == "" {
+		return compressNone
+	}
+	return st.Compression
+}
+
+// note adds a comment line to the table's DDL.
+func (t *tableData) note(format string, args ...any) {
+	t.Notes = append(t.Notes, fmt.Sprintf(format, args...))
+}
+
+// splitTable splits "schema.table" into its parts; the schema is empty for
+// an unqualified name.
+func splitTable(table string) (schemaName, name string) {
+	if s, n, ok := strings.Cut(table, "."); ok {
+		return s, n
+	}
+	return "", table
+}
+
+// sanitize quotes an identifier whose parts may be empty (left out).
+func sanitize(parts ...string) string {
+	var id pgx.Identifier
+	for _, p := range parts {
+		if p != "" {
+			id = append(id, p)
+		}
+	}
+	return id.Sanitize()
+}
+
+// quote quotes one identifier.
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }

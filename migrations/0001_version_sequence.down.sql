@@ -1,0 +1,1 @@
+DROP SEQUENCE IF EXISTS warmcache_version_seq;
