@@ -49,15 +49,19 @@ type Querier interface {
 }
 
 // DetectDialect asks the server which dialect it speaks. Greenplum and its
-// forks have the gp_role setting, which is NULL on PostgreSQL; version()
-// is not parsed, because forks name themselves differently.
+// forks have the gp_role setting, which PostgreSQL lacks. The setting is
+// looked up in pg_settings rather than with current_setting(name, true),
+// which Greenplum 6 (PostgreSQL 9.4) does not have; version() is not parsed,
+// because forks name themselves differently.
 func DetectDialect(ctx context.Context, q Querier) (Dialect, error) {
-	var role *string
-	if err := q.QueryRow(ctx, "SELECT current_setting('gp_role', true)").Scan(&role); err != nil {
+	var gp bool
+	if err := q.QueryRow(ctx, detectSQL).Scan(&gp); err != nil {
 		return 0, fmt.Errorf("pgstore: detect dialect: %w", err)
 	}
-	if role != nil && *role != "" {
+	if gp {
 		return Greenplum, nil
 	}
 	return Postgres, nil
 }
+
+const detectSQL = `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_settings WHERE name = 'gp_role')`

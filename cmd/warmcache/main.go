@@ -1,0 +1,59 @@
+// Command warmcache is a key-value gateway: it answers JSON values by key
+// from Redis and falls through to a PostgreSQL or Greenplum warehouse.
+//
+//	warmcache serve                       run the gateway
+//	warmcache migrate up|down|status|plan apply or review the schema
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "warmcache:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: warmcache <command> [flags]
+
+commands:
+  serve                  run the gateway (REST on 127.0.0.1:8080 by default)
+  migrate up             apply pending migrations
+  migrate down           revert the most recent migration version
+  migrate status         list migrations and whether they are applied
+  migrate plan --dialect postgres|greenplum
+                         print the DDL without connecting to anything
+
+Run 'warmcache <command> -h' for the flags; every flag also reads a
+WARMCACHE_* environment variable.
+`
+
+// run is the whole program; main only binds it to the process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warmcache/warmcache/internal/testenv"
+)
+
+// startServer runs `warmcache serve` in-process on a free port with env and
+// returns its base URL. The server is shut down, and must return nil, when
+// the test ends.
+func startServer(t *testing.T, env map[string]string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	var stderr bytes.Buffer
+	go func() {
+		err := run(ctx, []string{"serve", "--http-addr", "127.0.0.1:0"}, getenv(env), pw, &stderr)
+		pw.CloseWithError(fmt.Errorf("server stopped: %v", err))
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v after shutdown; log:\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("serve did not return within 30s of shutdown")
+		}
+	})
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		t.Fatalf("server did not start: %v; log:\n%s", err, stderr.String())
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	const prefix = "warmcache: serving HTTP on "
+	if !strings.HasPrefix(line, prefix) {
+		t.Fatalf("unexpected first line %q", line)
+	}
+	return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+}
+
+func getenv(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+// migrateAndSeed applies the migrations to dsn and inserts widgets 1..n.
+func migrateAndSeed(t *testing.T, dsn string, n int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"migrate", "up"}, getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}), &out, &errOut); err != nil {
+		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `INSERT INTO widgets (key, value, version)
+		SELECT i, jsonb_build_object('widget', jsonb_build_object('id', i::text, 'debug', 'on')), nextval('warmcache_version_seq')
+		FROM generate_series(1, $1::int) AS i`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func call(t *testing.T, method, url, body string, header ...string) response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{res.StatusCode, res.Header, string(b)}
+}
+
+// errorCode checks the JSON error shape and returns its code.
+func errorCode(t *testing.T, r response) string {
+	t.Helper()
+	var doc struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Error.Code == "" || doc.Error.Message == "" {
+		t.Fatalf("status %d body %q is not the JSON error shape", r.status, r.body)
+	}
+	return doc.Error.Code
+}
+
+func TestEndToEnd(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	migrateAndSeed(t, dsn, 100)
+	redisAddr := testenv.RedisAddr(t)
+	paths := []struct {
+		name   string
+		dsn    func(t *testing.T) string
+		pooler string
+	}{
+		{"direct", func(*testing.T) string { return dsn }, "none"},
+		{"pgbouncer", func(t *testing.T) string { return testenv.PgBouncerDSN(t, testenv.DatabaseName(t, dsn)) }, "pgbouncer"},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			base := startServer(t, map[string]string{
+				"WARMCACHE_POSTGRES_DSN": p.dsn(t),
+				"WARMCACHE_PG_POOLER":    p.pooler,
+				"WARMCACHE_REDIS_ADDRS":  redisAddr,
+				"WARMCACHE_REDIS_PREFIX": "e2e-" + testenv.RandomSuffix(t) + ":",
+			})
+			kv := base + "/v1/kv/widgets/"
+
+			r := call(t, "GET", kv+"42", "")
+			if r.status != 200 || r.header.Get("X-Cache") != "miss" || !strings.Contains(r.body, `"id": "42"`) {
+				t.Fatalf("first GET = %d %q %s, want 200 miss with id 42", r.status, r.header.Get("X-Cache"), r.body)
+			}
+			etag := r.header.Get("ETag")
+			if r = call(t, "GET", kv+"42", ""); r.status != 200 || r.header.Get("X-Cache") != "hit" || r.header.Get("ETag") != etag {
+				t.Fatalf("second GET = %d %q %q, want 200 hit with ETag %s", r.status, r.header.Get("X-Cache"), r.header.Get("ETag"), etag)
+			}
+
+			r = call(t, "PUT", kv+"42", `{"widget": {"id": "42", "debug": "off"}}`)
+			if r.status != 200 || r.header.Get("ETag") == "" || r.header.Get("ETag") == etag {
+				t.Fatalf("PUT = %d ETag %q (old %s), want 200 with a new ETag", r.status, r.header.Get("ETag"), etag)
+			}
+			newTag := r.header.Get("ETag")
+			if r = call(t, "GET", kv+"42", ""); r.status != 200 || !strings.Contains(r.body, `"off"`) || r.header.Get("ETag") != newTag {
+				t.Fatalf("GET after PUT = %d %s ETag %q, want the new value at %s", r.status, r.body, r.header.Get("ETag"), newTag)
+			}
+			if r = call(t, "PUT", kv+"42", `{}`, "If-Match", etag); r.status != 412 || errorCode(t, r) != "precondition_failed" {
+				t.Fatalf("PUT with a stale If-Match = %d %s, want 412", r.status, r.body)
+			}
+			if r = call(t, "PUT", kv+"42", `{"v": 3}`, "If-Match", newTag); r.status != 200 {
+				t.Fatalf("PUT with the current If-Match = %d %s, want 200", r.status, r.body)
+			}
+
+			if r = call(t, "DELETE", kv+"42", ""); r.status != 204 {
+				t.Fatalf("DELETE = %d %s, want 204", r.status, r.body)
+			}
+			if r = call(t, "GET", kv+"42", ""); r.status != 404 || errorCode(t, r) != "not_found" {
+				t.Fatalf("GET after DELETE = %d %s, want 404 not_found", r.status, r.body)
+			}
+			if r = call(t, "DELETE", kv+"42", ""); r.status != 404 {
+				t.Fatalf("second DELETE = %d %s, want 404", r.status, r.body)
+			}
+
+			r = call(t, "POST", kv+"_mget", `{"keys":[1,"2",999999999]}`)
+			var mget struct {
+				Items   map[string]json.RawMessage `json:"items"`
+				Missing []string                   `json:"missing"`
+			}
+			if err := json.Unmarshal([]byte(r.body), &mget); err != nil || r.status != 200 {
+				t.Fatalf("_mget = %d %s (%v)", r.status, r.body, err)
+			}
+			if len(mget.Items) != 2 || mget.Items["1"] == nil || mget.Items["2"] == nil ||
+				len(mget.Missing) != 1 || mget.Missing[0] != "999999999" {
+				t.Fatalf("_mget = %s, want items 1 and 2 and missing 999999999", r.body)
+			}
+
+			bad := []struct {
+				name, method, path, body string
+				status                   int
+				code                     string
+			}{
+				{"unknown namespace", "GET", "/v1/kv/nope/1", "", 404, "unknown_namespace"},
+				{"non-numeric key", "GET", "/v1/kv/widgets/abc", "", 400, "invalid_key"},
+				{"key out of range", "GET", "/v1/kv/widgets/99999999999999999999", "", 400, "invalid_key"},
+				{"invalid JSON body", "PUT", "/v1/kv/widgets/7", `{"a":`, 400, "invalid_value"},
+				{"empty body", "PUT", "/v1/kv/widgets/7", ``, 400, "invalid_value"},
+				{"oversize body", "PUT", "/v1/kv/widgets/7", `"` + strings.Repeat("x", 2<<20) + `"`, 413, "too_large"},
+				{"method not allowed", "PATCH", "/v1/kv/widgets/7", `{}`, 405, "method_not_allowed"},
+				{"mget not JSON", "POST", "/v1/kv/widgets/_mget", `keys`, 400, "invalid_request"},
+				{"mget unknown field", "POST", "/v1/kv/widgets/_mget", `{"kees":[1]}`, 400, "invalid_request"},
+				{"mget bad key", "POST", "/v1/kv/widgets/_mget", `{"keys":[1.5]}`, 400, "invalid_request"},
+				{"mget too many keys", "POST", "/v1/kv/widgets/_mget", `{"keys":[` + strings.Repeat("1,", 1000) + `1]}`, 413, "too_large"},
+				{"bad If-Match", "PUT", "/v1/kv/widgets/7", `{}`, 400, "invalid_request"},
+				{"no route", "GET", "/v2/everything", "", 404, "no_route"},
+			}
+			for _, b := range bad {
+				t.Run(b.name, func(t *testing.T) {
+					var hdr []string
+					if b.name == "bad If-Match" {
+						hdr = []string{"If-Match", "yesterday"}
+					}
+					r := call(t, b.method, base+b.path, b.body, hdr...)
+					if r.status != b.status || errorCode(t, r) != b.code {
+						t.Fatalf("%s %s = %d %s, want %d %s", b.method, b.path, r.status, r.body, b.status, b.code)
+					}
+				})
+			}
+
+			if r = call(t, "GET", base+"/readyz", ""); r.status != 200 {
+				t.Fatalf("/readyz = %d %s", r.status, r.body)
+			}
+			r = call(t, "GET", base+"/metrics", "")
+			for _, series := range []string{"warmcache_http_request_duration_seconds", "warmcache_lookups_total", "warmcache_sql_queries_total", "warmcache_sql_pool_connections"} {
+				if !strings.Contains(r.body, series) {
+					t.Errorf("/metrics lacks %s", series)
+				}
+			}
+			if strings.Contains(r.body, `key="42"`) {
+				t.Error("/metrics has a per-key label")
+			}
+		})
+	}
+}
+
+func TestMigratePlanNeedsNoServer(t *testing.T) {
+	var out, errOut bytes.Buffer
+	env := getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": "postgres://nobody@127.0.0.1:1/none"})
+	if err := run(context.Background(), []string{"migrate", "plan", "--dialect", "greenplum"}, env, &out, &errOut); err != nil {
+		t.Fatalf("migrate plan: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"DISTRIBUTED BY", "CREATE SEQUENCE"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package pgstore_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// BenchmarkLookup measures one client's point lookups on a 10,000-row
+// packed table in each exec mode, directly and through PgBouncer. Only the
+// ratios between the sub-benchmarks carry to another machine.
+func BenchmarkLookup(b *testing.B) {
+	const rows = 10_000
+	dsn := newDatabase(b, schema+`
+INSERT INTO widgets SELECT g, jsonb_build_object('id', g, 'name', 'widget ' || g, 'price', g * 1.5, 'tags', jsonb_build_array('a', 'b')),
+	nextval('warmcache_version_seq') FROM generate_series(1, 10000) g;
+ANALYZE widgets;`)
+	widgets := widgetsNamespace()
+	keys := make([]warmcache.Key, rows)
+	for i := range keys {
+		keys[i] = warmcache.Key{Text: strconv.Itoa(i + 1), Int: int64(i + 1)}
+	}
+	benchmarks := []struct {
+		name      string
+		pgbouncer bool
+		execMode  string
+	}{
+		{"direct/cache_statement", false, "cache_statement"},
+		{"direct/cache_describe", false, "cache_describe"},
+		{"direct/exec", false, "exec"},
+		{"direct/simple_protocol", false, "simple_protocol"},
+		{"pgbouncer/cache_describe", true, "cache_describe"},
+		{"pgbouncer/exec", true, "exec"},
+		{"pgbouncer/simple_protocol", true, "simple_protocol"},
+	}
+	for _, bm := range benchmarks {
+		b.Run(bm.name, func(b *testing.B) {
+			opts := options(b, dsn, target{pgbouncer: bm.pgbouncer, execMode: bm.execMode})
+			s, err := openStore(b, opts, prometheus.NewRegistry(), widgets)
+			if err != nil {
+				b.Fatalf("Open: %v", err)
+			}
+			ctx := testContext(b)
+			if _, err := s.Lookup(ctx, widgets, keys[0]); err != nil {
+				b.Fatalf("warm-up Lookup: %v", err)
+			}
+			for i := 0; b.Loop(); i++ {
+				e, err := s.Lookup(ctx, widgets, keys[i%rows])
+				if err != nil || !e.Found {
+					b.Fatalf("Lookup %d = %+v, %v", i%rows+1, e, err)
+				}
+			}
+		})
+	}
+}

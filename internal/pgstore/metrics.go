@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// op is a store operation, the op label of the query metrics.
+type op int
+
+const (
+	opLookup op = iota
+	opLookupMany
+	opPut
+	opDelete
+	numOps
+)
+
+func (o op) String() string {
+	switch o {
+	case opLookup:
+		return "lookup"
+	case opLookupMany:
+		return "lookup_many"
+	case opPut:
+		return "put"
+	default:
+		return "delete"
+	}
+}
+
+// metrics are the store's query metrics.
+type metrics struct {
+	queries  *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_sql_queries_total",
+			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete) and result: ok, including answers " +
+				"about the request such as a failed If-Match, or error when the warehouse failed.",
+		}, []string{"namespace", "op", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "warmcache_sql_query_duration_seconds",
+			Help:    "Time of warehouse operations by namespace and op, including waiting for a pooled connection.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 13), // 0.5ms to about 2s
+		}, []string{"namespace", "op"}),
+	}
+}
+
+// opMetrics are the metrics of one op of one namespace, resolved once so
+// that the query path does not look up label values.
+type opMetrics struct {
+	ok, failed prometheus.Counter
+	duration   prometheus.Observer
+}
+
+// forNamespace resolves the metrics of every op of namespace name.
+func (m *metrics) forNamespace(name string) [numOps]opMetrics {
+	var out [numOps]opMetrics
+	for o := range numOps {
+		out[o] = opMetrics{
+			ok:       m.queries.WithLabelValues(name, o.String(), "ok"),
+			failed:   m.queries.WithLabelValues(name, o.String(), "error"),
+			duration: m.duration.WithLabelValues(name, o.String()),
+		}
+	}
+	return out
+}
+
+// observe records one operation that started at start. A nil error or an
+// error about the request counts as ok.
+func (m opMetrics) observe(start time.Time, err error) {
+	m.duration.Observe(time.Since(start).Seconds())
+	if err == nil || isRequestError(err) {
+		m.ok.Inc()
+		return
+	}
+	m.failed.Inc()
+}
+
+// poolCollector exports a pool's statistics, read when Prometheus scrapes.
+type poolCollector struct {
+	pool        *pgxpool.Pool
+	conns       *prometheus.Desc
+	maxConns    *prometheus.Desc
+	acquires    *prometheus.Desc
+	emptyAcqs   *prometheus.Desc
+	acquireWait *prometheus.Desc
+}
+
+func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+	return &poolCollector{
+		pool: pool,
+		conns: prometheus.NewDesc("warmcache_sql_pool_connections",
+			"Connections in the warehouse pool by state: idle, acquired (in use) or constructing.", []string{"state"}, nil),
+		maxConns: prometheus.NewDesc("warmcache_sql_pool_max_connections",
+			"The size limit of the warehouse pool.", nil, nil),
+		acquires: prometheus.NewDesc("warmcache_sql_pool_acquires_total",
+			"Successful acquisitions of a connection from the warehouse pool.", nil, nil),
+		emptyAcqs: prometheus.NewDesc("warmcache_sql_pool_empty_acquires_total",
+			"Acquisitions that had to wait for a connection because the warehouse pool had no idle one.", nil, nil),
+		acquireWait: prometheus.NewDesc("warmcache_sql_pool_acquire_wait_seconds_total",
+			"Total time spent acquiring connections from the warehouse pool.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.conns, c.maxConns, c.acquires, c.emptyAcqs, c.acquireWait} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
+	ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(s.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, float64(s.AcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.emptyAcqs, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
+	ch <- prometheus.MustNewConstMetric(c.acquireWait, prometheus.CounterValue, s.AcquireDuration().Seconds())
+}

@@ -1,0 +1,237 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// prepareTables checks each namespace against the catalog, builds its
+// statements and prepares them on one pooled connection.
+func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, log *slog.Logger) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: connect: %w", err)
+	}
+	defer conn.Release()
+	for _, ns := range namespaces {
+		if _, dup := s.tables[ns.Name]; dup {
+			return fmt.Errorf("pgstore: namespace %q declared twice", ns.Name)
+		}
+		t, err := prepareTable(ctx, conn, ns, srv)
+		if err != nil {
+			return err
+		}
+		s.tables[ns.Name] = t
+		log.Debug("pgstore: namespace ready", "namespace", ns.Name, "table", ns.Table, "delete_insert_writes", t.stmts.DeleteInsert)
+	}
+	return nil
+}
+
+// column is a table column as the catalog describes it.
+type column struct {
+	typ     uint32
+	typName string
+}
+
+// prepareTable checks ns's table and columns, decides how it is written,
+// and prepares its statements with the unnamed statement, which works
+// through PgBouncer, checking the parameter and result types.
+func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server) (*table, error) {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("pgstore: namespace %q: table %q: "+format, append([]any{ns.Name, ns.Table}, args...)...)
+	}
+	var relid *uint32
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::oid", tableIdent(ns.Table)).Scan(&relid); err != nil {
+		return nil, fail("look up table: %w", err)
+	}
+	if relid == nil {
+		return nil, fail("does not exist")
+	}
+	columns, err := tableColumns(ctx, conn, *relid)
+	if err != nil {
+		return nil, fail("read columns: %w", err)
+	}
+	keyOID := uint32(pgtype.Int8OID)
+	if ns.KeyType == warmcache.KeyText {
+		keyOID = pgtype.TextOID
+	}
+	check := func(name string, want ...uint32) error {
+		c, ok := columns[name]
+		if !ok {
+			return fail("column %q does not exist", name)
+		}
+		if !slices.Contains(want, c.typ) {
+			return fail("column %q has type %s, want %s", name, c.typName, typeNames(want, " or "))
+		}
+		return nil
+	}
+	if err := check(ns.KeyColumn, keyOID); err != nil {
+		return nil, err
+	}
+	if err := check(ns.VersionColumn, pgtype.Int8OID); err != nil {
+		return nil, err
+	}
+	if ns.Layout == warmcache.LayoutPacked {
+		if err := check(ns.ValueColumn, pgtype.JSONBOID, pgtype.JSONOID); err != nil {
+			return nil, err
+		}
+	}
+	for _, c := range ns.Columns {
+		var want *uint32
+		if err := conn.QueryRow(ctx, "SELECT to_regtype($1)::oid", c.Type).Scan(&want); err != nil {
+			return nil, fail("look up type %q: %w", c.Type, err)
+		}
+		if want == nil {
+			return nil, fail("column %q: unknown type %q", c.Name, c.Type)
+		}
+		if err := check(c.Name, *want); err != nil {
+			return nil, err
+		}
+	}
+
+	deleteInsert := !srv.onConflict
+	if srv.dialect == Greenplum {
+		ao := ns.Storage.AppendOptimized
+		if !ns.Managed {
+			if ao, err = appendOptimized(ctx, conn, *relid); err != nil {
+				return nil, fail("read storage: %w", err)
+			}
+		}
+		deleteInsert = deleteInsert || ao
+	}
+	if ns.Writable && !deleteInsert {
+		// ON CONFLICT (key) needs a unique index on the key alone; the
+		// server reports its absence only when a write is planned.
+		var unique bool
+		if err := conn.QueryRow(ctx, uniqueKeyIndex, *relid, ns.KeyColumn).Scan(&unique); err != nil {
+			return nil, fail("read indexes: %w", err)
+		}
+		if !unique {
+			return nil, fail("no primary key or unique index on column %q alone, which writes (INSERT ... ON CONFLICT) need", ns.KeyColumn)
+		}
+	}
+	stmts, err := Statements(ns, deleteInsert)
+	if err != nil {
+		return nil, err
+	}
+
+	keyArrayOID := uint32(pgtype.Int8ArrayOID)
+	if ns.KeyType == warmcache.KeyText {
+		keyArrayOID = pgtype.TextArrayOID
+	}
+	type shape struct {
+		name, sql      string
+		params, fields []uint32 // nil: not checked
+	}
+	shapes := []shape{
+		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
+		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
+	}
+	if ns.Writable {
+		shapes = append(shapes,
+			shape{"upsert", stmts.Upsert, nil, nil},
+			shape{"update_if_match", stmts.UpdateIfMatch, nil, nil},
+			shape{"remove", stmts.Remove, nil, nil},
+			shape{"insert", stmts.Insert, nil, nil},
+			shape{"delete", stmts.Delete, nil, nil},
+			shape{"delete_if_match", stmts.DeleteIfMatch, nil, nil},
+			shape{"version", stmts.Version, nil, nil},
+		)
+	}
+	for _, sh := range shapes {
+		if sh.sql == "" {
+			continue
+		}
+		sd, err := conn.Conn().Prepare(ctx, "", sh.sql)
+		if err != nil {
+			return nil, fail("prepare %s statement: %w", sh.name, err)
+		}
+		if sh.params != nil && !slices.Equal(sd.ParamOIDs, sh.params) {
+			return nil, fail("%s statement takes parameters (%s), want (%s)", sh.name, typeNames(sd.ParamOIDs, ", "), typeNames(sh.params, ", "))
+		}
+		if sh.fields != nil && !slices.Equal(fieldOIDs(sd.Fields), sh.fields) {
+			return nil, fail("%s statement returns (%s), want (%s)", sh.name, typeNames(fieldOIDs(sd.Fields), ", "), typeNames(sh.fields, ", "))
+		}
+	}
+	return &table{ns: ns, stmts: stmts}, nil
+}
+
+// uniqueKeyIndex asks whether table $1 has a unique index, usable as the
+// arbiter of ON CONFLICT, on column $2 alone.
+const uniqueKeyIndex = `SELECT EXISTS (SELECT 1 FROM pg_index i
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+WHERE i.indrelid = $1 AND i.indisunique AND i.indimmediate AND i.indnkeyatts = 1
+AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = $2)`
+
+// tableColumns returns the live columns of a table by name.
+func tableColumns(ctx context.Context, conn *pgxpool.Conn, relid uint32) (map[string]column, error) {
+	rows, err := conn.Query(ctx, `SELECT attname, atttypid, format_type(atttypid, atttypmod)
+FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, relid)
+	if err != nil {
+		return nil, err
+	}
+	columns := make(map[string]column)
+	var (
+		name string
+		c    column
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &c.typ, &c.typName}, func() error {
+		columns[name] = c
+		return nil
+	})
+	return columns, err
+}
+
+// appendOptimized reports whether a Greenplum table, or any leaf of a
+// partitioned one, is append-optimized, which rejects ON CONFLICT.
+// Greenplum 7 names the storage by access method; Greenplum 6 by
+// pg_class.relstorage.
+func appendOptimized(ctx context.Context, conn *pgxpool.Conn, relid uint32) (bool, error) {
+	var hasRelstorage bool
+	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
+WHERE attrelid = 'pg_catalog.pg_class'::regclass AND attname = 'relstorage' AND NOT attisdropped)`).Scan(&hasRelstorage)
+	if err != nil {
+		return false, err
+	}
+	query := `SELECT coalesce(bool_or(am.amname IN ('ao_row', 'ao_column')), false)
+FROM pg_class c LEFT JOIN pg_am am ON am.oid = c.relam
+WHERE c.oid = $1 OR c.oid IN (SELECT relid FROM pg_partition_tree($1::oid::regclass))`
+	if hasRelstorage {
+		query = `SELECT coalesce(bool_or(c.relstorage IN ('a', 'c')), false) FROM pg_class c WHERE c.oid = $1`
+	}
+	var ao bool
+	err = conn.QueryRow(ctx, query, relid).Scan(&ao)
+	return ao, err
+}
+
+func fieldOIDs(fields []pgconn.FieldDescription) []uint32 {
+	oids := make([]uint32, len(fields))
+	for i, f := range fields {
+		oids[i] = f.DataTypeOID
+	}
+	return oids
+}
+
+// typeNames names type OIDs for an error message, separated by sep.
+func typeNames(oids []uint32, sep string) string {
+	m := pgtype.NewMap()
+	names := make([]string, len(oids))
+	for i, oid := range oids {
+		if t, ok := m.TypeForOID(oid); ok {
+			names[i] = t.Name
+		} else {
+			names[i] = fmt.Sprintf("oid %d", oid)
+		}
+	}
+	return strings.Join(names, sep)
+}
