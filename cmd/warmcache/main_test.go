@@ -119,21 +119,23 @@ func errorCode(t *testing.T, r response) string {
 }
 
 func TestEndToEnd(t *testing.T) {
-	dsn := testenv.NewDatabase(t)
-	migrateAndSeed(t, dsn, 100)
 	redisAddr := testenv.RedisAddr(t)
 	paths := []struct {
 		name   string
-		dsn    func(t *testing.T) string
+		dsn    func(t *testing.T, direct string) string
 		pooler string
 	}{
-		{"direct", func(*testing.T) string { return dsn }, "none"},
-		{"pgbouncer", func(t *testing.T) string { return testenv.PgBouncerDSN(t, testenv.DatabaseName(t, dsn)) }, "pgbouncer"},
+		{"direct", func(_ *testing.T, direct string) string { return direct }, "none"},
+		{"pgbouncer", func(t *testing.T, direct string) string {
+			return testenv.PgBouncerDSN(t, testenv.DatabaseName(t, direct))
+		}, "pgbouncer"},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
+			dsn := testenv.NewDatabase(t)
+			migrateAndSeed(t, dsn, 100)
 			base := startServer(t, map[string]string{
-				"WARMCACHE_POSTGRES_DSN": p.dsn(t),
+				"WARMCACHE_POSTGRES_DSN": p.dsn(t, dsn),
 				"WARMCACHE_PG_POOLER":    p.pooler,
 				"WARMCACHE_REDIS_ADDRS":  redisAddr,
 				"WARMCACHE_REDIS_PREFIX": "e2e-" + testenv.RandomSuffix(t) + ":",
