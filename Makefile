@@ -8,12 +8,14 @@ NAMESPACES := deploy/local/namespaces.yaml
 HTTP_ADDR ?= 127.0.0.1:8080
 # Extra flags for `make test`, e.g. make test TESTFLAGS='-run TestTier -v'
 TESTFLAGS ?=
+# Extra flags for `make bench`, e.g. make bench BENCHFLAGS='-duration 10s -workers 64'
+BENCHFLAGS ?=
 
 # Migrations (DDL) go straight to PostgreSQL; the server goes through PgBouncer.
 MIGRATE_DSN := postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable
 SERVE_DSN := postgres://postgres@127.0.0.1:6432/warmcache?sslmode=disable
 
-.PHONY: build run test vet clean stack-up stack-down
+.PHONY: build run test vet clean proto stack-up stack-down bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -57,6 +59,23 @@ vet:
 
 clean:
 	rm -rf bin
+
+# Regenerate the gRPC code from proto/ (commit the result): protoc from
+# Debian's protobuf-compiler, and protoc-gen-go / protoc-gen-go-grpc at the
+# versions pinned in proto/gen.sh, built into bin/.
+proto:
+	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler'; exit 1; }
+	proto/gen.sh
+
+# Load test: prepares its own 1M-row database (warmcache_bench), starts the
+# service and a floor server on free loopback ports, runs the vegeta
+# scenarios and the pgbench/redis-benchmark baselines, and writes
+# loadtest/RESULTS.md with loadtest/results/*.png (logs in loadtest/out/).
+bench:
+	$(STACK) up
+	$(GO) build -o $(BIN) ./cmd/warmcache
+	$(GO) build -o bin/loadtest ./loadtest
+	bin/loadtest -bin $(BIN) $(BENCHFLAGS)
 
 stack-up:
 	$(STACK) up

@@ -27,7 +27,7 @@ func startServer(t *testing.T, env map[string]string) string {
 	done := make(chan error, 1)
 	var stderr bytes.Buffer
 	go func() {
-		err := run(ctx, []string{"serve", "--http-addr", "127.0.0.1:0"}, getenv(env), pw, &stderr)
+		err := run(ctx, []string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, getenv(env), pw, &stderr)
 		pw.CloseWithError(fmt.Errorf("server stopped: %v", err))
 		done <- err
 	}()
@@ -208,6 +208,7 @@ func TestEndToEnd(t *testing.T) {
 				{"bad If-Match", "PUT", "/v1/kv/widgets/7", `{}`, 400, "invalid_request"},
 				{"no route", "GET", "/v2/everything", "", 404, "no_route"},
 			}
+			sqlBefore := sqlQueries(t, base)
 			for _, b := range bad {
 				t.Run(b.name, func(t *testing.T) {
 					var hdr []string
@@ -219,6 +220,10 @@ func TestEndToEnd(t *testing.T) {
 						t.Fatalf("%s %s = %d %s, want %d %s", b.method, b.path, r.status, r.body, b.status, b.code)
 					}
 				})
+			}
+
+			if after := sqlQueries(t, base); after != sqlBefore {
+				t.Errorf("bad requests reached SQL: %v queries before, %v after", sqlBefore, after)
 			}
 
 			if r = call(t, "GET", base+"/readyz", ""); r.status != 200 {
@@ -248,4 +253,25 @@ func TestMigratePlanNeedsNoServer(t *testing.T) {
 			t.Errorf("plan lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// sqlQueries sums warmcache_sql_queries_total from /metrics.
+func sqlQueries(t *testing.T, base string) float64 {
+	t.Helper()
+	r := call(t, "GET", base+"/metrics", "")
+	var sum float64
+	for _, line := range strings.Split(r.body, "\n") {
+		if !strings.HasPrefix(line, "warmcache_sql_queries_total{") {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
+			t.Fatalf("metrics line %q: %v", line, err)
+		}
+		sum += v
+	}
+	if sum == 0 {
+		t.Fatal("no warmcache_sql_queries_total samples in /metrics")
+	}
+	return sum
 }

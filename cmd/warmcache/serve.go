@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -34,6 +34,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
+	if cfg.PprofAddr != "" {
+		pp, err := startPprof(cfg.PprofAddr, log)
+		if err != nil {
+			return err
+		}
+		defer pp.close()
+	}
 
 	reg := prometheus.NewRegistry()
 	if err := registerAll(reg,
@@ -79,48 +86,46 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	keys, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
+	if err != nil {
+		return err
+	}
 	handler, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, log,
-		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes})
+		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxInflight: cfg.MaxInflight, Keys: keys})
+	if err != nil {
+		return err
+	}
+	grpcAPI, err := grpcapi.New(svc, keys, reg, log, grpcapi.Options{MaxMessageBytes: int(cfg.MaxBodyBytes) + 64<<10})
 	if err != nil {
 		return err
 	}
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	lns, err := startListeners(cfg, handler, grpcAPI, log, stdout)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+		return err
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 	names := make([]string, len(cfg.Namespaces))
 	for i, ns := range cfg.Namespaces {
 		names[i] = ns.Name
 	}
-	log.Info("serving", "http", "http://"+ln.Addr().String(), "namespaces", names)
-	fmt.Fprintf(stdout, "warmcache: serving HTTP on http://%s\n", ln.Addr())
+	log.Info("serving namespaces", "namespaces", names)
+	if keys.Open() {
+		log.Warn("no API keys configured: every request is served unauthenticated, on loopback and unix sockets only")
+		fmt.Fprintln(stdout, "warmcache: no API keys configured: serving unauthenticated, on loopback and unix sockets only")
+	} else {
+		log.Info("access control on", "api_keys", len(cfg.APIKeys))
+	}
 
-	select {
-	case err := <-served:
-		return fmt.Errorf("http server: %w", err)
-	case <-ctx.Done():
+	if err := lns.wait(ctx); err != nil {
+		drainCtx, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+		defer cancelDrain()
+		return errors.Join(err, lns.shutdown(drainCtx))
 	}
 	log.Info("shutting down: draining requests", "timeout", cfg.ShutdownTimeout)
 	drainCtx, cancelDrain := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancelDrain()
-	shutdownErr := srv.Shutdown(drainCtx)
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http server: %w", err)
-	}
-	if shutdownErr != nil {
-		return fmt.Errorf("drain: %w", shutdownErr)
+	if err := lns.shutdown(drainCtx); err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -44,6 +45,9 @@ type Config struct {
 	WarmTimeout time.Duration
 	// MaxWarmInflight bounds concurrent warehouse reads. Default 32.
 	MaxWarmInflight int
+	// MaxInflight bounds the REST requests served at once; the excess gets
+	// 503 with Retry-After at once instead of queueing. Default 1024.
+	MaxInflight int
 	// MaxBodyBytes bounds a request body. Default 1 MiB.
 	MaxBodyBytes int64
 	// MaxBatchKeys bounds the keys of one _mget. Default 1000.
@@ -52,6 +56,9 @@ type Config struct {
 	ShutdownTimeout time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
+	// PprofAddr is the loopback address of a separate listener serving
+	// net/http/pprof. Empty (the default) means no profiling endpoints.
+	PprofAddr string
 	// Dialect names the warehouse dialect for `migrate plan`, which
 	// connects to nothing: postgres or greenplum. Empty means postgres.
 	// Everywhere else the dialect is detected at connect.
@@ -63,6 +70,24 @@ type Config struct {
 	Namespaces []*warmcache.Namespace
 	// Args are the arguments left after the flags.
 	Args []string
+
+	// GRPCAddr is the gRPC listener. Default 127.0.0.1:9090; empty means
+	// no gRPC TCP listener.
+	GRPCAddr string
+	// HTTPSocket and GRPCSocket are unix socket paths on which REST and gRPC
+	// are also served, for a sidecar's application. Empty means none.
+	HTTPSocket string
+	GRPCSocket string
+	// TLSCert and TLSKey are PEM files; when both are set the TCP listeners
+	// (not the unix sockets) serve TLS. Empty means plain TCP.
+	TLSCert string
+	TLSKey  string
+	// KeysFile is the YAML file of API keys (see ParseKeys). Empty means no
+	// keys: every request is let through, and only loopback addresses and
+	// unix sockets may be listened on.
+	KeysFile string
+	// APIKeys are loaded from KeysFile.
+	APIKeys []auth.Key
 }
 
 // Load parses args (without the program and subcommand names) and the
@@ -81,10 +106,12 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 		HotTimeout:      50 * time.Millisecond,
 		WarmTimeout:     2 * time.Second,
 		MaxWarmInflight: 32,
+		MaxInflight:     1024,
 		MaxBodyBytes:    1 << 20,
 		MaxBatchKeys:    1000,
 		ShutdownTimeout: 15 * time.Second,
 		LogLevel:        "info",
+		GRPCAddr:        "127.0.0.1:9090",
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -132,12 +159,20 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	dur(&c.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", "deadline of one Redis call")
 	dur(&c.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", "deadline of one warehouse call")
 	num(&c.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", "concurrent warehouse reads")
+	num(&c.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", "REST requests served at once")
 	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
 	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
 	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
+	str(&c.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "loopback address serving net/http/pprof; empty: off")
 	str(&c.Dialect, "dialect", "WARMCACHE_DIALECT", "dialect for migrate plan: postgres or greenplum")
 	str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "YAML file declaring namespaces")
+	str(&c.GRPCAddr, "grpc-addr", "WARMCACHE_GRPC_ADDR", "gRPC listen address; empty: no gRPC TCP listener")
+	str(&c.HTTPSocket, "http-socket", "WARMCACHE_HTTP_SOCKET", "unix socket path to also serve REST on")
+	str(&c.GRPCSocket, "grpc-socket", "WARMCACHE_GRPC_SOCKET", "unix socket path to also serve gRPC on")
+	str(&c.TLSCert, "tls-cert", "WARMCACHE_TLS_CERT", "PEM certificate for TLS on the TCP listeners")
+	str(&c.TLSKey, "tls-key", "WARMCACHE_TLS_KEY", "PEM private key for TLS on the TCP listeners")
+	str(&c.KeysFile, "keys-file", "WARMCACHE_KEYS_FILE", "YAML file of API keys (hashed); empty: no keys, loopback only")
 	if v := getenv("WARMCACHE_REDIS_DB"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -164,6 +199,14 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	} else if c.Namespaces, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
 		return Config{}, err
 	}
+	if c.KeysFile != "" {
+		if c.APIKeys, err = LoadKeysFile(c.KeysFile); err != nil {
+			return Config{}, err
+		}
+	}
+	if err := c.checkOpenAccess(); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
 	return c, nil
 }
 
@@ -181,6 +224,12 @@ func (c *Config) validate() error {
 	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
 	oneOf("dialect", c.Dialect, "", "postgres", "greenplum")
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
+	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
+		errs = append(errs, fmt.Errorf("pprof: must be a loopback host:port such as 127.0.0.1:6060, got %q", c.PprofAddr))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("tls-cert, tls-key: give both or neither"))
+	}
 	if c.PGPooler == "pgbouncer" && c.PGExecMode == "cache_statement" {
 		errs = append(errs, errors.New("pg-exec-mode: cache_statement keeps named prepared statements, which PgBouncer in transaction pooling cannot; use auto, cache_describe, exec or simple_protocol"))
 	}
@@ -193,7 +242,7 @@ func (c *Config) validate() error {
 	for _, field := range []struct {
 		name string
 		n    int
-	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-body-bytes", int(c.MaxBodyBytes)}} {
+	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-inflight", c.MaxInflight}, {"max-body-bytes", int(c.MaxBodyBytes)}} {
 		if field.n <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", field.name, field.n))
 		}

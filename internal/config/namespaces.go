@@ -32,6 +32,7 @@ func DefaultNamespaces() []*warmcache.Namespace {
 		VersionColumn: "version",
 		TTL:           5 * time.Minute,
 		NegativeTTL:   30 * time.Second,
+		MaxStale:      time.Minute,
 		TTLJitter:     0.1,
 		Writable:      true,
 		Managed:       true,
@@ -58,6 +59,7 @@ type nsDoc struct {
 	VersionColumn string   `yaml:"version_column"`
 	TTL           string   `yaml:"ttl"`
 	NegativeTTL   string   `yaml:"negative_ttl"`
+	MaxStale      string   `yaml:"max_stale"`
 	TTLJitter     *float64 `yaml:"ttl_jitter"`
 	Writable      bool     `yaml:"writable"`
 	Managed       bool     `yaml:"managed"`
@@ -170,6 +172,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		VersionColumn: d.VersionColumn,
 		TTL:           dur("ttl", d.TTL, 5*time.Minute),
 		NegativeTTL:   dur("negative_ttl", d.NegativeTTL, 30*time.Second),
+		MaxStale:      dur("max_stale", d.MaxStale, time.Minute),
 		TTLJitter:     0.1,
 		Writable:      d.Writable,
 		Managed:       d.Managed,

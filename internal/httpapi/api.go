@@ -16,6 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -23,6 +24,11 @@ import (
 type Options struct {
 	// MaxBodyBytes bounds a request body. Zero means 1 MiB.
 	MaxBodyBytes int64
+	// MaxInflight bounds the /v1 requests served at once. Zero means 1024.
+	MaxInflight int
+	// Keys checks the API key of every /v1/kv request. Nil, or a Keyring
+	// without keys, lets every request through unauthenticated.
+	Keys *auth.Keyring
 }
 
 type api struct {
@@ -44,7 +50,10 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 		return nil, err
 	}
 	r := chi.NewRouter()
-	r.Use(m.middleware, a.recoverer)
+	if opts.MaxInflight <= 0 {
+		opts.MaxInflight = 1024
+	}
+	r.Use(m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, http.StatusNotFound, "no_route", "no such route: "+r.Method+" "+r.URL.Path)
 	})
@@ -58,6 +67,7 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 	r.Get("/readyz", a.ready)
 	r.Method(http.MethodGet, "/metrics", metrics)
 	r.Route("/v1/kv/{namespace}", func(r chi.Router) {
+		r.Use(a.authorize(opts.Keys))
 		r.Post("/_mget", a.mget)
 		r.Get("/{key}", a.get)
 		r.Put("/{key}", a.put)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -31,6 +32,9 @@ var errorStatus = []struct {
 	{err: warmcache.ErrOverloaded, status: http.StatusServiceUnavailable, code: "overloaded", message: "too many requests for the warehouse; retry later", retryAfter: 1},
 	{err: warmcache.ErrUnavailable, status: http.StatusServiceUnavailable, code: "unavailable", message: "a storage tier is unavailable; retry later", retryAfter: 1},
 	{err: context.DeadlineExceeded, status: http.StatusGatewayTimeout, code: "timeout", message: "the request took too long"},
+	{err: auth.ErrUnauthenticated, status: http.StatusUnauthorized, code: "unauthenticated", message: auth.ErrUnauthenticated.Error()},
+	{err: auth.ErrForbidden, status: http.StatusForbidden, code: "forbidden"},
+	{err: auth.ErrRateLimited, status: http.StatusTooManyRequests, code: "rate_limited"}, // Retry-After from the error
 }
 
 // errInvalidRequest marks a request that is malformed before it reaches the
@@ -56,6 +60,13 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		}
 		if e.retryAfter > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+		}
+		var rl *auth.RateLimitError
+		if errors.As(err, &rl) {
+			w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
+		}
+		if e.status == http.StatusUnauthorized {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="warmcache"`)
 		}
 		if e.status >= 500 {
 			a.log.LogAttrs(r.Context(), slog.LevelWarn, "request failed",

@@ -15,6 +15,8 @@ const (
 	opLookupMany
 	opPut
 	opDelete
+	opQuery
+	opLoad
 	numOps
 )
 
@@ -26,6 +28,10 @@ func (o op) String() string {
 		return "lookup_many"
 	case opPut:
 		return "put"
+	case opQuery:
+		return "query"
+	case opLoad:
+		return "load"
 	default:
 		return "delete"
 	}
@@ -41,7 +47,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_sql_queries_total",
-			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete) and result: ok, including answers " +
+			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete, query, load) and result: ok, including answers " +
 				"about the request such as a failed If-Match, or error when the warehouse failed.",
 		}, []string{"namespace", "op", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

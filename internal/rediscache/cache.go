@@ -271,21 +271,21 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	return entries, hits, nil
 }
 
-// Fill stores e for key unless Redis holds an entry of a newer or equal
-// version, in one atomic script. A present entry also replaces the absent
-// entry of a read (version 0), and an absent entry with version 0 is stored
-// only when nothing is cached. Entries expire after the namespace's TTL
+// Fill stores e for key unless Redis holds an entry that wins by version
+// (see fillScript), in one atomic script: a newer version, or an absent entry
+// at the same version. An equal version otherwise renews the entry, and an
+// absent entry with version 0 never replaces a cached row. Entries expire after the namespace's TTL
 // (present), NegativeTTL (absent, version 0) or the larger of NegativeTTL and
 // the TombstoneTTL (absent, from a delete), spread by the namespace's
 // TTLJitter. Errors are Redis and context errors, and a negative version,
 // wrapped.
 func (c *Cache) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
-	v, err := encode(e)
+	v, px, err := c.encodeFill(ns, e)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
 	}
 	start := time.Now()
-	err = c.fill.Run(ctx, c.client, []string{c.key(ns, key)}, v, c.ttlMillis(ns, e)).Err()
+	err = c.fill.Run(ctx, c.client, []string{c.key(ns, key)}, v, px).Err()
 	c.observe("fill", start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
@@ -304,15 +304,16 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []wa
 		return nil
 	}
 	values := make([][]byte, len(keys))
+	pxs := make([]int64, len(keys))
 	for i, e := range entries {
-		v, err := encode(e)
+		v, px, err := c.encodeFill(ns, e)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", keys[i].Text, err)
 		}
-		values[i] = v
+		values[i], pxs[i] = v, px
 	}
 	start := time.Now()
-	err := c.fillPipeline(ctx, ns, keys, entries, values)
+	err := c.fillPipeline(ctx, ns, keys, values, pxs)
 	c.observe("fill_many", start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %d keys: %w", len(keys), err)
@@ -323,11 +324,11 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []wa
 // fillPipeline runs the fill script for each key by its digest in one
 // pipeline, and then once more by its source for the keys whose node did not
 // have the script cached.
-func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry, values [][]byte) error {
+func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, values [][]byte, pxs []int64) error {
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = c.fill.EvalSha(ctx, pipe, []string{c.key(ns, k)}, values[i], c.ttlMillis(ns, entries[i]))
+		cmds[i] = c.fill.EvalSha(ctx, pipe, []string{c.key(ns, k)}, values[i], pxs[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -347,7 +348,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys 
 	pipe = c.client.Pipeline()
 	cmds = cmds[:0]
 	for _, i := range retry {
-		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{c.key(ns, keys[i])}, values[i], c.ttlMillis(ns, entries[i])))
+		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{c.key(ns, keys[i])}, values[i], pxs[i]))
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {
@@ -364,9 +365,19 @@ func noScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// ttlMillis returns the TTL of e in ns in milliseconds, jittered.
-func (c *Cache) ttlMillis(ns *warmcache.Namespace, e warmcache.Entry) int64 {
-	return c.ttl(ns, e).Milliseconds()
+// encodeFill returns the stored form of e, fresh for its jittered TTL from
+// now, and how long Redis keeps it in milliseconds: a present entry lives
+// the namespace's MaxStale longer than it is fresh, so that it can be served
+// stale while it revalidates or while the warehouse is down.
+func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, int64, error) {
+	ttl := c.ttl(ns, e)
+	e.FreshUntil = time.Now().Add(ttl)
+	keep := ttl
+	if e.Found && ns.MaxStale > 0 {
+		keep += ns.MaxStale
+	}
+	v, err := encode(e)
+	return v, keep.Milliseconds(), err
 }
 
 // ttl returns how long e lives in ns: the namespace's TTL for a present

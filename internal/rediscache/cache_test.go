@@ -171,8 +171,14 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("raw get: %v", err)
 			}
-			if raw != tt.stored {
-				t.Errorf("stored %q, want %q", raw, tt.stored)
+			// The stored form is the 22-byte head of tt.stored, 13 digits of
+			// fresh-until milliseconds in the future, then the payload.
+			if len(raw) < 35 || raw[:22] != tt.stored[:22] || raw[35:] != tt.stored[22:] {
+				t.Fatalf("stored %q, want %q with a fresh-until inserted at byte 22", raw, tt.stored)
+			}
+			fresh, err := strconv.ParseInt(raw[22:35], 10, 64)
+			if err != nil || fresh <= time.Now().UnixMilli() {
+				t.Errorf("fresh-until %q is not a time in the future", raw[22:35])
 			}
 		})
 	}
@@ -208,7 +214,8 @@ func TestFillVersionRules(t *testing.T) {
 		want   warmcache.Entry
 	}{
 		{"older after newer refused", ptr(present(5, `"v5"`)), present(3, `"v3"`), present(5, `"v5"`)},
-		{"same version not rewritten", ptr(present(5, `"first"`)), present(5, `"second"`), present(5, `"first"`)},
+		{"same version renews", ptr(present(5, `"first"`)), present(5, `"again"`), present(5, `"again"`)},
+		{"revalidation finding the row gone replaces it", ptr(present(5, `"v5"`)), absent(5), absent(5)},
 		{"newer replaces older", ptr(present(3, `"v3"`)), present(5, `"v5"`), present(5, `"v5"`)},
 		{"present on empty key", nil, present(1, `"v1"`), present(1, `"v1"`)},
 		{"delete replaces older present", ptr(present(3, `"v3"`)), absent(4), absent(4)},

@@ -2,18 +2,22 @@ package rediscache
 
 import (
 	"errors"
+	"time"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// The value format. Each key holds one Redis string: a fixed 22-byte header
+// The value format. Each key holds one Redis string: a fixed 35-byte header
 // and then the payload.
 //
 //	offset  size  field
 //	0       1     format: '1' means the payload is the JSON bytes, raw
 //	1       1     kind: 'P' for a present entry, 'A' for an absent one
 //	2       20    version: zero-padded decimal, 0 to 9223372036854775807
-//	22      ...   payload; empty for an absent entry
+//	22      13    fresh until: Unix milliseconds, zero-padded decimal; after
+//	              it the entry is stale (Redis keeps a present entry for the
+//	              namespace's MaxStale longer, to serve while it revalidates)
+//	35      ...   payload; empty for an absent entry
 //
 // The header layout is the same in every format, so the fill script can
 // compare versions without knowing how a payload is encoded; only the format
@@ -28,7 +32,9 @@ const (
 
 	versionOffset = 2
 	versionDigits = 20
-	headerLen     = versionOffset + versionDigits
+	freshOffset   = versionOffset + versionDigits
+	freshDigits   = 13
+	headerLen     = freshOffset + freshDigits
 )
 
 // errNegativeVersion is returned for an entry whose version the format
@@ -51,11 +57,12 @@ func encode(e warmcache.Entry) ([]byte, error) {
 	if e.Found {
 		b[1] = kindPresent
 	}
-	v := uint64(e.Version)
-	for i := headerLen - 1; i >= versionOffset; i-- {
-		b[i] = '0' + byte(v%10)
-		v /= 10
+	putDigits(b[versionOffset:freshOffset], uint64(e.Version))
+	var fresh uint64
+	if ms := e.FreshUntil.UnixMilli(); !e.FreshUntil.IsZero() && ms > 0 {
+		fresh = uint64(ms)
 	}
+	putDigits(b[freshOffset:headerLen], fresh)
 	if e.Found {
 		b = append(b, e.Value...)
 	}
@@ -68,19 +75,18 @@ func decode(b []byte) (e warmcache.Entry, ok bool) {
 	if len(b) < headerLen || b[0] != formatRaw {
 		return warmcache.Entry{}, false
 	}
-	var v uint64
-	for _, c := range b[versionOffset:headerLen] {
-		if c < '0' || c > '9' {
-			return warmcache.Entry{}, false
-		}
-		v = v*10 + uint64(c-'0')
-		// 20 digits can exceed the uint64 range; any value past
-		// the int64 range is not a version, overflowed or not.
-		if v > 1<<63-1 {
-			return warmcache.Entry{}, false
-		}
+	v, ok := digits(b[versionOffset:freshOffset])
+	if !ok {
+		return warmcache.Entry{}, false
 	}
-	e.Version = int64(v)
+	fresh, ok := digits(b[freshOffset:headerLen])
+	if !ok {
+		return warmcache.Entry{}, false
+	}
+	e.Version = v
+	if fresh > 0 {
+		e.FreshUntil = time.UnixMilli(fresh)
+	}
 	switch b[1] {
 	case kindPresent:
 		e.Found = true
@@ -92,16 +98,46 @@ func decode(b []byte) (e warmcache.Entry, ok bool) {
 	return e, true
 }
 
+// putDigits writes v as zero-padded decimal filling b.
+func putDigits(b []byte, v uint64) {
+	for i := len(b) - 1; i >= 0; i-- {
+		b[i] = '0' + byte(v%10)
+		v /= 10
+	}
+}
+
+// digits reads zero-padded decimal; ok is false for a non-digit or a number
+// past the int64 range.
+func digits(b []byte) (int64, bool) {
+	var v uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + uint64(c-'0')
+		// 20 digits can exceed the uint64 range; any value past
+		// the int64 range is not a version, overflowed or not.
+		if v > 1<<63-1 {
+			return 0, false
+		}
+	}
+	return int64(v), true
+}
+
 // fillScript stores ARGV[1], an encoded entry, under KEYS[1] with a TTL of
 // ARGV[2] milliseconds, unless the key holds an entry that should win. It
 // returns 1 when it stored the entry and 0 when it kept the cached one.
 //
-// The cached entry is kept when its version is newer than or equal to the new
-// one's, with one exception: a present entry replaces the absent entry of a
-// read (version 0). So an absent entry with version 0 is only ever stored on a
-// key that holds nothing. A value that does not start with a header (a foreign
-// or damaged value) is replaced. Both versions are 20 ASCII digits, which
-// compare as strings in the order of their numbers.
+// The cached entry wins when its version is newer, and when the versions are
+// equal (and not zero) and the cached entry is absent while the new one is
+// present (an absent entry at version v records that the key was gone after
+// v). An equal
+// version otherwise replaces the cached entry, which renews its freshness: a
+// revalidation that reads the same row again extends it. An absent entry with
+// version 0 (a read that found nothing) therefore never replaces a cached
+// row. A value that does not start with a header (a foreign or damaged
+// value) is replaced. Both versions are 20 ASCII digits, which compare as
+// strings in the order of their numbers.
 const fillScript = `
 local new = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
@@ -109,8 +145,7 @@ if cur and string.len(cur) >= 22 then
   local cv = string.sub(cur, 3, 22)
   if string.find(cv, '^%d+$') then
     local nv = string.sub(new, 3, 22)
-    local readAbsent = string.sub(cur, 2, 2) == 'A' and cv == '00000000000000000000'
-    if not (readAbsent and string.sub(new, 2, 2) == 'P') and cv >= nv then
+    if cv > nv or (cv == nv and cv ~= '00000000000000000000' and string.sub(cur, 2, 2) == 'A' and string.sub(new, 2, 2) == 'P') then
       return 0
     end
   end

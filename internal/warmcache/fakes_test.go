@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -15,6 +16,27 @@ type memHot struct {
 	mu      sync.Mutex
 	entries map[string]warmcache.Entry
 	down    atomic.Bool
+	clock   *clock // sets FreshUntil on fill when not nil
+}
+
+// clock is a test clock that moves only when told.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 var errDown = errors.New("tier down")
@@ -51,8 +73,11 @@ func (h *memHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcach
 	defer h.mu.Unlock()
 	k := ns.Name + "/" + key.Text
 	cur, ok := h.entries[k]
-	if ok && (cur.Version >= e.Version) {
+	if ok && (cur.Version > e.Version || cur.Version == e.Version && cur.Version > 0 && !cur.Found && e.Found) {
 		return nil
+	}
+	if h.clock != nil {
+		e.FreshUntil = h.clock.Now().Add(ns.TTL)
 	}
 	h.entries[k] = e
 	return nil
@@ -77,6 +102,7 @@ func (h *memHot) Ping(context.Context) error {
 // memWarm is an in-memory warehouse. gate, when set, is received from before
 // every lookup answers, so a test can hold lookups in flight.
 type memWarm struct {
+	failing atomic.Bool
 	mu      sync.Mutex
 	rows    map[string]warmcache.Entry
 	version int64
@@ -89,6 +115,9 @@ func newMemWarm() *memWarm { return &memWarm{rows: map[string]warmcache.Entry{}}
 
 func (w *memWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
 	w.lookups.Add(1)
+	if w.failing.Load() {
+		return warmcache.Entry{}, errDown
+	}
 	if w.started != nil {
 		w.started <- struct{}{}
 	}

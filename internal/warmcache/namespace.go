@@ -84,6 +84,10 @@ type Namespace struct {
 	// TTLJitter spreads expiries: each TTL is multiplied by a random factor
 	// in [1-TTLJitter, 1+TTLJitter]. Zero means no jitter.
 	TTLJitter float64
+	// MaxStale is how long after its TTL an entry may still be served,
+	// marked stale: while one background read revalidates it, and while the
+	// warehouse is unreachable. Zero means never.
+	MaxStale time.Duration
 	// Writable allows PUT, DELETE and loads.
 	Writable bool
 	// Managed means migrate creates and drops the table; otherwise the table

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,8 +16,9 @@ type Source string
 
 // The sources of a read.
 const (
-	SourceHot  Source = "hit"  // the hot tier held the entry
-	SourceWarm Source = "miss" // the warehouse answered and the hot tier was filled
+	SourceHot   Source = "hit"   // the hot tier held the entry
+	SourceWarm  Source = "miss"  // the warehouse answered and the hot tier was filled
+	SourceStale Source = "stale" // the hot tier held an expired entry, served within MaxStale
 )
 
 // Item is the answer for one key.
@@ -42,6 +44,19 @@ type Options struct {
 	MaxValueBytes int
 	// MaxValueDepth bounds the nesting of a stored value. Zero means 64.
 	MaxValueDepth int
+	// BreakerThreshold is the number of consecutive warehouse failures that
+	// open the circuit breaker. Zero means 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker refuses warehouse calls
+	// before it lets one through; it doubles while that call fails, up to
+	// 30 times its first value. Zero means 1s.
+	BreakerCooldown time.Duration
+	// MaxRefreshes bounds concurrent background revalidations of stale
+	// entries; a stale entry met while all are busy is served and left for
+	// a later request to refresh. Zero means 8.
+	MaxRefreshes int
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
 }
 
 func (o Options) withDefaults() Options {
@@ -60,6 +75,14 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxBatchKeys, 1000)
 	def(&o.MaxValueBytes, 1<<20)
 	def(&o.MaxValueDepth, 64)
+	def(&o.BreakerThreshold, 5)
+	def(&o.MaxRefreshes, 8)
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return o
 }
 
@@ -74,10 +97,14 @@ type Service struct {
 	log        *slog.Logger
 	flights    flightGroup
 	warmSlots  chan struct{}
+	breaker    *breaker
+	refreshing sync.Map // key -> struct{}: revalidations under way
+	refreshes  chan struct{}
 
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
 	flightJoin *prometheus.CounterVec
+	stale      *prometheus.CounterVec
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -101,15 +128,31 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 			Name: "warmcache_fill_coalesced_total",
 			Help: "Misses that joined a warehouse read already in flight for the same key.",
 		}, []string{"namespace"}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_stale_served_total",
+			Help: "Expired entries served within MaxStale, by reason: revalidate (a refresh runs) or error (the warehouse is failing).",
+		}, []string{"namespace", "reason"}),
 	}
 	s.warmSlots = make(chan struct{}, s.opts.MaxWarmInflight)
+	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
+	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
+		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
+	breakerOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "warmcache_warehouse_breaker_open",
+		Help: "1 while the warehouse circuit breaker refuses calls, else 0.",
+	}, func() float64 {
+		if s.breaker.open() {
+			return 1
+		}
+		return 0
+	})
 	for _, ns := range namespaces {
 		if _, dup := s.namespaces[ns.Name]; dup {
 			return nil, fmt.Errorf("warmcache: namespace %q declared twice", ns.Name)
 		}
 		s.namespaces[ns.Name] = ns
 	}
-	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin} {
+	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("warmcache: register metrics: %w", err)
 		}
@@ -139,6 +182,10 @@ func (s *Service) key(namespace, rawKey string) (*Namespace, Key, error) {
 // Get reads one key. An absent key returns an Item with Found false and an
 // error that wraps ErrNotFound. Other errors wrap ErrUnknownNamespace,
 // ErrInvalidKey, ErrUnavailable or ErrOverloaded.
+//
+// An entry past its freshness but within the namespace's MaxStale is served
+// at once, marked SourceStale, while one background read revalidates it; so
+// it is also served while the warehouse is down.
 func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, error) {
 	ns, key, err := s.key(namespace, rawKey)
 	if err != nil {
@@ -146,11 +193,25 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	}
 	item := Item{Key: key, Source: SourceHot}
 	e, hit, hotErr := s.hotGet(ctx, ns, key)
+	if hit && s.expired(e) {
+		if s.servableStale(ns, e) {
+			reason := "revalidate"
+			if s.breaker.open() {
+				reason = "error"
+			} else {
+				s.revalidate(ns, key, e)
+			}
+			s.stale.WithLabelValues(ns.Name, reason).Inc()
+			item.Entry, item.Source = e, SourceStale
+			return item, nil
+		}
+		hit = false
+	}
 	if !hit {
 		item.Source = SourceWarm
 		var shared bool
-		e, shared, err = s.flights.do(ctx, ns.Name+"\x00"+key.Text, func(ctx context.Context) (Entry, error) {
-			return s.load(ctx, ns, key, hotErr == nil)
+		e, shared, err = s.flights.do(ctx, flightKey(ns, key), func(ctx context.Context) (Entry, error) {
+			return s.load(ctx, ns, key, hotErr == nil, Entry{})
 		})
 		if shared {
 			s.flightJoin.WithLabelValues(ns.Name).Inc()
@@ -164,6 +225,45 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 		return item, fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, truncate(key.Text), ns.Name)
 	}
 	return item, nil
+}
+
+func flightKey(ns *Namespace, key Key) string { return ns.Name + "\x00" + key.Text }
+
+// expired reports whether a cached entry is past its freshness.
+func (s *Service) expired(e Entry) bool {
+	return !e.FreshUntil.IsZero() && s.opts.Now().After(e.FreshUntil)
+}
+
+// servableStale reports whether an expired entry may still be served: it is
+// present and within the namespace's MaxStale of its freshness.
+func (s *Service) servableStale(ns *Namespace, e Entry) bool {
+	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
+}
+
+// revalidate starts one background read of key, unless one is under way or
+// all refresh slots are busy. stale is the entry being served meanwhile.
+func (s *Service) revalidate(ns *Namespace, key Key, stale Entry) {
+	fk := flightKey(ns, key)
+	if _, busy := s.refreshing.LoadOrStore(fk, struct{}{}); busy {
+		return
+	}
+	select {
+	case s.refreshes <- struct{}{}:
+	default:
+		s.refreshing.Delete(fk)
+		return
+	}
+	go func() {
+		defer func() { <-s.refreshes; s.refreshing.Delete(fk) }()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.WarmTimeout)
+		defer cancel()
+		_, _, err := s.flights.do(ctx, fk, func(ctx context.Context) (Entry, error) {
+			return s.load(ctx, ns, key, true, stale)
+		})
+		if err != nil {
+			s.log.LogAttrs(ctx, slog.LevelDebug, "revalidation failed", slog.String("namespace", ns.Name), slog.Any("err", err))
+		}
+	}()
 }
 
 // hotGet reads the hot tier under its own deadline and counts the result. A
@@ -195,10 +295,14 @@ func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
 
 // load is the body of a shared fill: it checks the hot tier again (a fill
 // that finished just before this flight started may have stored the key),
-// reads the warehouse, and fills the hot tier.
-func (s *Service) load(ctx context.Context, ns *Namespace, key Key, recheck bool) (Entry, error) {
-	if recheck {
-		if e, hit, err := s.hotGet(ctx, ns, key); err == nil && hit {
+// reads the warehouse, and fills the hot tier. hotOK is false when the hot
+// tier just failed, and then it is neither rechecked nor filled. stale is
+// the expired entry being revalidated, if any: when the warehouse no longer
+// has the key, the absent entry takes the stale entry's version so that it
+// replaces it.
+func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, stale Entry) (Entry, error) {
+	if hotOK && !stale.Found {
+		if e, hit, err := s.hotGet(ctx, ns, key); err == nil && hit && !s.expired(e) {
 			return e, nil
 		}
 	}
@@ -206,8 +310,14 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, recheck bool
 	if err != nil {
 		return Entry{}, err
 	}
-	s.fill(ctx, ns, "read", []Key{key}, entries)
-	return entries[0], nil
+	e := entries[0]
+	if !e.Found && stale.Found {
+		e.Version = stale.Version
+	}
+	if hotOK {
+		s.fill(ctx, ns, "read", []Key{key}, []Entry{e})
+	}
+	return e, nil
 }
 
 // warmRead reads keys from the warehouse within the concurrency bound.
@@ -223,6 +333,9 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 		return nil, fmt.Errorf("%w: too many warehouse reads in flight", ErrOverloaded)
 	}
 	defer func() { <-s.warmSlots }()
+	if ok, wait := s.breaker.allow(); !ok {
+		return nil, fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
+	}
 
 	var entries []Entry
 	var err error
@@ -245,10 +358,13 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 			break
 		}
 	}
+	if err != nil && ctx.Err() != nil {
+		// The caller went away; that says nothing about the warehouse.
+		s.breaker.done(true)
+		return nil, ctx.Err()
+	}
+	s.breaker.done(err == nil)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
 		return nil, fmt.Errorf("%w: warehouse read: %w", ErrUnavailable, err)
 	}
 	return entries, nil
@@ -310,9 +426,23 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 	for i, k := range keys {
 		items[i].Key = k
 		if hotErr == nil && hits[i] {
-			s.countHot(ns, entries[i], true, nil)
-			items[i].Entry, items[i].Source = entries[i], SourceHot
-			continue
+			e := entries[i]
+			s.countHot(ns, e, true, nil)
+			switch {
+			case !s.expired(e):
+				items[i].Entry, items[i].Source = e, SourceHot
+				continue
+			case s.servableStale(ns, e):
+				reason := "revalidate"
+				if s.breaker.open() {
+					reason = "error"
+				} else {
+					s.revalidate(ns, k, e)
+				}
+				s.stale.WithLabelValues(ns.Name, reason).Inc()
+				items[i].Entry, items[i].Source = e, SourceStale
+				continue
+			}
 		}
 		s.countHot(ns, Entry{}, false, hotErr)
 		missed = append(missed, k)
@@ -346,11 +476,13 @@ func (s *Service) Put(ctx context.Context, namespace, rawKey string, value []byt
 	if err := checkValue(ns, value, s.opts.MaxValueBytes, s.opts.MaxValueDepth); err != nil {
 		return Item{}, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
-	defer cancel()
-	e, err := s.warm.Put(wctx, ns, key, value, ifMatch)
+	var e Entry
+	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
+		e, err = s.warm.Put(ctx, ns, key, value, ifMatch)
+		return err
+	})
 	if err != nil {
-		return Item{}, s.writeErr(err)
+		return Item{}, err
 	}
 	s.fill(ctx, ns, "write", []Key{key}, []Entry{e})
 	return Item{Key: key, Entry: e, Source: SourceWarm}, nil
@@ -364,11 +496,13 @@ func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch 
 	if err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
-	defer cancel()
-	version, err := s.warm.Delete(wctx, ns, key, ifMatch)
+	var version int64
+	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
+		version, err = s.warm.Delete(ctx, ns, key, ifMatch)
+		return err
+	})
 	if err != nil {
-		return s.writeErr(err)
+		return err
 	}
 	s.fill(ctx, ns, "write", []Key{key}, []Entry{{Version: version}})
 	return nil
@@ -385,15 +519,29 @@ func (s *Service) writable(namespace, rawKey string) (*Namespace, Key, error) {
 	return ns, key, nil
 }
 
-// writeErr keeps the client errors of a write and marks the rest as the
-// warehouse being unavailable.
-func (s *Service) writeErr(err error) error {
+// warmWrite runs one warehouse write under the warehouse deadline and the
+// circuit breaker. It keeps the client errors of a write and marks the rest
+// as the warehouse being unavailable.
+func (s *Service) warmWrite(ctx context.Context, write func(context.Context) error) error {
+	if ok, wait := s.breaker.allow(); !ok {
+		return fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
+	}
+	// A write runs to its end even if the client goes away, so that a
+	// commit is always followed by its cache update.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WarmTimeout)
+	defer cancel()
+	err := write(wctx)
 	for _, client := range []error{ErrNotFound, ErrVersionMismatch, ErrInvalidValue} {
 		if errors.Is(err, client) {
+			s.breaker.done(true)
 			return err
 		}
 	}
-	return fmt.Errorf("%w: warehouse write: %w", ErrUnavailable, err)
+	s.breaker.done(err == nil)
+	if err != nil {
+		return fmt.Errorf("%w: warehouse write: %w", ErrUnavailable, err)
+	}
+	return nil
 }
 
 // TierState is the readiness of one tier.

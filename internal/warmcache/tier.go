@@ -1,6 +1,9 @@
 package warmcache
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Entry is what a tier holds for one key: the stored JSON bytes and the
 // row's version, or, when Found is false, the fact that the key is absent.
@@ -10,6 +13,9 @@ type Entry struct {
 	Value   []byte
 	Version int64
 	Found   bool
+	// FreshUntil is when a cached entry goes stale; the hot tier sets it on
+	// fill and returns it on read. Zero means fresh.
+	FreshUntil time.Time
 }
 
 // Hot is the hot tier: a shared cache in front of the warehouse. Its

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/grpcapi"
+)
+
+// listeners serves REST and gRPC on every configured listener: TCP (with
+// TLS when configured) and unix sockets (always plain: the socket's file
+// permissions guard it). It stops them all together.
+type listeners struct {
+	log    *slog.Logger
+	http   *http.Server
+	grpc   []*grpc.Server
+	served chan error
+	count  int
+}
+
+// startListeners opens every listener of cfg and starts serving. It prints
+// one "warmcache: serving ..." line per listener on stdout, the TCP REST
+// listener first. On error, whatever was started is stopped.
+func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, log *slog.Logger, stdout io.Writer) (_ *listeners, err error) {
+	l := &listeners{
+		log: log,
+		http: &http.Server{
+			Handler:           handler,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			MaxHeaderBytes:    64 << 10,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		served: make(chan error, 4),
+	}
+	defer func() {
+		if err != nil {
+			l.stopNow()
+		}
+	}()
+
+	var tlsConf *tls.Config
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		l.http.TLSConfig = tlsConf.Clone()
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+	}
+	scheme := "http"
+	if tlsConf != nil {
+		scheme = "https"
+		l.serve("http", func() error { return l.http.ServeTLS(ln, "", "") })
+	} else {
+		l.serve("http", func() error { return l.http.Serve(ln) })
+	}
+	fmt.Fprintf(stdout, "warmcache: serving HTTP on %s://%s\n", scheme, ln.Addr())
+	log.Info("serving", "transport", "http", "addr", scheme+"://"+ln.Addr().String())
+
+	if cfg.HTTPSocket != "" {
+		uln, err := listenUnix(cfg.HTTPSocket)
+		if err != nil {
+			return nil, err
+		}
+		l.serve("http", func() error { return l.http.Serve(uln) })
+		fmt.Fprintf(stdout, "warmcache: serving HTTP on unix:%s\n", cfg.HTTPSocket)
+		log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTPSocket)
+	}
+
+	if cfg.GRPCAddr != "" {
+		var opts []grpc.ServerOption
+		if tlsConf != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
+		}
+		gln, err := net.Listen("tcp", cfg.GRPCAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
+		}
+		gs := api.NewServer(opts...)
+		l.grpc = append(l.grpc, gs)
+		l.serve("grpc", func() error { return gs.Serve(gln) })
+		suffix := ""
+		if tlsConf != nil {
+			suffix = " (TLS)"
+		}
+		fmt.Fprintf(stdout, "warmcache: serving gRPC on %s%s\n", gln.Addr(), suffix)
+		log.Info("serving", "transport", "grpc", "addr", gln.Addr().String(), "tls", tlsConf != nil)
+	}
+	if cfg.GRPCSocket != "" {
+		uln, err := listenUnix(cfg.GRPCSocket)
+		if err != nil {
+			return nil, err
+		}
+		gs := api.NewServer()
+		l.grpc = append(l.grpc, gs)
+		l.serve("grpc", func() error { return gs.Serve(uln) })
+		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPCSocket)
+		log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPCSocket)
+	}
+	return l, nil
+}
+
+// listenUnix listens on a unix socket at path, replacing a socket file that
+// an earlier process left behind (never another kind of file). The socket
+// is readable and writable by its owner and group, so that an application
+// container sharing the group can connect.
+func listenUnix(path string) (net.Listener, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("listen unix:%s: remove stale socket: %w", path, err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
+	}
+	return ln, nil
+}
+
+func (l *listeners) serve(name string, fn func() error) {
+	l.count++
+	go func() {
+		err := fn()
+		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("%s server: %w", name, err)
+		}
+		l.served <- err
+	}()
+}
+
+// wait returns when ctx is done (nil) or a listener fails (its error).
+func (l *listeners) wait(ctx context.Context) error {
+	select {
+	case err := <-l.served:
+		l.count--
+		if err == nil {
+			err = errors.New("a server stopped unexpectedly")
+		}
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// shutdown stops intake on every listener and drains in-flight requests and
+// calls until ctx is done; then it stops what is left at once. It returns
+// only after every server has returned.
+func (l *listeners) shutdown(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, gs := range l.grpc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stopped := make(chan struct{})
+			go func() { gs.GracefulStop(); close(stopped) }()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				gs.Stop()
+				<-stopped
+			}
+		}()
+	}
+	drainErr := l.http.Shutdown(ctx)
+	if drainErr != nil {
+		_ = l.http.Close()
+	}
+	wg.Wait()
+	var errs []error
+	for ; l.count > 0; l.count-- {
+		if err := <-l.served; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if drainErr != nil {
+		errs = append(errs, fmt.Errorf("drain: %w", drainErr))
+	}
+	return errors.Join(errs...)
+}
+
+// stopNow closes everything without draining, after a failed start.
+func (l *listeners) stopNow() {
+	for _, gs := range l.grpc {
+		gs.Stop()
+	}
+	_ = l.http.Close()
+	for ; l.count > 0; l.count-- {
+		<-l.served
+	}
+}

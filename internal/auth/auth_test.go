@@ -1,0 +1,154 @@
+package auth_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmcache/warmcache/internal/auth"
+)
+
+func mustHash(t *testing.T, token string) [32]byte {
+	t.Helper()
+	h, err := auth.ParseHash(auth.HashToken(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// clock is a manual clock for the rate limiter.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newKeyring(t *testing.T, c *clock) *auth.Keyring {
+	t.Helper()
+	kr, err := auth.NewKeyring([]auth.Key{
+		{ID: "reader", Hash: mustHash(t, "read-token"), Scopes: auth.ScopeRead, Namespaces: []string{"widgets"}},
+		{ID: "writer", Hash: mustHash(t, "write-token"), Scopes: auth.ScopeRead | auth.ScopeWrite, Namespaces: []string{"*"}},
+		{ID: "limited", Hash: mustHash(t, "limited-token"), Scopes: auth.ScopeRead, Namespaces: []string{"widgets"}, Rate: 0.5, Burst: 2},
+	}, auth.Options{Now: c.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr
+}
+
+func TestAuthenticateAndAuthorize(t *testing.T) {
+	kr := newKeyring(t, &clock{t: time.Unix(1000, 0)})
+	cases := []struct {
+		name      string
+		token     string
+		namespace string
+		scope     auth.Scope
+		want      error
+		wantID    string
+	}{
+		{"no token", "", "widgets", auth.ScopeRead, auth.ErrUnauthenticated, ""},
+		{"wrong token", "nope", "widgets", auth.ScopeRead, auth.ErrUnauthenticated, ""},
+		{"token that is a stored hash", auth.HashToken("read-token"), "widgets", auth.ScopeRead, auth.ErrUnauthenticated, ""},
+		{"reader reads", "read-token", "widgets", auth.ScopeRead, nil, "reader"},
+		{"reader writes", "read-token", "widgets", auth.ScopeWrite, auth.ErrForbidden, "reader"},
+		{"reader on another namespace", "read-token", "orders", auth.ScopeRead, auth.ErrForbidden, "reader"},
+		{"wildcard writer", "write-token", "orders", auth.ScopeWrite, nil, "writer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := kr.Authenticate(c.token)
+			if err == nil {
+				err = p.Authorize(c.namespace, c.scope)
+			}
+			if !errors.Is(err, c.want) || (c.want == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, c.want)
+			}
+			if p.KeyID != c.wantID {
+				t.Errorf("KeyID = %q, want %q", p.KeyID, c.wantID)
+			}
+			if err != nil && strings.Contains(err.Error(), "token") {
+				t.Errorf("error %q mentions the token", err)
+			}
+		})
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	kr := newKeyring(t, c)
+	for i := range 2 {
+		if _, err := kr.Authenticate("limited-token"); err != nil {
+			t.Fatalf("request %d within the burst: %v", i, err)
+		}
+	}
+	_, err := kr.Authenticate("limited-token")
+	var rl *auth.RateLimitError
+	if !errors.As(err, &rl) || !errors.Is(err, auth.ErrRateLimited) {
+		t.Fatalf("third request: err = %v, want a RateLimitError", err)
+	}
+	if rl.RetryAfter <= 0 || rl.RetryAfter > 2*time.Second || rl.RetryAfterSeconds() != 2 {
+		t.Fatalf("RetryAfter = %v (%ds), want 2s at 0.5/s", rl.RetryAfter, rl.RetryAfterSeconds())
+	}
+	if _, err := kr.Authenticate("read-token"); err != nil {
+		t.Fatalf("another key is limited too: %v", err)
+	}
+	c.t = c.t.Add(2 * time.Second)
+	if _, err := kr.Authenticate("limited-token"); err != nil {
+		t.Fatalf("after the retry delay: %v", err)
+	}
+}
+
+func TestOpenKeyringLetsEverythingThrough(t *testing.T) {
+	kr, err := auth.NewKeyring(nil, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kr.Authenticate("")
+	if err != nil || !kr.Open() || p.KeyID != auth.Anonymous || p.Authorize("any", auth.ScopeWrite) != nil {
+		t.Fatalf("open keyring: principal %+v, err %v", p, err)
+	}
+	var zero auth.Principal
+	if !errors.Is(zero.Authorize("any", auth.ScopeRead), auth.ErrForbidden) {
+		t.Fatal("the zero principal is allowed")
+	}
+}
+
+func TestNewKeyringRefusesBadKeys(t *testing.T) {
+	h := [32]byte{1}
+	cases := []struct {
+		name string
+		keys []auth.Key
+		want string
+	}{
+		{"bad id", []auth.Key{{ID: "a b", Hash: h, Scopes: auth.ScopeRead, Namespaces: []string{"*"}}}, "id"},
+		{"reserved id", []auth.Key{{ID: auth.Anonymous, Hash: h, Scopes: auth.ScopeRead, Namespaces: []string{"*"}}}, "reserved"},
+		{"duplicate hash", []auth.Key{
+			{ID: "a", Hash: h, Scopes: auth.ScopeRead, Namespaces: []string{"*"}},
+			{ID: "b", Hash: h, Scopes: auth.ScopeRead, Namespaces: []string{"*"}}}, "same hash"},
+		{"no scope", []auth.Key{{ID: "a", Hash: h, Namespaces: []string{"*"}}}, "scopes"},
+		{"no namespace", []auth.Key{{ID: "a", Hash: h, Scopes: auth.ScopeRead}}, "namespaces"},
+		{"missing hash", []auth.Key{{ID: "a", Scopes: auth.ScopeRead, Namespaces: []string{"*"}}}, "sha256"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := auth.NewKeyring(c.keys, auth.Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want one naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	for in, want := range map[string]string{
+		"Bearer abc":  "abc",
+		"bearer  abc": "abc",
+		"Basic abc":   "",
+		"abc":         "",
+		"":            "",
+	} {
+		if got := auth.BearerToken(in); got != want {
+			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+// Package grpcapi is the gRPC transport: the warmcache.v1.Cache service
+// over the core, the standard health service (grpc.health.v1), server
+// reflection, access control and metrics through interceptors, and one
+// table that maps errors to codes.
+//
+// The service is declared in proto/warmcache/v1/warmcache.proto; the
+// generated code lives in the warmcachev1 package and is regenerated with
+// `make proto`.
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// ServiceName is the full name of the Cache service, also the name its
+// readiness is checked under in the health service.
+const ServiceName = "warmcache.v1.Cache"
+
+// Options bound the transport.
+type Options struct {
+	// MaxMessageBytes bounds one received message. Zero means 4 MiB.
+	MaxMessageBytes int
+}
+
+// API holds the Cache service's handlers and the transport's metrics. One
+// API serves any number of grpc.Servers (for example a TLS one on TCP and
+// a plain one on a unix socket). It is safe for concurrent use.
+type API struct {
+	warmcachev1.UnimplementedCacheServer
+	svc     *warmcache.Service
+	keys    *auth.Keyring
+	log     *slog.Logger
+	metrics *metrics
+	opts    Options
+}
+
+var _ warmcachev1.CacheServer = (*API)(nil)
+
+// New returns the API over svc. Calls to the Cache service are checked
+// against keys (an open Keyring lets every call through). The request
+// metrics are registered on reg.
+func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, log *slog.Logger, opts Options) (*API, error) {
+	if opts.MaxMessageBytes <= 0 {
+		opts.MaxMessageBytes = 4 << 20
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("grpcapi: %w", err)
+	}
+	return &API{svc: svc, keys: keys, log: log, metrics: m, opts: opts}, nil
+}
+
+// NewServer returns a grpc.Server with the Cache service, the health
+// service and reflection registered, and the API's interceptors in front.
+// extra adds server options such as TLS credentials.
+func (a *API) NewServer(extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(a.opts.MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(a.metrics.unary, a.unaryAuth),
+		grpc.ChainStreamInterceptor(a.metrics.stream, a.streamAuth),
+	}, extra...)
+	s := grpc.NewServer(opts...)
+	warmcachev1.RegisterCacheServer(s, a)
+	healthpb.RegisterHealthServer(s, &health{svc: a.svc, log: a.log})
+	reflection.Register(s)
+	return s
+}
+
+// Get reads one key.
+func (a *API) Get(ctx context.Context, req *warmcachev1.GetRequest) (*warmcachev1.GetResponse, error) {
+	if err := a.authorize(ctx, req.GetNamespace(), auth.ScopeRead); err != nil {
+		return nil, a.toStatus(ctx, "Get", err)
+	}
+	it, err := a.svc.Get(ctx, req.GetNamespace(), req.GetKey())
+	if err != nil {
+		return nil, a.toStatus(ctx, "Get", err)
+	}
+	return &warmcachev1.GetResponse{Item: item(it)}, nil
+}
+
+// MGet reads several keys.
+func (a *API) MGet(ctx context.Context, req *warmcachev1.MGetRequest) (*warmcachev1.MGetResponse, error) {
+	if err := a.authorize(ctx, req.GetNamespace(), auth.ScopeRead); err != nil {
+		return nil, a.toStatus(ctx, "MGet", err)
+	}
+	items, err := a.svc.MGet(ctx, req.GetNamespace(), req.GetKeys())
+	if err != nil {
+		return nil, a.toStatus(ctx, "MGet", err)
+	}
+	resp := &warmcachev1.MGetResponse{Items: make([]*warmcachev1.Item, 0, len(items))}
+	for _, it := range items {
+		if !it.Entry.Found {
+			resp.Missing = append(resp.Missing, it.Key.Text)
+			continue
+		}
+		resp.Items = append(resp.Items, item(it))
+	}
+	return resp, nil
+}
+
+// Put stores a value, optionally only at an expected version.
+func (a *API) Put(ctx context.Context, req *warmcachev1.PutRequest) (*warmcachev1.PutResponse, error) {
+	p, err := a.principal(ctx, req.GetNamespace(), auth.ScopeWrite)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Put", err)
+	}
+	it, err := a.svc.Put(ctx, req.GetNamespace(), req.GetKey(), req.GetValue(), req.ExpectedVersion)
+	p.LogWrite(ctx, a.log, "grpc", "put", req.GetNamespace(), req.GetKey(), err)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Put", err)
+	}
+	return &warmcachev1.PutResponse{Item: item(it)}, nil
+}
+
+// Delete removes a key, optionally only at an expected version.
+func (a *API) Delete(ctx context.Context, req *warmcachev1.DeleteRequest) (*warmcachev1.DeleteResponse, error) {
+	p, err := a.principal(ctx, req.GetNamespace(), auth.ScopeWrite)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Delete", err)
+	}
+	err = a.svc.Delete(ctx, req.GetNamespace(), req.GetKey(), req.ExpectedVersion)
+	p.LogWrite(ctx, a.log, "grpc", "delete", req.GetNamespace(), req.GetKey(), err)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Delete", err)
+	}
+	return &warmcachev1.DeleteResponse{}, nil
+}
+
+// item converts a core item. The value's bytes are passed through as
+// stored.
+func item(it warmcache.Item) *warmcachev1.Item {
+	return &warmcachev1.Item{
+		Key:     it.Key.Text,
+		Value:   it.Entry.Value,
+		Version: it.Entry.Version,
+		Source:  string(it.Source),
+	}
+}
+
+// principal returns the caller that the interceptor authenticated, once it
+// is checked for scope on namespace.
+func (a *API) principal(ctx context.Context, namespace string, scope auth.Scope) (auth.Principal, error) {
+	p, ok := auth.FromContext(ctx)
+	if !ok {
+		return auth.Principal{}, auth.ErrUnauthenticated
+	}
+	if err := p.Authorize(namespace, scope); err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+func (a *API) authorize(ctx context.Context, namespace string, scope auth.Scope) error {
+	_, err := a.principal(ctx, namespace, scope)
+	return err
+}

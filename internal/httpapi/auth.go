@@ -1,0 +1,98 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/warmcache/warmcache/internal/auth"
+)
+
+// requiredScope is the scope a /v1/kv request needs: reads (GET, HEAD,
+// _mget, _query) need read; everything else, _load included, needs write.
+// An unknown POST needs write, so that a new route is never readable by
+// mistake with a read-only key.
+func requiredScope(r *http.Request) auth.Scope {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return auth.ScopeRead
+	case http.MethodPost:
+		if strings.HasSuffix(r.URL.Path, "/_mget") || strings.HasSuffix(r.URL.Path, "/_query") {
+			return auth.ScopeRead
+		}
+	}
+	return auth.ScopeWrite
+}
+
+// authorize is the middleware of the /v1/kv/{namespace} routes: it reads
+// the bearer token, checks it and the key's rate with keys, checks the
+// key's scope on the route's namespace, and logs every write with the
+// key's ID. Failures answer 401, 429 or 403 through the error table; none
+// says whether the key exists. A nil or open Keyring lets every request
+// through as auth.Anonymous (writes are still logged).
+func (a *api) authorize(keys *auth.Keyring) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p := auth.Principal{KeyID: auth.Anonymous}
+			if keys != nil {
+				var err error
+				p, err = keys.Authenticate(auth.BearerToken(r.Header.Get("Authorization")))
+				if err != nil {
+					a.writeError(w, r, err)
+					return
+				}
+			}
+			namespace := chi.URLParam(r, "namespace")
+			scope := requiredScope(r)
+			if err := p.Authorize(namespace, scope); err != nil {
+				a.writeError(w, r, err)
+				return
+			}
+			r = r.WithContext(auth.NewContext(r.Context(), p))
+			if scope != auth.ScopeWrite {
+				next.ServeHTTP(w, r)
+				return
+			}
+			sw := &auditWriter{ResponseWriter: w, status: http.StatusOK}
+			next.ServeHTTP(sw, r)
+			var err error
+			if sw.status >= 400 {
+				err = errWriteStatus(sw.status)
+			}
+			op := strings.ToLower(r.Method)
+			key := chi.URLParam(r, "key")
+			if key == "" {
+				op = strings.TrimPrefix(r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:], "_")
+			}
+			p.LogWrite(r.Context(), a.log, "http", op, namespace, key, err)
+		})
+	}
+}
+
+// errWriteStatus is the outcome of a failed write in the audit log.
+type errWriteStatus int
+
+func (e errWriteStatus) Error() string { return "status " + http.StatusText(int(e)) }
+
+// auditWriter remembers the status of a write for the audit log.
+type auditWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *auditWriter) WriteHeader(status int) {
+	if !w.wrote {
+		w.status, w.wrote = status, true
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *auditWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *auditWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

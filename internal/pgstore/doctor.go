@@ -1,0 +1,202 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// Diagnosis is the doctor's verdict on one namespace's key lookup.
+type Diagnosis struct {
+	Namespace string
+	Check     PlanCheck
+	Findings  []Finding
+}
+
+// OK reports whether no finding is a warning.
+func (d Diagnosis) OK() bool {
+	return !slices.ContainsFunc(d.Findings, func(f Finding) bool { return f.Severity == SeverityWarn })
+}
+
+// Doctor checks how every namespace's key lookup is really executed, the
+// way the service runs it: the lookup statement is prepared with a
+// parameter of the key's type and executed five times with a key from the
+// table, and the sixth execution is explained, when PostgreSQL's plan cache
+// may have switched to a generic plan. On PostgreSQL it also explains the
+// lookup under plan_cache_mode=force_generic_plan (is a generic plan still
+// pruned to one partition?), and, when the lookup reads the table without an
+// index, with sequential scans disabled (is there an index at all?). On
+// Greenplum it reads the session settings that direct dispatch needs.
+//
+// Each namespace runs in its own transaction on one connection, which is
+// rolled back, and its prepared statements are deallocated, so the doctor
+// works through PgBouncer in transaction pooling and changes nothing. The
+// diagnoses come in namespace name order. The error reports a namespace the
+// doctor could not check; the diagnoses before it are returned with it.
+func (s *Store) Doctor(ctx context.Context) ([]Diagnosis, error) {
+	names := make([]string, 0, len(s.tables))
+	for name := range s.tables {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var out []Diagnosis
+	for _, name := range names {
+		t := s.tables[name]
+		check, err := s.checkLookup(ctx, t)
+		if err != nil {
+			return out, fmt.Errorf("pgstore: doctor %s: %w", name, err)
+		}
+		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: check.Findings()})
+	}
+	return out, nil
+}
+
+// checkLookup gathers the PlanCheck of one namespace.
+func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
+	ns := t.ns
+	check := PlanCheck{Dialect: s.dialect, Table: ns.Table, KeyColumn: ns.KeyColumn, Packed: ns.Layout == warmcache.LayoutPacked}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return check, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // the doctor changes nothing
+	const simple = pgx.QueryExecModeSimpleProtocol
+	// Rolled back with the transaction: a plan must not wait for locks.
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'", simple); err != nil {
+		return check, err
+	}
+
+	var relid uint32
+	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::oid", simple, tableIdent(ns.Table)).Scan(&relid); err != nil {
+		return check, fmt.Errorf("look up table: %w", err)
+	}
+	if check.Dialect == Greenplum {
+		if err := tx.QueryRow(ctx, "SELECT count(*) FROM gp_segment_configuration WHERE role = 'p' AND content >= 0", simple).Scan(&check.Segments); err != nil {
+			return check, fmt.Errorf("count segments: %w", err)
+		}
+		check.Settings, err = readSettings(ctx, tx, "optimizer", "gp_enable_direct_dispatch", "plan_cache_mode")
+		if err != nil {
+			return check, err
+		}
+	}
+	err = tx.QueryRow(ctx, "SELECT count(*) FROM pg_partition_tree($1::oid::regclass) WHERE isleaf", simple, relid).Scan(&check.Partitions)
+	if err != nil {
+		return check, fmt.Errorf("count partitions: %w", err)
+	}
+	if check.GINIndex, err = ginIndex(ctx, tx, relid, ns); err != nil {
+		return check, err
+	}
+
+	// A key from the table, so that the plan is the one of a real hit.
+	var key any = keyArg(ns, warmcache.Key{Text: "0"})
+	err = tx.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", ident(ns.KeyColumn), tableIdent(ns.Table)), simple).Scan(&key)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return check, fmt.Errorf("sample a key: %w", err)
+	}
+
+	// Prepared statements outlive a rollback: a savepoint keeps the
+	// transaction usable after a failure so that they can be deallocated
+	// on the same server connection.
+	if _, err := tx.Exec(ctx, "SAVEPOINT warmcache_doctor", simple); err != nil {
+		return check, err
+	}
+	prefix := fmt.Sprintf("warmcache_doctor_%x", rand.Uint64())
+	var prepared []string
+	defer func() {
+		cctx := context.WithoutCancel(ctx)
+		_, _ = tx.Exec(cctx, "ROLLBACK TO SAVEPOINT warmcache_doctor", simple)
+		for _, name := range prepared {
+			_, _ = tx.Exec(cctx, "DEALLOCATE "+name, simple)
+		}
+	}()
+	explain := func(name string, executions int) (string, error) {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, ns.KeyType, t.stmts.Lookup), simple); err != nil {
+			return "", fmt.Errorf("prepare the lookup: %w", err)
+		}
+		prepared = append(prepared, name)
+		for range executions {
+			if _, err := tx.Exec(ctx, "EXECUTE "+name+"($1)", simple, key); err != nil {
+				return "", fmt.Errorf("execute the lookup: %w", err)
+			}
+		}
+		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1)", simple, key)
+		if err != nil {
+			return "", fmt.Errorf("explain the lookup: %w", err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return "", fmt.Errorf("explain the lookup: %w", err)
+		}
+		return strings.Join(lines, "\n"), nil
+	}
+	if check.Plan, err = explain(prefix+"_auto", 5); err != nil {
+		return check, err
+	}
+	if check.Dialect == Postgres && check.Partitions > 1 {
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan", simple); err != nil {
+			return check, err
+		}
+		if check.GenericPlan, err = explain(prefix+"_generic", 0); err != nil {
+			return check, err
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = auto", simple); err != nil {
+			return check, err
+		}
+	}
+	if slices.ContainsFunc(ParsePlan(check.Plan).Scans(), func(n PlanNode) bool { return !n.usesIndex() }) {
+		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off", simple); err != nil {
+			return check, err
+		}
+		if check.IndexPlan, err = explain(prefix+"_index", 0); err != nil {
+			return check, err
+		}
+	}
+	return check, nil
+}
+
+// readSettings returns the current values of the named settings.
+func readSettings(ctx context.Context, tx pgx.Tx, names ...string) (map[string]string, error) {
+	rows, err := tx.Query(ctx, "SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])", pgx.QueryExecModeSimpleProtocol, names)
+	if err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	out := map[string]string{}
+	var name, setting string
+	_, err = pgx.ForEachRow(rows, []any{&name, &setting}, func() error {
+		out[name] = setting
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read settings: %w", err)
+	}
+	return out, nil
+}
+
+// ginIndex returns the name of a GIN index whose first column is the
+// namespace's packed jsonb value, or "".
+func ginIndex(ctx context.Context, tx pgx.Tx, relid uint32, ns *warmcache.Namespace) (string, error) {
+	if ns.Layout != warmcache.LayoutPacked {
+		return "", nil
+	}
+	var name string
+	err := tx.QueryRow(ctx, `SELECT c.relname FROM pg_index i
+JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_am am ON am.oid = c.relam
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+WHERE i.indrelid = $1 AND am.amname = 'gin' AND a.attname = $2 AND a.atttypid = 'jsonb'::regtype
+ORDER BY c.relname LIMIT 1`, pgx.QueryExecModeSimpleProtocol, relid, ns.ValueColumn).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("look up the GIN index: %w", err)
+	}
+	return name, nil
+}

@@ -1,0 +1,4 @@
+package warmcache
+
+// CheckValue exposes checkValue to the external tests.
+var CheckValue = checkValue

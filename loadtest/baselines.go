@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/warmcache/warmcache/loadtest/bench"
+)
+
+// pgbenchScript is one point lookup, the service's own lookup statement,
+// on a uniformly random key.
+const pgbenchScript = `\set k random(1, %d)
+SELECT "value"::text, "version" FROM "widgets" WHERE "key" = :k::bigint;
+`
+
+// findPgbench returns pgbench from PATH or the newest PostgreSQL bin
+// directory.
+func findPgbench() (string, error) {
+	if p, err := exec.LookPath("pgbench"); err == nil {
+		return p, nil
+	}
+	matches, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pgbench")
+	if len(matches) > 0 {
+		return matches[len(matches)-1], nil
+	}
+	return "", fmt.Errorf("pgbench not found (apt-get install postgresql-contrib)")
+}
+
+// pgbench runs `pgbench -M prepared` point lookups on the bench table
+// directly against PostgreSQL (PgBouncer in transaction pooling refuses
+// -M prepared). rate zero runs at saturation; a positive rate is paced
+// and logs every transaction for percentiles.
+func (h *harness) pgbench(ctx context.Context, clients int, rate float64) (*bench.Baseline, error) {
+	bin, err := findPgbench()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(h.opts.ArtifactDir, "pgbench-lookup.sql")
+	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
+		return nil, fmt.Errorf("pgbench script: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(h.opts.PGHost)
+	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
+	threads := min(clients, 2)
+	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", "prepared",
+		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", script}
+	logDir := filepath.Join(h.opts.ArtifactDir, "pgbench-log")
+	if rate > 0 {
+		if err := os.RemoveAll(logDir); err != nil {
+			return nil, fmt.Errorf("pgbench log dir: %w", err)
+		}
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return nil, fmt.Errorf("pgbench log dir: %w", err)
+		}
+		args = append(args, "-R", strconv.Itoa(max(1, int(rate))), "--log", "--log-prefix="+filepath.Join(logDir, "pgbench"))
+	}
+	args = append(args, h.opts.Database)
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("pgbench: %w\n%s", err, out)
+	}
+	tps, err := bench.ParsePgbenchTPS(string(out))
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	b := &bench.Baseline{
+		Name:       "`pgbench -M prepared`",
+		Command:    "pgbench " + strings.Join(args, " "),
+		Clients:    clients,
+		Rate:       rate,
+		Throughput: tps,
+	}
+	if rate > 0 {
+		files, _ := filepath.Glob(filepath.Join(logDir, "pgbench*"))
+		var lat []time.Duration
+		for _, f := range files {
+			r, err := os.Open(f)
+			if err != nil {
+				return nil, fmt.Errorf("pgbench log: %w", err)
+			}
+			ds, err := bench.ParsePgbenchLog(r)
+			r.Close()
+			if err != nil {
+				return nil, err
+			}
+			lat = append(lat, ds...)
+		}
+		b.Latency = bench.Percentiles(lat)
+	}
+	return b, nil
+}
+
+// redisBenchmark runs redis-benchmark GET on one key of the harness's
+// prefix holding a value of size bytes, with clients connections, for about
+// the attack duration (the request count is estimated from a short run).
+func (h *harness) redisBenchmark(ctx context.Context, rdb *redis.Client, clients, size int) (*bench.Baseline, error) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return nil, fmt.Errorf("redis-benchmark not found (apt-get install redis-tools)")
+	}
+	key := h.opts.RedisPrefix + "redis-benchmark"
+	if err := rdb.Set(ctx, key, strings.Repeat("x", size), time.Hour).Err(); err != nil {
+		return nil, fmt.Errorf("redis-benchmark key: %w", err)
+	}
+	defer rdb.Del(context.WithoutCancel(ctx), key)
+	host, port, _ := net.SplitHostPort(h.opts.RedisAddr)
+	runOnce := func(n int) (bench.RedisBenchmark, []string, error) {
+		args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", strconv.Itoa(n), "--csv", "GET", key}
+		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		if err != nil {
+			return bench.RedisBenchmark{}, args, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
+		}
+		rb, err := bench.ParseRedisBenchmarkCSV(string(out), "GET "+key)
+		return rb, args, err
+	}
+	probe, _, err := runOnce(10_000)
+	if err != nil {
+		return nil, err
+	}
+	n := int(probe.RPS * h.opts.Duration.Seconds())
+	rb, args, err := runOnce(max(n, 10_000))
+	if err != nil {
+		return nil, err
+	}
+	return &bench.Baseline{
+		Name:       "`redis-benchmark` GET",
+		Command:    "redis-benchmark " + strings.Join(args, " ") + fmt.Sprintf("   # the key holds %d bytes", size),
+		Clients:    clients,
+		Throughput: rb.RPS,
+		Latency:    bench.Latency{P50: rb.P50, P90: rb.P95, P99: rb.P99, Max: rb.Max, Count: 1},
+		NoP90:      true,
+	}, nil
+}

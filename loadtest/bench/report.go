@@ -1,0 +1,505 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scenario names.
+const (
+	Floor    = "floor"
+	Hot      = "hot"
+	L1       = "l1"
+	Miss     = "miss"
+	Mixed    = "mixed"
+	MGet     = "mget"
+	Stampede = "stampede"
+)
+
+// X-Cache header values that the report counts.
+const (
+	SourceL1   = "hit-l1"
+	SourceHot  = "hit"
+	SourceMiss = "miss"
+)
+
+// Run is the outcome of one attack on one scenario.
+type Run struct {
+	Scenario string
+	// Rate is the requested rate in requests per second; zero means the
+	// attack ran at saturation with Workers workers and no pacing.
+	Rate     float64
+	Workers  int
+	Duration time.Duration
+	Requests uint64
+	// Throughput counts successful requests per second.
+	Throughput float64
+	// Success is the fraction of 2xx answers.
+	Success float64
+	// KeysPerRequest is the number of keys one request asks for: 1, or the
+	// batch size of mget.
+	KeysPerRequest int
+	Latency        Latency
+	// Sources counts the X-Cache header of the answers ("" when absent).
+	Sources map[string]uint64
+	// Errors are the distinct errors, at most a few.
+	Errors []string
+}
+
+// KeysPerSecond is Throughput times KeysPerRequest.
+func (r Run) KeysPerSecond() float64 {
+	return r.Throughput * float64(max(r.KeysPerRequest, 1))
+}
+
+// SourceFraction is the fraction of answers whose X-Cache was src, or NaN
+// when the run has no answers.
+func (r Run) SourceFraction(src string) float64 {
+	var total uint64
+	for _, n := range r.Sources {
+		total += n
+	}
+	if total == 0 {
+		return math.NaN()
+	}
+	return float64(r.Sources[src]) / float64(total)
+}
+
+// Baseline is a measurement by a reference tool (pgbench, redis-benchmark)
+// in the same run.
+type Baseline struct {
+	Name    string
+	Command string
+	Clients int
+	// Rate is the requested rate; zero means saturation.
+	Rate       float64
+	Throughput float64
+	Latency    Latency
+	// NoP90 is set when the tool does not report a 90th percentile.
+	NoP90 bool
+}
+
+// StampedeRun is the outcome of N concurrent requests for one cold key.
+type StampedeRun struct {
+	Requests int
+	OK       int
+	Sources  map[string]uint64
+	// SQLQueries is the rise of the service's warmcache_sql_queries_total
+	// during the stampede.
+	SQLQueries float64
+	// IndexScans is the rise of idx_scan in pg_stat_user_tables over the
+	// table's partitions; negative when it could not be read.
+	IndexScans int64
+	Wall       time.Duration
+	Latency    Latency
+}
+
+// Profile is a CPU profile of the service taken during a hot attack.
+type Profile struct {
+	Command string
+	Top     string
+}
+
+// Environment describes where and how the run happened.
+type Environment struct {
+	Start        time.Time
+	CPUs         int
+	GoVersion    string
+	PostgreSQL   string
+	Redis        string
+	Rows         int64
+	ValueBytes   int
+	FloorBytes   int
+	Workers      int
+	Duration     time.Duration
+	Warmup       time.Duration
+	ViaPgBouncer bool
+	NearCacheEnv []string
+	ZipfS        float64
+	HotKeys      int
+	MGetBatch    int
+	Command      string
+}
+
+// Report is everything one harness run measured.
+type Report struct {
+	Env Environment
+	// Saturation and Fixed hold the runs by scenario name.
+	Saturation map[string]Run
+	Fixed      map[string]Run
+	// PgbenchSat and PgbenchRate are the warehouse baselines at saturation
+	// and at the miss scenario's fixed rate.
+	PgbenchSat, PgbenchRate *Baseline
+	RedisGet                *Baseline
+	Stampede                *StampedeRun
+	Profile                 *Profile
+	// Notes are remarks from the run (skipped steps, failures).
+	Notes []string
+}
+
+// Verdicts of a target.
+const (
+	Pass        = "pass"
+	Missed      = "miss"
+	NotMeasured = "not measured"
+)
+
+// TargetRow is one line of the issue's target table.
+type TargetRow struct {
+	Scenario string
+	Target   string
+	Measured string
+	Verdict  string
+}
+
+// Targets evaluates the issue's targets against the report.
+func (r *Report) Targets() []TargetRow {
+	floor, hasFloor := r.Saturation[Floor]
+	rows := make([]TargetRow, 0, 5)
+
+	row := TargetRow{Scenario: "`hot` (Redis hit) throughput at saturation", Target: "≥ 0.70 × `floor`"}
+	if hot, ok := r.Saturation[Hot]; ok && hasFloor {
+		ratio := Ratio(hot.Throughput, floor.Throughput)
+		row.Measured = fmt.Sprintf("%s × (%s vs %s req/s; %s `hit`)", FormatRatio(ratio), FormatRate(hot.Throughput), FormatRate(floor.Throughput), FormatPercent(hot.SourceFraction(SourceHot)))
+		row.Verdict = verdict(ratio >= 0.70, ratio)
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: "`l1` throughput at saturation", Target: "≥ 0.90 × `floor`"}
+	if l1, ok := r.Saturation[L1]; ok && hasFloor {
+		ratio := Ratio(l1.Throughput, floor.Throughput)
+		frac := l1.SourceFraction(SourceL1)
+		row.Measured = fmt.Sprintf("%s × (%s vs %s req/s; %s `hit-l1`)", FormatRatio(ratio), FormatRate(l1.Throughput), FormatRate(floor.Throughput), FormatPercent(frac))
+		switch {
+		case !(frac >= 0.9):
+			row.Verdict = NotMeasured + ": the service answered " + FormatPercent(frac) + " from a near cache"
+		default:
+			row.Verdict = verdict(ratio >= 0.90, ratio)
+		}
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: "`miss` lookups/s with a cold cache, 1M keys", Target: "≥ 1.0 × `pgbench -M prepared` at the same concurrency"}
+	if miss, ok := r.Saturation[Miss]; ok && r.PgbenchSat != nil {
+		ratio := Ratio(miss.Throughput, r.PgbenchSat.Throughput)
+		row.Measured = fmt.Sprintf("%s × (%s vs %s lookups/s; %s `miss`)", FormatRatio(ratio), FormatRate(miss.Throughput), FormatRate(r.PgbenchSat.Throughput), FormatPercent(miss.SourceFraction(SourceMiss)))
+		row.Verdict = verdict(ratio >= 1.0, ratio)
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: fmt.Sprintf("`stampede`: %d concurrent requests for one cold key", r.stampedeN()), Target: "1 SQL query"}
+	if s := r.Stampede; s != nil {
+		row.Measured = fmt.Sprintf("%s (service counter); %s (idx_scan)", formatCount(s.SQLQueries), formatScans(s.IndexScans))
+		ok := s.SQLQueries == 1 && (s.IndexScans < 0 || s.IndexScans == 1) && s.OK == s.Requests
+		row.Verdict = verdict(ok, 1)
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: "p99 of `hot` at half of its saturation rate", Target: "≤ 2 ms"}
+	if hot, ok := r.Fixed[Hot]; ok && hot.Latency.Count > 0 {
+		row.Measured = fmt.Sprintf("%s at %s req/s", FormatDuration(hot.Latency.P99), FormatRate(hot.Rate))
+		if f, ok := r.Fixed[Floor]; ok && f.Latency.Count > 0 {
+			row.Measured += fmt.Sprintf(" (`floor`: %s, %s ×)", FormatDuration(f.Latency.P99), FormatRatio(Ratio(float64(hot.Latency.P99), float64(f.Latency.P99))))
+		}
+		row.Verdict = verdict(hot.Latency.P99 <= 2*time.Millisecond, 1)
+	}
+	rows = append(rows, fill(row))
+	return rows
+}
+
+func (r *Report) stampedeN() int {
+	if r.Stampede == nil {
+		return 500
+	}
+	return r.Stampede.Requests
+}
+
+func verdict(ok bool, ratio float64) string {
+	switch {
+	case math.IsNaN(ratio):
+		return NotMeasured
+	case ok:
+		return Pass
+	default:
+		return Missed
+	}
+}
+
+func fill(row TargetRow) TargetRow {
+	if row.Verdict == "" {
+		row.Verdict = NotMeasured
+	}
+	if row.Measured == "" {
+		row.Measured = "—"
+	}
+	return row
+}
+
+// FormatRatio prints a ratio with two decimals, or "n/a" for NaN.
+func FormatRatio(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", r)
+}
+
+// FormatRate prints a rate rounded to a whole number with thousands
+// separators, e.g. 12345.6 -> "12,346".
+func FormatRate(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	n := int64(math.Round(r))
+	s := fmt.Sprint(max(n, -n))
+	var b strings.Builder
+	if n < 0 {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// FormatPercent prints a fraction as a percentage with one decimal, or
+// "n/a" for NaN.
+func FormatPercent(f float64) string {
+	if math.IsNaN(f) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*f)
+}
+
+// FormatDuration prints a latency in milliseconds with three significant
+// decimals below 10 ms (e.g. "0.412 ms", "12.3 ms").
+func FormatDuration(d time.Duration) string {
+	ms := float64(d) / float64(time.Millisecond)
+	switch {
+	case ms < 10:
+		return fmt.Sprintf("%.3f ms", ms)
+	case ms < 100:
+		return fmt.Sprintf("%.1f ms", ms)
+	default:
+		return fmt.Sprintf("%.0f ms", ms)
+	}
+}
+
+func formatCount(f float64) string {
+	if f == math.Trunc(f) {
+		return fmt.Sprintf("%.0f", f)
+	}
+	return fmt.Sprintf("%.1f", f)
+}
+
+func formatScans(n int64) string {
+	if n < 0 {
+		return "n/a"
+	}
+	return fmt.Sprint(n)
+}
+
+func formatSources(m map[string]uint64) string {
+	if len(m) == 0 {
+		return "—"
+	}
+	var total uint64
+	names := make([]string, 0, len(m))
+	for k, n := range m {
+		total += n
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		label := k
+		if label == "" {
+			label = "none"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s", label, FormatPercent(float64(m[k])/float64(total))))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Scenario order in the tables.
+var scenarioOrder = []string{Floor, Hot, L1, Miss, Mixed, MGet}
+
+// WriteMarkdown writes the report as markdown. Charts are linked from
+// chartDir, relative to the markdown file.
+func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
+	ew := &errWriter{w: w}
+	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
+	e := r.Env
+	p("# Load test results\n\n")
+	p("One run of `make bench` (the harness in `loadtest/`) on %s: %d CPUs, %s, PostgreSQL %s, Redis %s.\n",
+		e.Start.UTC().Format("2006-01-02 15:04 UTC"), e.CPUs, e.GoVersion, e.PostgreSQL, e.Redis)
+	p("Every number below is from that one run, and every ratio is against a baseline measured in the same run. ")
+	p("The load generator (vegeta, in the harness process), the service, the floor server, PostgreSQL, PgBouncer and Redis ")
+	p("all share the same %d cores, so absolute rates say little about a dedicated machine; the ratios are what the targets are about.\n\n", e.CPUs)
+	p("Reproduce:\n\n```sh\n%s\n```\n\n", e.Command)
+
+	p("## Targets\n\n")
+	p("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
+	for _, t := range r.Targets() {
+		p("| %s | %s | %s | %s |\n", t.Scenario, t.Target, t.Measured, t.Verdict)
+	}
+	p("\n")
+
+	p("## Throughput at saturation\n\n")
+	p("Each attack: %d vegeta workers without pacing (each sends its next request when the previous one is answered), %s after a %s warm-up, keep-alive connections over loopback. ",
+		e.Workers, e.Duration, e.Warmup)
+	p("Rates count successful answers only.\n\n")
+	p("| scenario | req/s | keys/s | ratio | baseline | X-Cache | success |\n|---|---:|---:|---:|---|---|---:|\n")
+	for _, name := range scenarioOrder {
+		run, ok := r.Saturation[name]
+		if !ok {
+			continue
+		}
+		ratio, base := r.throughputBaseline(name, run)
+		p("| `%s` | %s | %s | %s | %s | %s | %s |\n", name, FormatRate(run.Throughput), FormatRate(run.KeysPerSecond()),
+			FormatRatio(ratio), base, formatSources(run.Sources), FormatPercent(run.Success))
+	}
+	for _, b := range []*Baseline{r.PgbenchSat, r.RedisGet} {
+		if b != nil {
+			p("| %s (baseline) | %s | %s | | | | |\n", b.Name, FormatRate(b.Throughput), FormatRate(b.Throughput))
+		}
+	}
+	p("\n![throughput at saturation](%s/throughput.png)\n\n", chartDir)
+
+	p("## Latency at a fixed rate\n\n")
+	p("Each attack: a constant rate for %s; latency is measured by the client from sending a request to reading its whole answer. ", e.Duration)
+	p("`floor`, `hot` and `l1` run at half of `hot`'s saturation rate, `miss` and `pgbench` at half of `miss`'s.\n\n")
+	p("| scenario | rate (req/s) | p50 | p90 | p99 | max | p99 ratio | baseline |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, name := range scenarioOrder {
+		run, ok := r.Fixed[name]
+		if !ok {
+			continue
+		}
+		ratio, base := r.latencyBaseline(name, run)
+		l := run.Latency
+		p("| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", name, FormatRate(run.Rate), FormatDuration(l.P50), FormatDuration(l.P90),
+			FormatDuration(l.P99), FormatDuration(l.Max), FormatRatio(ratio), base)
+	}
+	if b := r.PgbenchRate; b != nil {
+		l := b.Latency
+		p("| %s (baseline) | %s | %s | %s | %s | %s | | |\n", b.Name, FormatRate(b.Rate), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.Max))
+	}
+	if b := r.RedisGet; b != nil {
+		l := b.Latency
+		p("| %s at saturation (baseline; p95 for p90) | %s | %s | %s | %s | %s | | |\n", b.Name, FormatRate(b.Throughput), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.Max))
+	}
+	p("\n![latency percentiles on the hot path](%s/latency-hot.png)\n", chartDir)
+	p("![latency percentiles on the miss path](%s/latency-miss.png)\n\n", chartDir)
+
+	if s := r.Stampede; s != nil {
+		p("## Stampede\n\n")
+		p("%d requests for one key that is in neither cache, released together (one connection each). ", s.Requests)
+		p("%d answered 200 in %s (p50 %s, p99 %s). X-Cache: %s.\n\n", s.OK, FormatDuration(s.Wall), FormatDuration(s.Latency.P50), FormatDuration(s.Latency.P99), formatSources(s.Sources))
+		p("- SQL queries counted by the service (`warmcache_sql_queries_total`): **%s**\n", formatCount(s.SQLQueries))
+		p("- index scans counted by PostgreSQL (`pg_stat_user_tables.idx_scan`, all partitions of the table): **%s**\n\n", formatScans(s.IndexScans))
+	}
+
+	p("## Baselines\n\n")
+	for _, b := range []*Baseline{r.PgbenchSat, r.PgbenchRate, r.RedisGet} {
+		if b != nil {
+			p("- %s, %d clients: `%s`\n", b.Name, b.Clients, b.Command)
+		}
+	}
+	p("- `floor`: the harness's own server process (`loadtest floor`): the same chi router and `http.Server` settings as the service, answering every `GET /v1/kv/{namespace}/{key}` with a constant %d-byte JSON body.\n\n", e.FloorBytes)
+
+	if pr := r.Profile; pr != nil {
+		p("## Profile\n\n")
+		p("CPU profile of the service during a separate `hot` attack at saturation (not the measured one), from its pprof listener:\n\n")
+		p("```sh\n%s\n```\n\n", pr.Command)
+		shares := SharesByPackage(pr.Top)
+		if len(shares) > 0 {
+			p("Flat CPU by package (from the rows below):\n\n| package | flat |\n|---|---:|\n")
+			for i, s := range shares {
+				if i == 12 {
+					break
+				}
+				p("| `%s` | %.1f%% |\n", s.Package, s.Percent)
+			}
+			p("\n")
+		}
+		p("```\n%s\n```\n\n", strings.TrimRight(pr.Top, "\n"))
+	}
+
+	p("## Setup\n\n")
+	via := "directly (127.0.0.1:5432)"
+	if e.ViaPgBouncer {
+		via = "through PgBouncer (transaction pooling, 127.0.0.1:6432)"
+	}
+	p("- table: `widgets`, %s rows, bigint keys, packed JSONB widget documents (%d bytes as served), 8 hash partitions\n", FormatRate(float64(e.Rows)), e.ValueBytes)
+	p("- service: `bin/warmcache serve`, warehouse %s, its own Redis key prefix\n", via)
+	p("- keys: `hot`, `l1`, `mixed` and `mget`: Zipf (s = %g) over all rows, %d distinct keys pre-warmed; `miss`: each key at most once, in a scattered order over all rows, after the prefix is flushed\n", e.ZipfS, e.HotKeys)
+	p("- `mixed`: 90%% GET, 10%% PUT of the same keys; `mget`: %d keys per request\n", e.MGetBatch)
+	nc := "none"
+	if len(e.NearCacheEnv) > 0 {
+		nc = "`" + strings.Join(e.NearCacheEnv, " ") + "`"
+	}
+	p("- `l1`: a second service process started with %s; the X-Cache column shows how many answers came from a near cache\n", nc)
+	if len(r.Notes) > 0 {
+		p("\n## Notes from this run\n\n")
+		for _, n := range r.Notes {
+			p("- %s\n", n)
+		}
+	}
+	return ew.err
+}
+
+func (r *Report) throughputBaseline(name string, run Run) (float64, string) {
+	floor, hasFloor := r.Saturation[Floor]
+	switch name {
+	case Floor:
+		return 1, "`floor`"
+	case Hot, L1, Mixed:
+		if hasFloor {
+			return Ratio(run.Throughput, floor.Throughput), "`floor` req/s"
+		}
+	case Miss:
+		if r.PgbenchSat != nil {
+			return Ratio(run.Throughput, r.PgbenchSat.Throughput), "pgbench lookups/s"
+		}
+	case MGet:
+		if hot, ok := r.Saturation[Hot]; ok {
+			return Ratio(run.KeysPerSecond(), hot.KeysPerSecond()), "`hot` keys/s"
+		}
+	}
+	return math.NaN(), "—"
+}
+
+func (r *Report) latencyBaseline(name string, run Run) (float64, string) {
+	switch name {
+	case Floor:
+		return 1, "`floor`"
+	case Hot, L1, Mixed, MGet:
+		if f, ok := r.Fixed[Floor]; ok && f.Latency.Count > 0 {
+			return Ratio(float64(run.Latency.P99), float64(f.Latency.P99)), "`floor` p99"
+		}
+	case Miss:
+		if b := r.PgbenchRate; b != nil && b.Latency.Count > 0 {
+			return Ratio(float64(run.Latency.P99), float64(b.Latency.P99)), "pgbench p99"
+		}
+	}
+	return math.NaN(), "—"
+}
+
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

@@ -1,0 +1,196 @@
+package bench_test
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmcache/warmcache/loadtest/bench"
+)
+
+func TestPercentiles(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	var hundred []time.Duration
+	for i := 100; i >= 1; i-- { // unsorted on purpose
+		hundred = append(hundred, ms(i))
+	}
+	for _, tc := range []struct {
+		name string
+		in   []time.Duration
+		want bench.Latency
+	}{
+		{"empty", nil, bench.Latency{}},
+		{"one", []time.Duration{ms(7)}, bench.Latency{P50: ms(7), P90: ms(7), P99: ms(7), Max: ms(7), Count: 1}},
+		{"hundred", hundred, bench.Latency{P50: ms(50), P90: ms(90), P99: ms(99), Max: ms(100), Count: 100}},
+		{"ten", []time.Duration{ms(1), ms(2), ms(3), ms(4), ms(5), ms(6), ms(7), ms(8), ms(9), ms(10)},
+			bench.Latency{P50: ms(5), P90: ms(9), P99: ms(10), Max: ms(10), Count: 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := bench.Percentiles(tc.in); got != tc.want {
+				t.Errorf("Percentiles = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRatio(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		measured, base float64
+		want           float64 // NaN: no ratio
+	}{
+		{"half", 5, 10, 0.5},
+		{"above", 15, 10, 1.5},
+		{"zero measured", 0, 10, 0},
+		{"zero baseline", 5, 0, math.NaN()},
+		{"NaN baseline", 5, math.NaN(), math.NaN()},
+		{"infinite baseline", 5, math.Inf(1), math.NaN()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := bench.Ratio(tc.measured, tc.base)
+			if math.IsNaN(tc.want) != math.IsNaN(got) || !math.IsNaN(got) && got != tc.want {
+				t.Errorf("Ratio(%g, %g) = %g, want %g", tc.measured, tc.base, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{bench.FormatRate(1234567.4), "1,234,567"},
+		{bench.FormatRate(999.5), "1,000"},
+		{bench.FormatRate(12), "12"},
+		{bench.FormatRate(math.NaN()), "n/a"},
+		{bench.FormatRatio(0.7049), "0.70"},
+		{bench.FormatRatio(math.NaN()), "n/a"},
+		{bench.FormatPercent(0.9), "90.0%"},
+		{bench.FormatDuration(412 * time.Microsecond), "0.412 ms"},
+		{bench.FormatDuration(12345 * time.Microsecond), "12.3 ms"},
+		{bench.FormatDuration(250 * time.Millisecond), "250 ms"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}
+
+// sampleReport is a report as one run could leave it.
+func sampleReport() *bench.Report {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	return &bench.Report{
+		Env: bench.Environment{Start: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "15", Redis: "7",
+			Rows: 1_000_000, ValueBytes: 444, FloorBytes: 460, Workers: 32, Duration: 4 * time.Second, Command: "make bench"},
+		Saturation: map[string]bench.Run{
+			bench.Floor: {Scenario: bench.Floor, Throughput: 20000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"floor": 10}},
+			bench.Hot:   {Scenario: bench.Hot, Throughput: 15000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
+			bench.L1:    {Scenario: bench.L1, Throughput: 16000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
+			bench.Miss:  {Scenario: bench.Miss, Throughput: 3000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10}},
+			bench.MGet:  {Scenario: bench.MGet, Throughput: 1000, Success: 1, KeysPerRequest: 50},
+		},
+		Fixed: map[string]bench.Run{
+			bench.Floor: {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
+			bench.Hot:   {Scenario: bench.Hot, Rate: 7500, Latency: bench.Latency{P50: ms(0.3), P90: ms(0.6), P99: ms(1.5), Max: ms(4), Count: 30000}},
+			bench.Miss:  {Scenario: bench.Miss, Rate: 1500, Latency: bench.Latency{P50: ms(1), P90: ms(3), P99: ms(9), Max: ms(20), Count: 6000}},
+		},
+		PgbenchSat:  &bench.Baseline{Name: "pgbench", Command: "pgbench -M prepared", Clients: 32, Throughput: 12000},
+		PgbenchRate: &bench.Baseline{Name: "pgbench", Command: "pgbench -R 1500", Clients: 32, Rate: 1500, Latency: bench.Latency{P50: ms(0.3), P90: ms(1), P99: ms(3), Count: 6000}},
+		RedisGet:    &bench.Baseline{Name: "redis GET", Command: "redis-benchmark", Clients: 32, Throughput: 90000},
+		Stampede:    &bench.StampedeRun{Requests: 500, OK: 500, SQLQueries: 1, IndexScans: 1, Sources: map[string]uint64{"miss": 500}},
+		Profile:     &bench.Profile{Command: "go tool pprof -top", Top: "      flat  flat%   sum%        cum   cum%\n     150ms 30.61% 30.61%      150ms 30.61%  internal/runtime/syscall/linux.Syscall6\n"},
+	}
+}
+
+func TestTargets(t *testing.T) {
+	rows := sampleReport().Targets()
+	want := []struct{ prefix, verdict string }{
+		{"0.75 ×", bench.Pass},         // hot: 15000 / 20000
+		{"0.80 ×", bench.NotMeasured},  // l1: no hit-l1 answers, whatever the ratio
+		{"0.25 ×", bench.Missed},       // miss: 3000 / 12000
+		{"1 (service counter)", bench.Pass},
+		{"1.500 ms", bench.Pass},
+	}
+	if len(rows) != len(want) {
+		t.Fatalf("got %d target rows, want %d", len(rows), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(rows[i].Measured, w.prefix) || !strings.HasPrefix(rows[i].Verdict, w.verdict) {
+			t.Errorf("row %d (%s): measured %q verdict %q; want measured starting %q, verdict %q", i, rows[i].Scenario, rows[i].Measured, rows[i].Verdict, w.prefix, w.verdict)
+		}
+	}
+}
+
+func TestTargetsWithNearCacheAndMissingRuns(t *testing.T) {
+	r := sampleReport()
+	r.Saturation[bench.L1] = bench.Run{Scenario: bench.L1, Throughput: 19000, Sources: map[string]uint64{"hit-l1": 99, "hit": 1}}
+	r.Stampede.SQLQueries = 3
+	delete(r.Saturation, bench.Miss)
+	rows := r.Targets()
+	for i, want := range []string{bench.Pass, bench.Pass, bench.NotMeasured, bench.Missed, bench.Pass} {
+		if rows[i].Verdict != want {
+			t.Errorf("row %d (%s): verdict %q, want %q (measured %q)", i, rows[i].Scenario, rows[i].Verdict, want, rows[i].Measured)
+		}
+	}
+}
+
+func TestWriteMarkdown(t *testing.T) {
+	var buf bytes.Buffer
+	if err := sampleReport().WriteMarkdown(&buf, "results"); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{
+		"| `hot` (Redis hit) throughput at saturation | ≥ 0.70 × `floor` | 0.75 ×",
+		"| `mget` | 1,000 | 50,000 | 3.33 | `hot` keys/s |",
+		"| `miss` | 1,500 | 1.000 ms | 3.000 ms | 9.000 ms | 20.0 ms | 3.00 | pgbench p99 |",
+		"![throughput at saturation](results/throughput.png)",
+		"| `internal/runtime/syscall/linux` | 30.6% |",
+		"```sh\nmake bench\n```",
+		"constant 460-byte JSON body",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}
+
+func TestWriteCharts(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleReport()
+	for _, tc := range []struct {
+		name  string
+		write func(string) error
+	}{
+		{"throughput.png", r.WriteThroughputChart},
+		{"latency-hot.png", func(p string) error { return r.WriteLatencyChart(p, false) }},
+		{"latency-miss.png", func(p string) error { return r.WriteLatencyChart(p, true) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.name)
+			if err := tc.write(path); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+				t.Errorf("%s is not a PNG", tc.name)
+			}
+		})
+	}
+}
+
+func TestThroughputChartNeedsTheFloor(t *testing.T) {
+	r := sampleReport()
+	delete(r.Saturation, bench.Floor)
+	if err := r.WriteThroughputChart(filepath.Join(t.TempDir(), "t.png")); err == nil {
+		t.Fatal("chart without a floor succeeded")
+	}
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// options are the harness's flags.
+type options struct {
+	Bin          string        // the warmcache binary
+	OutDir       string        // RESULTS.md and results/*.png
+	ArtifactDir  string        // logs, profiles, pgbench logs (git-ignored)
+	Database     string        // the harness's own database
+	PGHost       string        // PostgreSQL host:port (direct)
+	PGBouncer    string        // PgBouncer host:port
+	ViaPgBouncer bool          // the service reaches the warehouse through PgBouncer
+	RedisAddr    string        // Redis host:port
+	RedisPrefix  string        // the service's key prefix during the run
+	Rows         int64         // widget rows
+	Duration     time.Duration // each measured attack
+	Warmup       time.Duration // before each saturation attack
+	Workers      int           // concurrency of saturation attacks and baselines
+	ZipfS        float64       // exponent of the hot key distribution
+	HotSamples   int           // zipf draws in the hot key ring
+	MGetBatch    int           // keys per _mget request
+	StampedeN    int           // concurrent requests in the stampede
+	FloorBytes   int           // the floor's body size
+	HotEnv       []string      // extra service env for every scenario but l1
+	NearEnv      []string      // extra service env for the l1 scenario
+	Token        string        // bearer token sent with every request, if any
+	Profile      bool          // take a CPU profile of hot
+	Scenarios    map[string]bool
+	Timeout      time.Duration // the whole run
+	Command      string        // how the run was started, for the report
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, " ") }
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "baselines"}
+
+func parseOptions(args []string, usage io.Writer) (options, error) {
+	o := options{}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	fs.StringVar(&o.Bin, "bin", "bin/warmcache", "warmcache binary to serve")
+	fs.StringVar(&o.OutDir, "out", "loadtest", "directory of RESULTS.md and results/*.png")
+	fs.StringVar(&o.ArtifactDir, "artifacts", "loadtest/out", "directory of logs, profiles and pgbench logs")
+	fs.StringVar(&o.Database, "database", "warmcache_bench", "database the harness creates and fills")
+	fs.StringVar(&o.PGHost, "postgres", "127.0.0.1:5432", "PostgreSQL host:port (user postgres, trust)")
+	fs.StringVar(&o.PGBouncer, "pgbouncer", "127.0.0.1:6432", "PgBouncer host:port")
+	fs.BoolVar(&o.ViaPgBouncer, "via-pgbouncer", true, "the service reaches PostgreSQL through PgBouncer, as deployed")
+	fs.StringVar(&o.RedisAddr, "redis", "127.0.0.1:6379", "Redis host:port")
+	fs.StringVar(&o.RedisPrefix, "redis-prefix", "wcbench:", "Redis key prefix of the service under test (flushed by the harness)")
+	fs.Int64Var(&o.Rows, "rows", 1_000_000, "widget rows in the table")
+	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "length of each measured attack")
+	fs.DurationVar(&o.Warmup, "warmup", time.Second, "unmeasured attack before each saturation attack")
+	fs.IntVar(&o.Workers, "workers", 32, "concurrent workers at saturation, pgbench clients and redis-benchmark clients")
+	fs.Float64Var(&o.ZipfS, "zipf-s", 1.1, "Zipf exponent of the hot keys (> 1)")
+	fs.IntVar(&o.HotSamples, "hot-samples", 1<<16, "Zipf draws in the hot key sequence")
+	fs.IntVar(&o.MGetBatch, "mget-batch", 50, "keys per _mget request")
+	fs.IntVar(&o.StampedeN, "stampede", 500, "concurrent requests for one cold key")
+	fs.IntVar(&o.FloorBytes, "floor-bytes", 460, "body size of the floor server")
+	hotEnv := listFlag{"WARMCACHE_NEAR_CACHE=off"}
+	nearEnv := listFlag{"WARMCACHE_NEAR_CACHE=on"}
+	fs.Var(&hotEnv, "service-env", "NAME=VALUE added to the service's environment for every scenario but l1 (repeatable; default WARMCACHE_NEAR_CACHE=off)")
+	fs.Var(&nearEnv, "near-env", "NAME=VALUE added to the service's environment for the l1 scenario (repeatable; default WARMCACHE_NEAR_CACHE=on)")
+	fs.StringVar(&o.Token, "token", "", "bearer token for the service's API, if it requires one")
+	fs.BoolVar(&o.Profile, "profile", true, "take a CPU profile of the service during an extra hot attack")
+	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
+	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound of the whole run")
+	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.HotEnv, o.NearEnv = dedupeEnv(hotEnv), dedupeEnv(nearEnv)
+	if o.Command == "make bench" {
+		var given []string
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name != "bin" && f.Name != "command" {
+				given = append(given, "-"+f.Name+"="+f.Value.String())
+			}
+		})
+		if len(given) > 0 {
+			o.Command += " BENCHFLAGS='" + strings.Join(given, " ") + "'"
+		}
+	}
+	o.Scenarios = map[string]bool{}
+	for _, s := range strings.Split(*scenarios, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			o.Scenarios[s] = true
+		}
+	}
+	return o, o.validate()
+}
+
+// dedupeEnv keeps the last value of each NAME, so that a flag given on
+// the command line replaces its default.
+func dedupeEnv(env []string) []string {
+	last := map[string]int{}
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		last[name] = i
+	}
+	var out []string
+	for i, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if last[name] == i && kv != name+"=" {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (o options) validate() error {
+	var errs []error
+	for _, a := range []struct{ name, addr string }{{"postgres", o.PGHost}, {"pgbouncer", o.PGBouncer}, {"redis", o.RedisAddr}} {
+		if err := requireLoopback(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("-%s: %w", a.name, err))
+		}
+	}
+	for s := range o.Scenarios {
+		if !contains(allScenarios, s) {
+			errs = append(errs, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", ")))
+		}
+	}
+	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.FloorBytes < 32 {
+		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch and -stampede must be positive, -floor-bytes at least 32"))
+	}
+	if o.Duration < time.Second || o.Duration > time.Minute {
+		errs = append(errs, fmt.Errorf("-duration: want 1s to 1m, got %s", o.Duration))
+	}
+	if !(o.ZipfS > 1) {
+		errs = append(errs, fmt.Errorf("-zipf-s: want > 1, got %g", o.ZipfS))
+	}
+	if o.RedisPrefix == "" {
+		errs = append(errs, errors.New("-redis-prefix: must not be empty (the harness flushes it)"))
+	}
+	return errors.Join(errs...)
+}
+
+// requireLoopback refuses any address whose host is not a loopback
+// address: the harness attacks only this machine.
+func requireLoopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return fmt.Errorf("want host:port, got %q", hostport)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("%q is not a loopback address", host)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// dsn returns a connection string for user postgres on hostport.
+func dsn(hostport, database string) string {
+	u := url.URL{Scheme: "postgres", User: url.User("postgres"), Host: hostport, Path: "/" + database, RawQuery: "sslmode=disable"}
+	return u.String()
+}
