@@ -16,7 +16,7 @@ import (
 	"github.com/go-chi/chi/v5"
 )
 
-// floorBody returns a JSON document of exactly n bytes (n >= 32).
+// floorBody returns a JSON document of exactly n bytes (n >= 34).
 func floorBody(n int) []byte {
 	const head, tail = `{"widget":{"id":"floor","pad":"`, `"}}`
 	pad := max(n-len(head)-len(tail), 0)

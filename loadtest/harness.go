@@ -69,7 +69,8 @@ func (h *harness) run(ctx context.Context) error {
 		Saturation: map[string]bench.Run{},
 		Fixed:      map[string]bench.Run{},
 	}
-	h.logf("load generator, service, floor, PostgreSQL, PgBouncer and Redis all share %d CPUs", runtime.NumCPU())
+	h.report.Env.LoadStart = loadAverage()
+	h.logf("load generator, service, floor, PostgreSQL, PgBouncer and Redis all share %d CPUs; load average now %s", runtime.NumCPU(), h.report.Env.LoadStart)
 
 	sample, err := h.prepareDatabase(ctx)
 	if err != nil {
@@ -278,6 +279,7 @@ func (h *harness) run(ctx context.Context) error {
 		}
 	}
 
+	h.report.Env.LoadEnd = loadAverage()
 	if err := h.writeReport(); err != nil {
 		return err
 	}
@@ -390,14 +392,21 @@ func (h *harness) profile(ctx context.Context, s *service, spec attackSpec) {
 		return
 	}
 	args := []string{"tool", "pprof", "-top", "-nodecount=25", path}
+	cumArgs := []string{"tool", "pprof", "-top", "-cum", "-nodecount=80", path}
 	out, err := exec.CommandContext(ctx, "go", args...).CombinedOutput()
 	if err != nil {
 		h.note("go tool pprof failed: %v\n%s", err, out)
 		return
 	}
+	cum, err := exec.CommandContext(ctx, "go", cumArgs...).CombinedOutput()
+	if err != nil {
+		h.note("go tool pprof -cum failed: %v\n%s", err, cum)
+	}
 	h.report.Profile = &bench.Profile{
-		Command: fmt.Sprintf("# while the hot attack runs (the service started with WARMCACHE_PPROF_ADDR=127.0.0.1:PORT):\ncurl -o %s '%s'\ngo %s", path, strings.Replace(url, s.pprofBase, "http://127.0.0.1:PORT", 1), strings.Join(args, " ")),
-		Top:     stripVolatile(string(out)),
+		Command: fmt.Sprintf("# while a hot attack runs (the service started with WARMCACHE_PPROF_ADDR=127.0.0.1:PORT):\ncurl -o %s '%s'\ngo %s\ngo %s",
+			path, strings.Replace(url, s.pprofBase, "http://127.0.0.1:PORT", 1), strings.Join(args, " "), strings.Join(cumArgs, " ")),
+		Top:    stripVolatile(string(out)),
+		TopCum: string(cum),
 	}
 }
 
@@ -466,4 +475,18 @@ func (h *harness) writeReport() error {
 	}
 	h.logf("wrote %s and %s/*.png", path, dir)
 	return nil
+}
+
+// loadAverage returns the 1-minute load average, or "" where
+// /proc/loadavg does not exist.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }

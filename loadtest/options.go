@@ -91,7 +91,17 @@ func parseOptions(args []string, usage io.Writer) (options, error) {
 	if o.Command == "make bench" {
 		var given []string
 		fs.Visit(func(f *flag.Flag) {
-			if f.Name != "bin" && f.Name != "command" {
+			switch f.Name {
+			case "bin", "command":
+			case "service-env", "near-env":
+				env := o.HotEnv
+				if f.Name == "near-env" {
+					env = o.NearEnv
+				}
+				for _, kv := range env {
+					given = append(given, "-"+f.Name+"="+kv)
+				}
+			default:
 				given = append(given, "-"+f.Name+"="+f.Value.String())
 			}
 		})
@@ -138,8 +148,8 @@ func (o options) validate() error {
 			errs = append(errs, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", ")))
 		}
 	}
-	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.FloorBytes < 32 {
-		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch and -stampede must be positive, -floor-bytes at least 32"))
+	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.FloorBytes < 40 {
+		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch and -stampede must be positive, -floor-bytes at least 40"))
 	}
 	if o.Duration < time.Second || o.Duration > time.Minute {
 		errs = append(errs, fmt.Errorf("-duration: want 1s to 1m, got %s", o.Duration))

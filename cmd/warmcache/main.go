@@ -33,6 +33,11 @@ commands:
   migrate status         list migrations and whether they are applied
   migrate plan --dialect postgres|greenplum
                          print the DDL without connecting to anything
+  doctor [--plans]       check each tier, and how each namespace's key lookup
+                         is executed (one partition or segment, by index)
+  load <namespace> [file]
+                         bulk-load NDJSON or CSV (COPY, merge by key, refresh Redis)
+  advise <namespace>     measure candidate storages on a sample and recommend one
 
 Run 'warmcache <command> -h' for the flags; every flag also reads a
 WARMCACHE_* environment variable.
@@ -49,6 +54,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "doctor":
+		return doctor(ctx, args[1:], getenv, stdout, stderr)
+	case "load":
+		return load(ctx, args[1:], getenv, stdout, stderr)
+	case "advise":
+		return adviseCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

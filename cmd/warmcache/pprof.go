@@ -15,6 +15,7 @@ import (
 // listener of its own, so that profiling is never reachable through the
 // public router. Config refuses a non-loopback address for it.
 type pprofServer struct {
+	addr   net.Addr
 	srv    *http.Server
 	served chan error
 	log    *slog.Logger
@@ -34,6 +35,7 @@ func startPprof(addr string, log *slog.Logger) (*pprofServer, error) {
 		return nil, fmt.Errorf("pprof: listen %s: %w", addr, err)
 	}
 	p := &pprofServer{
+		addr: ln.Addr(),
 		srv: &http.Server{
 			Handler:           mux,
 			ReadHeaderTimeout: 5 * time.Second,

@@ -63,6 +63,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	defer store.Close()
 	log.Info("warehouse connected", "dialect", store.Dialect().String(), "exec_mode", store.ExecMode(), "pooler", cfg.PGPooler)
+	logDoctor(startCtx, store, log)
 
 	cache, err := rediscache.New(rediscache.Options{
 		Addrs:      cfg.RedisAddrs,
@@ -91,7 +92,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	handler, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, log,
-		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxInflight: cfg.MaxInflight, Keys: keys})
+		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxLoadBytes: cfg.MaxLoadBytes, MaxInflight: cfg.MaxInflight, Keys: keys})
 	if err != nil {
 		return err
 	}

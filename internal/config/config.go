@@ -50,6 +50,8 @@ type Config struct {
 	MaxInflight int
 	// MaxBodyBytes bounds a request body. Default 1 MiB.
 	MaxBodyBytes int64
+	// MaxLoadBytes bounds the streamed body of a _load. Default 64 MiB.
+	MaxLoadBytes int64
 	// MaxBatchKeys bounds the keys of one _mget. Default 1000.
 	MaxBatchKeys int
 	// ShutdownTimeout bounds the drain on SIGTERM. Default 15s.
@@ -108,6 +110,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 		MaxWarmInflight: 32,
 		MaxInflight:     1024,
 		MaxBodyBytes:    1 << 20,
+		MaxLoadBytes:    64 << 20,
 		MaxBatchKeys:    1000,
 		ShutdownTimeout: 15 * time.Second,
 		LogLevel:        "info",
@@ -147,6 +150,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	}
 	redisAddrs = strings.Join(c.RedisAddrs, ",")
 	maxBody := int(c.MaxBodyBytes)
+	maxLoad := int(c.MaxLoadBytes)
 	str(&c.HTTPAddr, "http-addr", "WARMCACHE_HTTP_ADDR", "REST listen address")
 	str(&c.PostgresDSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", "warehouse connection string")
 	str(&c.PGExecMode, "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", "pgx exec mode: auto, cache_statement, cache_describe, describe_exec, exec or simple_protocol")
@@ -161,6 +165,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	num(&c.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", "concurrent warehouse reads")
 	num(&c.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", "REST requests served at once")
 	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
+	num(&maxLoad, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", "largest _load body (streamed)")
 	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
 	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
@@ -189,6 +194,7 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	}
 	c.Args = fs.Args()
 	c.MaxBodyBytes = int64(maxBody)
+	c.MaxLoadBytes = int64(maxLoad)
 	c.RedisAddrs = splitList(redisAddrs)
 	if err := c.validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)

@@ -85,6 +85,7 @@ namespaces:
     negative_ttl: 5s
     ttl_jitter: 0.2
     writable: true
+    codec: zstd-dict
   - name: orders
     key: {type: text}
     value:
@@ -100,10 +101,12 @@ namespaces:
 	}
 	w, o := c.Namespaces[0], c.Namespaces[1]
 	if w.Table != "public.widgets" || w.KeyColumn != "id" || w.ValueColumn != "doc" || w.VersionColumn != "rev" ||
-		w.TTL != time.Minute || w.NegativeTTL != 5*time.Second || w.TTLJitter != 0.2 || !w.Writable || w.Managed {
+		w.TTL != time.Minute || w.NegativeTTL != 5*time.Second || w.TTLJitter != 0.2 || !w.Writable || w.Managed ||
+		w.Codec != warmcache.CodecZstdDict {
 		t.Errorf("widgets = %+v", w)
 	}
-	if o.Table != "orders" || o.KeyType != warmcache.KeyText || o.Layout != warmcache.LayoutColumns || len(o.Columns) != 2 || o.Writable {
+	if o.Table != "orders" || o.KeyType != warmcache.KeyText || o.Layout != warmcache.LayoutColumns || len(o.Columns) != 2 || o.Writable ||
+		o.Codec != warmcache.CodecNone {
 		t.Errorf("orders = %+v", o)
 	}
 }
@@ -119,6 +122,7 @@ func TestBadNamespacesNameTheField(t *testing.T) {
 		{"table", `{namespaces: [{name: w, table: "a.b.c"}]}`, "table"},
 		{"ttl", `{namespaces: [{name: w, ttl: forever}]}`, "ttl"},
 		{"jitter", `{namespaces: [{name: w, ttl_jitter: 1.5}]}`, "ttl_jitter"},
+		{"codec", `{namespaces: [{name: w, codec: brotli}]}`, `namespaces[0] "w": codec: must be none, zstd or zstd-dict`},
 		{"name", `{namespaces: [{name: "a/b"}]}`, "name"},
 		{"duplicate", `{namespaces: [{name: w}, {name: w}]}`, "declared twice"},
 		{"unknown field", `{namespaces: [{name: w, colour: red}]}`, "colour"},

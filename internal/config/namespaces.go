@@ -64,6 +64,7 @@ type nsDoc struct {
 	Writable      bool     `yaml:"writable"`
 	Managed       bool     `yaml:"managed"`
 	MaxKeyBytes   int      `yaml:"max_key_bytes"`
+	Codec         string   `yaml:"codec"`
 	Storage       storeDoc `yaml:"storage"`
 }
 
@@ -177,6 +178,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		Writable:      d.Writable,
 		Managed:       d.Managed,
 		MaxKeyBytes:   d.MaxKeyBytes,
+		Codec:         warmcache.Codec(d.Codec),
 		Storage: warmcache.Storage{
 			Partitions:      d.Storage.Partitions,
 			Compression:     d.Storage.Compression,
@@ -242,6 +244,13 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		if ns.TTLJitter < 0 || ns.TTLJitter >= 1 {
 			bad("ttl_jitter: must be at least 0 and below 1, got %v", ns.TTLJitter)
 		}
+	}
+	switch ns.Codec {
+	case warmcache.CodecNone, warmcache.CodecZstd, warmcache.CodecZstdDict:
+	case "":
+		ns.Codec = warmcache.CodecNone
+	default:
+		bad("codec: must be none, zstd or zstd-dict, got %q", d.Codec)
 	}
 	if d.MaxKeyBytes < 0 || d.MaxKeyBytes > 4096 {
 		bad("max_key_bytes: must be between 1 and 4096, got %d", d.MaxKeyBytes)

@@ -48,7 +48,7 @@ type API struct {
 var _ warmcachev1.CacheServer = (*API)(nil)
 
 // New returns the API over svc. Calls to the Cache service are checked
-// against keys (an open Keyring lets every call through). The request
+// against keys (nil, or a Keyring without keys, lets every call through). The request
 // metrics are registered on reg.
 func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, log *slog.Logger, opts Options) (*API, error) {
 	if opts.MaxMessageBytes <= 0 {

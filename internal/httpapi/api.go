@@ -24,6 +24,9 @@ import (
 type Options struct {
 	// MaxBodyBytes bounds a request body. Zero means 1 MiB.
 	MaxBodyBytes int64
+	// MaxLoadBytes bounds the streamed body of a _load (bulk load), which
+	// is not held in memory. Zero means 64 MiB.
+	MaxLoadBytes int64
 	// MaxInflight bounds the /v1 requests served at once. Zero means 1024.
 	MaxInflight int
 	// Keys checks the API key of every /v1/kv request. Nil, or a Keyring
@@ -69,6 +72,8 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 	r.Route("/v1/kv/{namespace}", func(r chi.Router) {
 		r.Use(a.authorize(opts.Keys))
 		r.Post("/_mget", a.mget)
+		r.Post("/_query", a.query)
+		r.Post("/_load", a.load(opts.MaxLoadBytes))
 		r.Get("/{key}", a.get)
 		r.Put("/{key}", a.put)
 		r.Delete("/{key}", a.delete)

@@ -28,6 +28,21 @@ const (
 	LayoutColumns Layout = "columns"
 )
 
+// Codec says how the hot tier encodes a namespace's values.
+type Codec string
+
+// The supported codecs.
+const (
+	// CodecNone stores the JSON bytes as they are.
+	CodecNone Codec = "none"
+	// CodecZstd compresses each value with zstd on its own.
+	CodecZstd Codec = "zstd"
+	// CodecZstdDict compresses each value with zstd and a dictionary
+	// trained on the namespace's own values; without a dictionary it
+	// falls back to CodecZstd.
+	CodecZstdDict Codec = "zstd-dict"
+)
+
 // Column is one typed column of a LayoutColumns namespace. Its name is also
 // the field name in the JSON value.
 type Column struct {
@@ -88,6 +103,12 @@ type Namespace struct {
 	// marked stale: while one background read revalidates it, and while the
 	// warehouse is unreachable. Zero means never.
 	MaxStale time.Duration
+	// NearTTL is how long the in-process near cache keeps an entry of this
+	// namespace. Zero means the namespace does not use the near cache.
+	NearTTL time.Duration
+	// Codec says how the hot tier encodes the values. Empty means
+	// CodecNone.
+	Codec Codec
 	// Writable allows PUT, DELETE and loads.
 	Writable bool
 	// Managed means migrate creates and drops the table; otherwise the table

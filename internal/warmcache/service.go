@@ -16,6 +16,7 @@ type Source string
 
 // The sources of a read.
 const (
+	SourceNear  Source = "hit-l1" // the in-process near cache held the entry
 	SourceHot   Source = "hit"   // the hot tier held the entry
 	SourceWarm  Source = "miss"  // the warehouse answered and the hot tier was filled
 	SourceStale Source = "stale" // the hot tier held an expired entry, served within MaxStale
@@ -57,6 +58,20 @@ type Options struct {
 	MaxRefreshes int
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+	// Near is the in-process near cache, used for namespaces whose NearTTL
+	// is set. Nil means none.
+	Near Near
+	// Invalidations carries writes to other instances' near caches. Nil
+	// means this instance is alone.
+	Invalidations Invalidations
+	// MaxBatchFold bounds how many concurrent single-key reads are folded
+	// into one Redis pipeline or one warehouse `= ANY($1)` query. Zero means
+	// 64; one turns folding off, so that every read makes its own round trip.
+	MaxBatchFold int
+	// WarmLanes bounds the folded warehouse reads a namespace runs at once;
+	// reads that arrive while all lanes are busy wait and go together in the
+	// next query. Keep it near the warehouse pool's size. Zero means 4.
+	WarmLanes int
 }
 
 func (o Options) withDefaults() Options {
@@ -77,6 +92,8 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxValueDepth, 64)
 	def(&o.BreakerThreshold, 5)
 	def(&o.MaxRefreshes, 8)
+	def(&o.MaxBatchFold, 64)
+	def(&o.WarmLanes, 4)
 	if o.BreakerCooldown <= 0 {
 		o.BreakerCooldown = time.Second
 	}
@@ -100,11 +117,25 @@ type Service struct {
 	breaker    *breaker
 	refreshing sync.Map // key -> struct{}: revalidations under way
 	refreshes  chan struct{}
+	batches    map[string]*nsBatchers
 
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
 	flightJoin *prometheus.CounterVec
 	stale      *prometheus.CounterVec
+	batchKeys  *prometheus.HistogramVec
+}
+
+// hotResult is one key's answer from the hot tier.
+type hotResult struct {
+	entry Entry
+	hit   bool
+}
+
+// nsBatchers fold one namespace's concurrent reads.
+type nsBatchers struct {
+	hot  *batcher[hotResult]
+	warm *batcher[Entry]
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -133,6 +164,11 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 			Help: "Expired entries served within MaxStale, by reason: revalidate (a refresh runs) or error (the warehouse is failing).",
 		}, []string{"namespace", "reason"}),
 	}
+	s.batchKeys = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "warmcache_batch_keys",
+		Help:    "Keys per folded read, by tier (redis, sql).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	}, []string{"tier"})
 	s.warmSlots = make(chan struct{}, s.opts.MaxWarmInflight)
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
@@ -152,7 +188,11 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		}
 		s.namespaces[ns.Name] = ns
 	}
-	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen} {
+	s.batches = make(map[string]*nsBatchers, len(namespaces))
+	for _, ns := range namespaces {
+		s.batches[ns.Name] = s.newBatchers(ns)
+	}
+	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("warmcache: register metrics: %w", err)
 		}
@@ -191,6 +231,13 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	if err != nil {
 		return Item{}, err
 	}
+	near := s.near(ns)
+	if near != nil {
+		if e, ok := near.Get(ns, key); ok {
+			s.lookups.WithLabelValues(ns.Name, "near", "hit").Inc()
+			return s.answer(ns, Item{Key: key, Entry: e, Source: SourceNear})
+		}
+	}
 	item := Item{Key: key, Source: SourceHot}
 	e, hit, hotErr := s.hotGet(ctx, ns, key)
 	if hit && s.expired(e) {
@@ -221,10 +268,46 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 		}
 	}
 	item.Entry = e
-	if !e.Found {
-		return item, fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, truncate(key.Text), ns.Name)
+	if near != nil {
+		near.Set(ns, key, e)
+	}
+	return s.answer(ns, item)
+}
+
+// answer returns item, with ErrNotFound when its entry is absent.
+func (s *Service) answer(ns *Namespace, item Item) (Item, error) {
+	if !item.Entry.Found {
+		return item, fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, truncate(item.Key.Text), ns.Name)
 	}
 	return item, nil
+}
+
+// near returns the near cache if ns uses one.
+func (s *Service) near(ns *Namespace) Near {
+	if s.opts.Near == nil || ns.NearTTL <= 0 {
+		return nil
+	}
+	return s.opts.Near
+}
+
+// written updates the caches after a committed write: the hot tier, this
+// instance's near cache, and the other instances' near caches.
+func (s *Service) written(ctx context.Context, ns *Namespace, key Key, e Entry) {
+	s.fill(ctx, ns, "write", []Key{key}, []Entry{e})
+	if near := s.near(ns); near != nil {
+		near.Invalidate(ns, key, e.Version)
+		if e.Found {
+			near.Set(ns, key, e)
+		}
+	}
+	if s.opts.Invalidations != nil && ns.NearTTL > 0 {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+		defer cancel()
+		if err := s.opts.Invalidations.Publish(pctx, ns, key, e.Version); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+				slog.String("namespace", ns.Name), slog.Any("err", err))
+		}
+	}
 }
 
 func flightKey(ns *Namespace, key Key) string { return ns.Name + "\x00" + key.Text }
@@ -272,7 +355,16 @@ func (s *Service) revalidate(ns *Namespace, key Key, stale Entry) {
 func (s *Service) hotGet(ctx context.Context, ns *Namespace, key Key) (Entry, bool, error) {
 	hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
 	defer cancel()
-	e, hit, err := s.hot.Get(hctx, ns, key)
+	var e Entry
+	var hit bool
+	var err error
+	if s.opts.MaxBatchFold > 1 {
+		var r hotResult
+		r, err = s.batches[ns.Name].hot.do(hctx, key)
+		e, hit = r.entry, r.hit
+	} else {
+		e, hit, err = s.hot.Get(hctx, ns, key)
+	}
 	s.countHot(ns, e, hit, err)
 	if err != nil {
 		return Entry{}, false, err
@@ -306,11 +398,19 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 			return e, nil
 		}
 	}
-	entries, err := s.warmRead(ctx, ns, []Key{key})
+	var e Entry
+	var err error
+	if s.opts.MaxBatchFold > 1 {
+		e, err = s.batches[ns.Name].warm.do(ctx, key)
+	} else {
+		var entries []Entry
+		if entries, err = s.warmRead(ctx, ns, []Key{key}); err == nil {
+			e = entries[0]
+		}
+	}
 	if err != nil {
 		return Entry{}, err
 	}
-	e := entries[0]
 	if !e.Found && stale.Found {
 		e.Version = stale.Version
 	}
@@ -318,6 +418,41 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 		s.fill(ctx, ns, "read", []Key{key}, []Entry{e})
 	}
 	return e, nil
+}
+
+// newBatchers returns the folding readers of ns. The hot tier's batches run
+// under the hot-tier deadline; the warehouse's under warmRead's bounds.
+func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
+	return &nsBatchers{
+		hot: &batcher[hotResult]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
+			run: func(ctx context.Context, keys []Key) ([]hotResult, error) {
+				s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
+				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
+				defer cancel()
+				var entries []Entry
+				var hits []bool
+				var err error
+				if len(keys) == 1 {
+					entries, hits = make([]Entry, 1), make([]bool, 1)
+					entries[0], hits[0], err = s.hot.Get(ctx, ns, keys[0])
+				} else {
+					entries, hits, err = s.hot.GetMany(ctx, ns, keys)
+				}
+				if err != nil {
+					return nil, err
+				}
+				out := make([]hotResult, len(keys))
+				for i := range keys {
+					out[i] = hotResult{entry: entries[i], hit: hits[i]}
+				}
+				return out, nil
+			}},
+		warm: &batcher[Entry]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
+			run: func(ctx context.Context, keys []Key) ([]Entry, error) {
+				s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
+				return s.warmRead(ctx, ns, keys)
+			}},
+	}
 }
 
 // warmRead reads keys from the warehouse within the concurrency bound.
@@ -484,7 +619,7 @@ func (s *Service) Put(ctx context.Context, namespace, rawKey string, value []byt
 	if err != nil {
 		return Item{}, err
 	}
-	s.fill(ctx, ns, "write", []Key{key}, []Entry{e})
+	s.written(ctx, ns, key, e)
 	return Item{Key: key, Entry: e, Source: SourceWarm}, nil
 }
 
@@ -504,7 +639,7 @@ func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch 
 	if err != nil {
 		return err
 	}
-	s.fill(ctx, ns, "write", []Key{key}, []Entry{{Version: version}})
+	s.written(ctx, ns, key, Entry{Version: version})
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -221,3 +222,42 @@ func TestWriteRefusals(t *testing.T) {
 		})
 	}
 }
+
+func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
+	hot, warm := newMemHot(), newMemWarm()
+	for i := 0; i < 21; i++ {
+		k := strconv.Itoa(i)
+		warm.rows[k] = warmcache.Entry{Value: []byte(k), Version: 1, Found: true}
+	}
+	warm.gate = make(chan struct{})
+	warm.started = make(chan struct{}, 1)
+	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{widgets()}, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{WarmLanes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	get := func(k string) {
+		defer wg.Done()
+		if it, err := svc.Get(ctx, "widgets", k); err != nil || string(it.Entry.Value) != k {
+			t.Errorf("get %s = %+v, %v", k, it, err)
+		}
+	}
+	wg.Add(1)
+	go get("0")
+	<-warm.started // key 0's query holds the only lane
+	for i := 1; i <= 20; i++ {
+		wg.Add(1)
+		go get(strconv.Itoa(i))
+	}
+	waitFor(t, func() bool { return queued(svc) })
+	close(warm.gate)
+	wg.Wait()
+	if n := warm.lookups.Load(); n != 2 {
+		t.Fatalf("warehouse queries = %d, want 2 (key 0, then the 20 others folded)", n)
+	}
+}
+
+// queued reports whether the 20 later reads all wait for the lane.
+func queued(svc *warmcache.Service) bool { return warmcache.Queued(svc) == 20 }

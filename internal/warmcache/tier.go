@@ -59,3 +59,22 @@ type Warm interface {
 	// Ping reports whether the tier answers.
 	Ping(ctx context.Context) error
 }
+
+// Near is an optional in-process cache in front of the hot tier (L1): small,
+// bounded by bytes, with a short TTL. Its implementations are safe for
+// concurrent use and never block on I/O.
+type Near interface {
+	// Get returns the entry cached for key, if any and still live.
+	Get(ns *Namespace, key Key) (Entry, bool)
+	// Set caches e for key unless a newer version is cached. It may decline
+	// to cache (admission policy, size bound).
+	Set(ns *Namespace, key Key, e Entry)
+	// Invalidate drops the entry for key unless it is at least version.
+	Invalidate(ns *Namespace, key Key, version int64)
+}
+
+// Invalidations tells the other instances of the service that a write
+// replaced key at version, so that they drop it from their near caches.
+type Invalidations interface {
+	Publish(ctx context.Context, ns *Namespace, key Key, version int64) error
+}

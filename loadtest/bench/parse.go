@@ -125,7 +125,7 @@ type PackageShare struct {
 	Percent float64
 }
 
-var pprofTopLine = regexp.MustCompile(`^\s*[0-9.]+[a-zµ]*s?\s+([0-9.]+)%\s+[0-9.]+%\s+[0-9.]+[a-zµ]*s?\s+[0-9.]+%\s+(.+)$`)
+var pprofTopLine = regexp.MustCompile(`^\s*[0-9.]+[a-zµ]*s?\s+([0-9.]+)%\s+[0-9.]+%\s+[0-9.]+[a-zµ]*s?\s+([0-9.]+)%\s+(.+)$`)
 
 // SharesByPackage sums the flat percentages of `go tool pprof -top` output
 // by package (the function name up to its last path element's first dot),
@@ -142,7 +142,7 @@ func SharesByPackage(top string) []PackageShare {
 		if err != nil {
 			continue
 		}
-		pkg := packageOf(strings.TrimSpace(m[2]))
+		pkg := packageOf(strings.TrimSpace(m[3]))
 		if _, ok := sum[pkg]; !ok {
 			order = append(order, pkg)
 		}
@@ -211,4 +211,37 @@ func SumSamples(text, metric string, match map[string]string) float64 {
 		}
 	}
 	return total
+}
+
+// CumulativeShare returns the cumulative percentage of function fn (its
+// full name as pprof prints it, without "(inline)") in `go tool pprof
+// -top -cum` output, and whether fn appears there.
+func CumulativeShare(top, fn string) (float64, bool) {
+	for _, line := range strings.Split(top, "\n") {
+		m := pprofTopLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimSpace(m[3]), " (inline)")
+		if name != fn {
+			continue
+		}
+		pct, err := strconv.ParseFloat(m[2], 64)
+		return pct, err == nil
+	}
+	return 0, false
+}
+
+var pprofSamples = regexp.MustCompile(`Duration: ([0-9.]+[a-zµ]*s), Total samples = [0-9.]+[a-zµ]*s \(\s*([0-9.]+)%\)`)
+
+// ProfiledCores returns how many cores the profiled process kept busy on
+// average: pprof's "Total samples = ... (N%)" of the duration, divided by
+// 100. It returns false when the header is missing.
+func ProfiledCores(top string) (float64, bool) {
+	m := pprofSamples.FindStringSubmatch(top)
+	if m == nil {
+		return 0, false
+	}
+	pct, err := strconv.ParseFloat(m[2], 64)
+	return pct / 100, err == nil
 }

@@ -1,6 +1,7 @@
 package bench_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,38 @@ warmcache_sql_query_duration_seconds_sum{namespace="widgets",op="lookup"} 0.5
 				t.Errorf("SumSamples = %g, want %g", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCumulativeShareAndProfiledCores(t *testing.T) {
+	top := `Type: cpu
+Duration: 4s, Total samples = 1.91s (47.74%)
+      flat  flat%   sum%        cum   cum%
+         0     0%     0%      1.48s 77.49%  net/http.(*conn).serve
+     0.01s  0.52%  0.52%      0.46s 24.08%  github.com/redis/go-redis/v9.(*hooksMixin).processHook (inline)
+         0     0%  0.52%      0.46s 24.08%  github.com/redis/go-redis/v9.(*Client).Process
+`
+	for _, tc := range []struct {
+		fn   string
+		want float64
+		ok   bool
+	}{
+		{"net/http.(*conn).serve", 77.49, true},
+		{"github.com/redis/go-redis/v9.(*hooksMixin).processHook", 24.08, true},
+		{"github.com/redis/go-redis/v9.(*Client).Process", 24.08, true},
+		{"runtime.gcBgMarkWorker", 0, false},
+	} {
+		t.Run(tc.fn, func(t *testing.T) {
+			got, ok := bench.CumulativeShare(top, tc.fn)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("CumulativeShare = %g, %v; want %g, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+	if cores, ok := bench.ProfiledCores(top); !ok || math.Abs(cores-0.4774) > 1e-9 {
+		t.Errorf("ProfiledCores = %g, %v; want 0.4774, true", cores, ok)
+	}
+	if _, ok := bench.ProfiledCores("no header"); ok {
+		t.Error("ProfiledCores found a header in text without one")
 	}
 }

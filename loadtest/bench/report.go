@@ -100,7 +100,24 @@ type StampedeRun struct {
 // Profile is a CPU profile of the service taken during a hot attack.
 type Profile struct {
 	Command string
-	Top     string
+	// Top and TopCum are `go tool pprof -top` output, sorted by flat and by
+	// cumulative time.
+	Top, TopCum string
+}
+
+// profileFrames are the frames whose cumulative share the report shows,
+// with what each one stands for.
+var profileFrames = []struct{ fn, what string }{
+	{"net/http.(*conn).serve", "all HTTP request handling"},
+	{"net/http.(*conn).readRequest", "reading and parsing requests"},
+	{"net/http.(*response).finishRequest", "flushing responses to the socket"},
+	{"github.com/warmcache/warmcache/internal/httpapi.(*metrics).middleware-fm.(*metrics).middleware.func1", "the REST middleware chain and handler"},
+	{"github.com/warmcache/warmcache/internal/warmcache.(*Service).Get", "the core's read path"},
+	{"github.com/redis/go-redis/v9.(*Client).Process", "one Redis command round trip (go-redis)"},
+	{"github.com/redis/go-redis/v9.(*baseClient).pipelineProcessCmds", "Redis pipelines"},
+	{"internal/runtime/syscall/linux.Syscall6", "system calls (socket reads and writes)"},
+	{"runtime.gcBgMarkWorker", "garbage collection (background marking)"},
+	{"runtime.schedule", "the goroutine scheduler"},
 }
 
 // Environment describes where and how the run happened.
@@ -122,6 +139,9 @@ type Environment struct {
 	HotKeys      int
 	MGetBatch    int
 	Command      string
+	// LoadStart and LoadEnd are the machine's 1-minute load averages
+	// (/proc/loadavg) when the run started and ended; empty when unknown.
+	LoadStart, LoadEnd string
 }
 
 // Report is everything one harness run measured.
@@ -290,6 +310,22 @@ func FormatDuration(d time.Duration) string {
 	}
 }
 
+// shortFrame drops the module path of a frame for display.
+func shortFrame(fn string) string {
+	fn = strings.TrimPrefix(fn, "github.com/warmcache/warmcache/")
+	if i := strings.Index(fn, ".func1"); i > 0 && strings.Contains(fn, "-fm.") {
+		fn = fn[:strings.Index(fn, "-fm.")]
+	}
+	return fn
+}
+
+func orNA(s string) string {
+	if s == "" {
+		return "n/a"
+	}
+	return s
+}
+
 func formatCount(f float64) string {
 	if f == math.Trunc(f) {
 		return fmt.Sprintf("%.0f", f)
@@ -341,6 +377,10 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	p("Every number below is from that one run, and every ratio is against a baseline measured in the same run. ")
 	p("The load generator (vegeta, in the harness process), the service, the floor server, PostgreSQL, PgBouncer and Redis ")
 	p("all share the same %d cores, so absolute rates say little about a dedicated machine; the ratios are what the targets are about.\n\n", e.CPUs)
+	if e.LoadStart != "" || e.LoadEnd != "" {
+		p("The machine's 1-minute load average was %s when the run started and %s when it ended; ", orNA(e.LoadStart), orNA(e.LoadEnd))
+		p("much above %d means other work competed for the cores during the run.\n\n", e.CPUs)
+	}
 	p("Reproduce:\n\n```sh\n%s\n```\n\n", e.Command)
 
 	p("## Targets\n\n")
@@ -426,6 +466,18 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 				p("| `%s` | %.1f%% |\n", s.Package, s.Percent)
 			}
 			p("\n")
+		}
+		if cores, ok := ProfiledCores(pr.Top); ok {
+			p("During the profile the service kept %.2f cores busy on average (of %d shared with the load generator, Redis and the rest).\n\n", cores, e.CPUs)
+		}
+		var cum []string
+		for _, f := range profileFrames {
+			if pct, ok := CumulativeShare(pr.TopCum, f.fn); ok {
+				cum = append(cum, fmt.Sprintf("| %s | `%s` | %.1f%% |\n", f.what, shortFrame(f.fn), pct))
+			}
+		}
+		if len(cum) > 0 {
+			p("Cumulative CPU of selected frames (from `-top -cum`):\n\n| what | frame | cum |\n|---|---|---:|\n%s\n", strings.Join(cum, ""))
 		}
 		p("```\n%s\n```\n\n", strings.TrimRight(pr.Top, "\n"))
 	}

@@ -107,9 +107,9 @@ func sampleReport() *bench.Report {
 func TestTargets(t *testing.T) {
 	rows := sampleReport().Targets()
 	want := []struct{ prefix, verdict string }{
-		{"0.75 ×", bench.Pass},         // hot: 15000 / 20000
-		{"0.80 ×", bench.NotMeasured},  // l1: no hit-l1 answers, whatever the ratio
-		{"0.25 ×", bench.Missed},       // miss: 3000 / 12000
+		{"0.75 ×", bench.Pass},        // hot: 15000 / 20000
+		{"0.80 ×", bench.NotMeasured}, // l1: no hit-l1 answers, whatever the ratio
+		{"0.25 ×", bench.Missed},      // miss: 3000 / 12000
 		{"1 (service counter)", bench.Pass},
 		{"1.500 ms", bench.Pass},
 	}

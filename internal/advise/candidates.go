@@ -1,0 +1,262 @@
+package advise
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// ValueType is how a candidate stores a packed value.
+type ValueType string
+
+// The value types a candidate may use.
+const (
+	// ValueJSONB is the default: parsed, and indexable for _query.
+	ValueJSONB ValueType = "jsonb"
+	// ValueJSON keeps the text as it came: no parse on read, no index.
+	ValueJSON ValueType = "json"
+	// ValueZstd is bytea compressed with a zstd dictionary trained on
+	// the namespace's own values. The warehouse cannot look inside it, so
+	// it gives up _query.
+	ValueZstd ValueType = "bytea+zstd-dict"
+)
+
+// QuerySupport says how a candidate answers _query.
+type QuerySupport string
+
+// The levels of _query support.
+const (
+	QueryIndexed QuerySupport = "GIN index"
+	QueryScan    QuerySupport = "table scan"
+	QueryNone    QuerySupport = "none"
+)
+
+// Candidate is one storage to build and measure.
+type Candidate struct {
+	// Name says what the candidate is, such as "packed jsonb, TOAST lz4".
+	Name string
+	// Layout and Columns are the candidate's layout; Columns only for
+	// LayoutColumns.
+	Layout  warmcache.Layout
+	Columns []warmcache.Column
+	// Value is the packed value's type.
+	Value ValueType
+	// Storage holds the options migrate takes for this candidate.
+	Storage warmcache.Storage
+	// Query is how _query works on it.
+	Query QuerySupport
+	// Migratable says that migrate can create this storage (a namespace
+	// option); the others need a table of the user's own.
+	Migratable bool
+}
+
+// Candidates returns the storages to compare for namespace ns on dialect d.
+// columns are the typed columns inferred from the data (nil when the values
+// are not objects with a fixed set of fields), or ns.Columns for a columns
+// namespace. Every dialect gets packed jsonb (with the namespace's GIN index
+// choice), json text and bytea with a zstd dictionary, and, when columns
+// are known, the columns layout; PostgreSQL adds each TOAST compression
+// (pglz, lz4); Greenplum adds append-optimized tables, row and column
+// oriented, with zstd and zlib at low and medium levels and rle_type on
+// columns. Candidates needs no database.
+func Candidates(d pgstore.Dialect, ns *warmcache.Namespace, columns []warmcache.Column) []Candidate {
+	gin := ns.Layout == warmcache.LayoutPacked && ns.Storage.GINIndex
+	partitions := ns.Storage.Partitions
+	if partitions == 0 {
+		partitions = 8
+	}
+	packedQuery := QueryScan
+	if gin {
+		packedQuery = QueryIndexed
+	}
+	var out []Candidate
+	packed := func(name string, st warmcache.Storage) {
+		st.GINIndex = gin
+		out = append(out, Candidate{Name: name, Layout: warmcache.LayoutPacked, Value: ValueJSONB, Storage: st, Query: packedQuery, Migratable: true})
+	}
+	cols := func(name string, st warmcache.Storage) {
+		if len(columns) == 0 {
+			return
+		}
+		out = append(out, Candidate{Name: name, Layout: warmcache.LayoutColumns, Columns: columns, Value: ValueJSONB, Storage: st, Query: QueryScan, Migratable: true})
+	}
+	other := func(v ValueType, q QuerySupport, st warmcache.Storage) {
+		out = append(out, Candidate{Name: "packed " + string(v), Layout: warmcache.LayoutPacked, Value: v, Storage: st, Query: q})
+	}
+	switch d {
+	case pgstore.Greenplum:
+		packed("packed jsonb, heap", warmcache.Storage{})
+		for _, o := range []string{"row", "column"} {
+			for _, c := range []struct {
+				algo  string
+				level int
+			}{{"zstd", 1}, {"zstd", 5}, {"zlib", 1}, {"zlib", 5}} {
+				packed(fmt.Sprintf("packed jsonb, AO %s %s:%d", o, c.algo, c.level),
+					warmcache.Storage{AppendOptimized: true, Orientation: o, Compression: c.algo, CompressLevel: c.level})
+			}
+		}
+		cols("columns, heap", warmcache.Storage{})
+		cols("columns, AO column zstd:5", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd", CompressLevel: 5})
+		cols("columns, AO column rle_type:2", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "rle_type", CompressLevel: 2})
+		other(ValueJSON, QueryScan, warmcache.Storage{})
+		other(ValueZstd, QueryNone, warmcache.Storage{})
+	default:
+		for _, c := range []string{"none", "pglz", "lz4"} {
+			packed("packed jsonb, TOAST "+c, warmcache.Storage{Partitions: partitions, Compression: c})
+		}
+		cols("columns, TOAST none", warmcache.Storage{Partitions: partitions, Compression: "none"})
+		cols("columns, TOAST lz4", warmcache.Storage{Partitions: partitions, Compression: "lz4"})
+		other(ValueJSON, QueryScan, warmcache.Storage{Partitions: partitions})
+		other(ValueZstd, QueryNone, warmcache.Storage{Partitions: partitions})
+	}
+	return out
+}
+
+// Current returns the index of the candidate that matches ns's own
+// storage, or -1.
+func Current(d pgstore.Dialect, ns *warmcache.Namespace, cands []Candidate) int {
+	want := ns.Storage
+	for i, c := range cands {
+		if c.Layout != ns.Layout || c.Value != ValueJSONB {
+			continue
+		}
+		got := c.Storage
+		if d == pgstore.Greenplum {
+			if got.AppendOptimized != want.AppendOptimized {
+				continue
+			}
+			if !got.AppendOptimized || (orRow(got.Orientation) == orRow(want.Orientation) &&
+				orNone(got.Compression) == orNone(want.Compression) && got.CompressLevel == want.CompressLevel) {
+				return i
+			}
+			continue
+		}
+		if orNone(got.Compression) == orNone(want.Compression) {
+			return i
+		}
+	}
+	return -1
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func orRow(s string) string {
+	if s == "" {
+		return "row"
+	}
+	return s
+}
+
+var columnName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+var datePattern = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
+
+// InferColumns returns typed columns for values that are all JSON objects
+// with at most 50 distinct top-level fields, each named like an SQL
+// identifier and none named like reserved (the key and version columns).
+// A field's type is bigint when every value is an integer, numeric when a
+// number, boolean, date when every value is a YYYY-MM-DD string, text when a
+// string, and jsonb otherwise. Columns come in the order the fields first
+// appear. It returns nil when the values do not fit.
+func InferColumns(values [][]byte, reserved ...string) []warmcache.Column {
+	type field struct {
+		name  string
+		kinds map[string]bool
+	}
+	var fields []*field
+	byName := map[string]*field{}
+	for _, v := range values {
+		dec := json.NewDecoder(bytes.NewReader(v))
+		dec.UseNumber()
+		var obj map[string]any
+		if err := dec.Decode(&obj); err != nil || obj == nil {
+			return nil
+		}
+		// Field order is that of the first value that has each field.
+		var names []string
+		for name := range obj {
+			names = append(names, name)
+		}
+		slices.SortFunc(names, func(a, b string) int { return bytes.Index(v, []byte(`"`+a+`"`)) - bytes.Index(v, []byte(`"`+b+`"`)) })
+		for _, name := range names {
+			f := byName[name]
+			if f == nil {
+				if !columnName.MatchString(name) || slices.Contains(reserved, name) || len(fields) == 50 {
+					return nil
+				}
+				f = &field{name: name, kinds: map[string]bool{}}
+				byName[name] = f
+				fields = append(fields, f)
+			}
+			f.kinds[kindOf(obj[name])] = true
+		}
+	}
+	if len(fields) == 0 {
+		return nil
+	}
+	out := make([]warmcache.Column, len(fields))
+	for i, f := range fields {
+		delete(f.kinds, "null")
+		out[i] = warmcache.Column{Name: f.name, Type: typeOf(f.kinds)}
+	}
+	return out
+}
+
+func kindOf(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "bool"
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return "int"
+		}
+		return "number"
+	case string:
+		if datePattern.MatchString(x) {
+			return "date"
+		}
+		return "string"
+	default:
+		return "json"
+	}
+}
+
+func typeOf(kinds map[string]bool) string {
+	only := func(ks ...string) bool {
+		if len(kinds) == 0 {
+			return false
+		}
+		for k := range kinds {
+			if !slices.Contains(ks, k) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case only("int"):
+		return "bigint"
+	case only("int", "number"):
+		return "numeric"
+	case only("bool"):
+		return "boolean"
+	case only("date"):
+		return "date"
+	case only("date", "string"):
+		return "text"
+	default:
+		return "jsonb"
+	}
+}

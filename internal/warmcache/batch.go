@@ -1,0 +1,94 @@
+package warmcache
+
+import (
+	"context"
+	"sync"
+)
+
+// batcher folds concurrent single-key calls into batched calls. While fewer
+// than lanes batches run, a call starts one at once; otherwise it waits, and
+// the next batch to start takes every waiting key, up to maxBatch. So an idle
+// service adds no latency to a call, and a busy one sends fewer, larger
+// requests (one `= ANY($1)` query, one Redis pipeline) instead of queueing
+// one round trip per key. A batcher is safe for concurrent use.
+type batcher[V any] struct {
+	// run answers keys in order. It runs under its own context, so that one
+	// caller going away does not fail the others' keys.
+	run      func(ctx context.Context, keys []Key) ([]V, error)
+	lanes    int
+	maxBatch int
+
+	mu      sync.Mutex
+	queue   []*batchCall[V]
+	running int
+}
+
+type batchCall[V any] struct {
+	ctx  context.Context
+	key  Key
+	done chan struct{}
+	val  V
+	err  error
+}
+
+// do answers one key, batched with whatever other keys wait with it.
+func (b *batcher[V]) do(ctx context.Context, key Key) (V, error) {
+	c := &batchCall[V]{ctx: ctx, key: key, done: make(chan struct{})}
+	b.mu.Lock()
+	b.queue = append(b.queue, c)
+	start := b.running < b.lanes
+	if start {
+		b.running++
+	}
+	b.mu.Unlock()
+	if start {
+		go b.loop()
+	}
+	select {
+	case <-c.done:
+		return c.val, c.err
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
+	}
+}
+
+// loop runs batches until no key waits.
+func (b *batcher[V]) loop() {
+	for {
+		b.mu.Lock()
+		var batch []*batchCall[V]
+		for len(b.queue) > 0 && len(batch) < b.maxBatch {
+			c := b.queue[0]
+			b.queue[0] = nil
+			b.queue = b.queue[1:]
+			if c.ctx.Err() == nil { // its caller is gone: skip it
+				batch = append(batch, c)
+			}
+		}
+		if len(batch) == 0 {
+			b.queue = nil // release the drained backing array
+			b.running--
+			b.mu.Unlock()
+			return
+		}
+		b.mu.Unlock()
+		b.runBatch(batch)
+	}
+}
+
+func (b *batcher[V]) runBatch(batch []*batchCall[V]) {
+	keys := make([]Key, len(batch))
+	for i, c := range batch {
+		keys[i] = c.key
+	}
+	vals, err := b.run(context.Background(), keys)
+	for i, c := range batch {
+		if err != nil {
+			c.err = err
+		} else {
+			c.val = vals[i]
+		}
+		close(c.done)
+	}
+}

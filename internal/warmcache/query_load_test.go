@@ -1,0 +1,438 @@
+package warmcache_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// tableWarm is an in-memory warehouse with the non-key query and the bulk
+// load, for the Query and Load protocol. Values are compared as text.
+type tableWarm struct {
+	mu       sync.Mutex
+	rows     map[string]warmcache.Entry
+	keys     []warmcache.Key
+	version  int64
+	queryErr error
+	lastLoad []warmcache.LoadRow // the rows the last Load saw
+}
+
+func newTableWarm() *tableWarm { return &tableWarm{rows: map[string]warmcache.Entry{}} }
+
+func (w *tableWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.rows[key.Text], nil
+}
+
+func (w *tableWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]warmcache.Entry, len(keys))
+	for i, k := range keys {
+		out[i] = w.rows[k.Text]
+	}
+	return out, nil
+}
+
+func (w *tableWarm) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
+	return warmcache.Entry{}, errors.New("not used")
+}
+
+func (w *tableWarm) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (int64, error) {
+	return 0, errors.New("not used")
+}
+
+func (w *tableWarm) Ping(context.Context) error { return nil }
+
+// Query matches when the value contains match as a substring, which is
+// enough to test the protocol around it.
+func (w *tableWarm) Query(ctx context.Context, ns *warmcache.Namespace, match []byte, limit int, after *warmcache.Key) ([]warmcache.QueryRow, error) {
+	if w.queryErr != nil {
+		return nil, w.queryErr
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inner := strings.TrimSuffix(strings.TrimPrefix(string(match), "{"), "}")
+	var out []warmcache.QueryRow
+	for _, k := range w.keys {
+		if after != nil && k.Int <= after.Int {
+			continue
+		}
+		e := w.rows[k.Text]
+		if strings.Contains(string(e.Value), inner) && len(out) < limit {
+			out = append(out, warmcache.QueryRow{Key: k, Entry: e})
+		}
+	}
+	return out, nil
+}
+
+// Load commits only when the rows end without error.
+func (w *tableWarm) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcache.LoadRows) (warmcache.LoadCounts, error) {
+	var seen []warmcache.LoadRow
+	for rows.Next() {
+		seen = append(seen, rows.Row())
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastLoad = seen
+	if err := rows.Err(); err != nil {
+		return warmcache.LoadCounts{}, err
+	}
+	var c warmcache.LoadCounts
+	for _, r := range seen {
+		cur, ok := w.rows[r.Key.Text]
+		switch {
+		case ok && string(cur.Value) == string(r.Value):
+			c.Unchanged++
+			continue
+		case ok:
+			c.Updated++
+		default:
+			c.Inserted++
+			w.keys = append(w.keys, r.Key)
+		}
+		w.version++
+		w.rows[r.Key.Text] = warmcache.Entry{Value: r.Value, Version: w.version, Found: true}
+		c.Changed = append(c.Changed, r.Key)
+	}
+	return c, nil
+}
+
+// countingHot is a hot tier that counts its calls and can fail the first
+// fills.
+type countingHot struct {
+	mu        sync.Mutex
+	entries   map[string]warmcache.Entry
+	calls     int
+	failFills int
+}
+
+func (h *countingHot) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	e, ok := h.entries[key.Text]
+	return e, ok, nil
+}
+
+func (h *countingHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	es, hits := make([]warmcache.Entry, len(keys)), make([]bool, len(keys))
+	for i, k := range keys {
+		es[i], hits[i] = h.entries[k.Text]
+	}
+	return es, hits, nil
+}
+
+func (h *countingHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
+	return h.FillMany(ctx, ns, []warmcache.Key{key}, []warmcache.Entry{e})
+}
+
+func (h *countingHot) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, es []warmcache.Entry) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.calls++
+	if h.failFills > 0 {
+		h.failFills--
+		return errors.New("hot tier down")
+	}
+	for i, k := range keys {
+		if cur, ok := h.entries[k.Text]; ok && cur.Version >= es[i].Version {
+			continue
+		}
+		h.entries[k.Text] = es[i]
+	}
+	return nil
+}
+
+func (h *countingHot) Ping(context.Context) error { return nil }
+
+func newQLService(t *testing.T, hot warmcache.Hot, warm warmcache.Warm, nss ...*warmcache.Namespace) *warmcache.Service {
+	t.Helper()
+	svc, err := warmcache.NewService(hot, warm, nss, prometheus.NewRegistry(), slog.New(slog.DiscardHandler), warmcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func itemsNamespace() *warmcache.Namespace {
+	return &warmcache.Namespace{Name: "items", Table: "items", KeyColumn: "key", KeyType: warmcache.KeyBigint,
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Writable: true}
+}
+
+func TestQueryPagesWithoutHotTier(t *testing.T) {
+	warm := newTableWarm()
+	for i := 1; i <= 25; i++ {
+		k := warmcache.Key{Text: strconv.Itoa(i), Int: int64(i)}
+		warm.keys = append(warm.keys, k)
+		color := "red"
+		if i%2 == 0 {
+			color = "blue"
+		}
+		warm.rows[k.Text] = warmcache.Entry{Value: []byte(`{"color":"` + color + `"}`), Version: int64(i), Found: true}
+	}
+	hot := &countingHot{entries: map[string]warmcache.Entry{}}
+	svc := newQLService(t, hot, warm, itemsNamespace())
+	var got []string
+	cursor := ""
+	for pages := 1; ; pages++ {
+		page, err := svc.Query(context.Background(), "items", []byte(` {"color": "red"} `), 5, cursor)
+		if err != nil {
+			t.Fatalf("Query page %d: %v", pages, err)
+		}
+		for _, r := range page.Rows {
+			got = append(got, r.Key.Text)
+		}
+		if page.Next == "" {
+			if pages != 3 {
+				t.Fatalf("%d pages, want 3", pages)
+			}
+			break
+		}
+		if strings.Contains(page.Next, strconv.Itoa(int(page.Rows[len(page.Rows)-1].Key.Int))) {
+			t.Errorf("cursor %q shows the key in clear text", page.Next)
+		}
+		cursor = page.Next
+	}
+	want := "1,3,5,7,9,11,13,15,17,19,21,23,25"
+	if strings.Join(got, ",") != want {
+		t.Fatalf("keys = %s, want %s", strings.Join(got, ","), want)
+	}
+	if hot.calls != 0 {
+		t.Fatalf("the hot tier was called %d times by queries, want 0", hot.calls)
+	}
+}
+
+func TestQueryErrors(t *testing.T) {
+	warm := newTableWarm()
+	svc := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, warm, itemsNamespace())
+	timedOut := newTableWarm()
+	timedOut.queryErr = errors.Join(errors.New("pgstore: statement timeout"), context.DeadlineExceeded)
+	slow := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, timedOut, itemsNamespace())
+	plain := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, newMemWarm(), itemsNamespace())
+	tests := []struct {
+		name      string
+		svc       *warmcache.Service
+		namespace string
+		match     string
+		limit     int
+		cursor    string
+		want      error
+	}{
+		{"unknown namespace", svc, "nope", `{}`, 0, "", warmcache.ErrUnknownNamespace},
+		{"array match", svc, "items", `[1]`, 0, "", warmcache.ErrInvalidValue},
+		{"invalid JSON", svc, "items", `{"a":`, 0, "", warmcache.ErrInvalidValue},
+		{"no match", svc, "items", ``, 0, "", warmcache.ErrInvalidValue},
+		{"negative limit", svc, "items", `{}`, -1, "", warmcache.ErrInvalidValue},
+		{"limit over the maximum", svc, "items", `{}`, warmcache.MaxQueryLimit + 1, "", warmcache.ErrTooLarge},
+		{"forged cursor", svc, "items", `{}`, 0, "bm90LWEtY3Vyc29y", warmcache.ErrInvalidValue},
+		{"cursor not base64", svc, "items", `{}`, 0, "%%%", warmcache.ErrInvalidValue},
+		{"statement timeout", slow, "items", `{}`, 0, "", context.DeadlineExceeded},
+		{"warehouse without queries", plain, "items", `{}`, 0, "", warmcache.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.svc.Query(context.Background(), tt.namespace, []byte(tt.match), tt.limit, tt.cursor)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Query error = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+// sliceReader is a RecordReader over records and per-record errors.
+type sliceReader struct {
+	recs []warmcache.LoadRecord
+	errs []error
+	i    int
+}
+
+func (r *sliceReader) Read() (warmcache.LoadRecord, error) {
+	if r.i >= len(r.recs) {
+		return warmcache.LoadRecord{}, io.EOF
+	}
+	r.i++
+	return r.recs[r.i-1], r.errs[r.i-1]
+}
+
+func TestLoadRefreshesHotTier(t *testing.T) {
+	warm := newTableWarm()
+	hot := &countingHot{entries: map[string]warmcache.Entry{}}
+	svc := newQLService(t, hot, warm, itemsNamespace())
+	ctx := context.Background()
+
+	res, err := svc.Load(ctx, "items", warmcache.NewNDJSONReader(strings.NewReader(
+		`{"key":1,"value":{"v":1}}`+"\n"+`{"key":"2","value":{"v":2}}`+"\n\n"+`{"key":3,"value":{"v":3}}`+"\n"), 0))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if res.Lines != 3 || res.Inserted != 3 || res.Refreshed != 3 || res.NotRefreshed != 0 {
+		t.Fatalf("Load = %+v, want 3 lines inserted and refreshed", res)
+	}
+	// A reader caches key 2 at its current version; the reload changes it
+	// while the hot tier fails twice, and the refresh retries.
+	if _, err := svc.Get(ctx, "items", "2"); err != nil {
+		t.Fatal(err)
+	}
+	hot.mu.Lock()
+	hot.failFills = 2
+	hot.mu.Unlock()
+	res, err = svc.Load(ctx, "items", warmcache.NewNDJSONReader(strings.NewReader(
+		`{"key":1,"value":{"v":1}}`+"\n"+`{"key":2,"value":{"v":"two"}}`), 0))
+	if err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if res.Unchanged != 1 || res.Updated != 1 || res.Refreshed != 1 {
+		t.Fatalf("reload = %+v, want 1 unchanged, 1 updated and refreshed", res)
+	}
+	item, err := svc.Get(ctx, "items", "2")
+	if err != nil || string(item.Entry.Value) != `{"v":"two"}` || item.Source != warmcache.SourceHot {
+		t.Fatalf("Get after reload = %+v (%s), %v; want the new value from the hot tier", item, item.Entry.Value, err)
+	}
+}
+
+func TestLoadBadLines(t *testing.T) {
+	warm := newTableWarm()
+	svc := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, warm, itemsNamespace())
+	src := strings.Join([]string{
+		`{"key":1,"value":{"ok":true}}`,
+		`{"key":"x","value":{}}`,
+		`{"key":3,"value":{"ok":true}}`,
+		`not json`,
+		`{"key":5,"value":{"ok":tru}}`,
+		`{"key":6,"value":{"ok":true}}`,
+	}, "\n")
+	res, err := svc.Load(context.Background(), "items", warmcache.NewNDJSONReader(strings.NewReader(src), 0))
+	var le *warmcache.LoadError
+	if !errors.As(err, &le) || !errors.Is(err, warmcache.ErrInvalidValue) {
+		t.Fatalf("Load error = %v, want a *LoadError wrapping ErrInvalidValue", err)
+	}
+	var lines []int64
+	for _, l := range le.Lines {
+		lines = append(lines, l.Line)
+	}
+	if !slices.Equal(lines, []int64{2, 4, 5}) || le.Count != 3 || res.Lines != 6 {
+		t.Fatalf("bad lines %v (count %d) of %d lines, want 2, 4, 5 of 6", lines, le.Count, res.Lines)
+	}
+	if !strings.Contains(err.Error(), "line 2: invalid key") {
+		t.Errorf("error %q does not name line 2's problem", err)
+	}
+	if len(warm.rows) != 0 {
+		t.Fatalf("the warehouse holds %d rows after a load with bad lines, want 0", len(warm.rows))
+	}
+	if len(warm.lastLoad) != 1 {
+		t.Errorf("the loader saw %d rows, want only the one before the first bad line", len(warm.lastLoad))
+	}
+}
+
+func TestLoadReadOnly(t *testing.T) {
+	ns := itemsNamespace()
+	ns.Writable = false
+	svc := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, newTableWarm(), ns)
+	_, err := svc.Load(context.Background(), "items", &sliceReader{})
+	if !errors.Is(err, warmcache.ErrReadOnly) {
+		t.Fatalf("Load error = %v, want ErrReadOnly", err)
+	}
+}
+
+func TestNDJSONReader(t *testing.T) {
+	long := `{"key":9,"value":"` + strings.Repeat("x", 200) + `"}`
+	src := strings.Join([]string{
+		`{"key":1,"value":{"a":1}}`,
+		``,
+		`{"key":"k2","value":[1,2]}`,
+		`{"key":3}`,
+		`{"key":4,"value":1,"extra":true}`,
+		`{"key":4.5,"value":1}`,
+		long,
+		`{"key":8,"value":null}`,
+	}, "\n")
+	r := warmcache.NewNDJSONReader(strings.NewReader(src), 100)
+	type result struct {
+		line  int64
+		key   string
+		value string
+		bad   bool
+	}
+	var got []result
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var le *warmcache.LineError
+		if errors.As(err, &le) {
+			got = append(got, result{line: le.Line, bad: true})
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, result{line: rec.Line, key: rec.Key, value: string(rec.Value)})
+	}
+	want := []result{
+		{line: 1, key: "1", value: `{"a":1}`},
+		{line: 3, key: "k2", value: `[1,2]`},
+		{line: 4, bad: true},
+		{line: 5, bad: true},
+		{line: 6, bad: true},
+		{line: 7, bad: true},
+		{line: 8, key: "8", value: `null`},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("records =\n%v\nwant\n%v", got, want)
+	}
+}
+
+func TestCSVReader(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string // "line key value" or "line bad"
+	}{
+		{"value column", "key,value\n1,\"{\"\"a\"\": 1}\"\n2,[]\n", []string{`2 1 {"a": 1}`, `3 2 []`}},
+		{"field columns", "id,name,age\n7,Ann,41\n8,Bo,\n", []string{`2 7 {"name":"Ann","age":"41"}`, `3 8 {"name":"Bo"}`}},
+		{"wrong field count", "key,value\n1,{}\n2\n3,{}\n", []string{`2 1 {}`, `3 bad`, `4 3 {}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := warmcache.NewCSVReader(strings.NewReader(tt.src), "id")
+			var got []string
+			for {
+				rec, err := r.Read()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				var le *warmcache.LineError
+				if errors.As(err, &le) {
+					got = append(got, strconv.FormatInt(le.Line, 10)+" bad")
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, strconv.FormatInt(rec.Line, 10)+" "+rec.Key+" "+string(rec.Value))
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("records = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	if _, err := warmcache.NewCSVReader(strings.NewReader("a,b\n1,2\n"), "id").Read(); !errors.Is(err, warmcache.ErrInvalidValue) {
+		t.Fatalf("Read without a key column = %v, want ErrInvalidValue", err)
+	}
+}
