@@ -95,7 +95,9 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	distinct := bench.Distinct(hotKeys)
 	h.report.Env.HotKeys = len(distinct)
-	perm, err := bench.NewPermutation(uint64(o.Rows), 7)
+	// A new order of the cold keys every run, so that a run does not find
+	// the rows the previous one read still in PostgreSQL's buffers.
+	perm, err := bench.NewPermutation(uint64(o.Rows), uint64(start.UnixNano()))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@
 //
 //	warmcache serve                       run the gateway
 //	warmcache migrate up|down|status|plan apply or review the schema
+//	warmcache dict train <namespace>|list train or list value dictionaries
 package main
 
 import (
@@ -33,6 +34,9 @@ commands:
   migrate status         list migrations and whether they are applied
   migrate plan --dialect postgres|greenplum
                          print the DDL without connecting to anything
+  dict train <namespace> train a zstd dictionary on a sample of the
+                         namespace's values and store it in the warehouse
+  dict list              list the stored dictionaries
   doctor [--plans]       check each tier, and how each namespace's key lookup
                          is executed (one partition or segment, by index)
   load <namespace> [file]
@@ -54,6 +58,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], getenv, stdout, stderr)
+	case "dict":
+		return dict(ctx, args[1:], getenv, stdout, stderr)
 	case "doctor":
 		return doctor(ctx, args[1:], getenv, stdout, stderr)
 	case "load":

@@ -76,6 +76,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer cache.Close()
+	loadDictionaries(startCtx, store, cache, cfg.Namespaces, log)
 
 	svc, err := warmcache.NewService(cache, store, cfg.Namespaces, reg, log, warmcache.Options{
 		HotTimeout:      cfg.HotTimeout,

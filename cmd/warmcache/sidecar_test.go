@@ -449,6 +449,9 @@ func TestAuthMatrix(t *testing.T) {
 		if r := call(t, "POST", kv+"widgets/_mget", `{"keys":[1]}`, hdr...); r.status != 200 {
 			t.Fatalf("_mget with a read key = %d %s", r.status, r.body)
 		}
+		if r := call(t, "POST", kv+"widgets/_query", `{"match":{"widget":{"debug":"on"}},"limit":2}`, hdr...); r.status != 200 {
+			t.Fatalf("_query with a read key = %d %s", r.status, r.body)
+		}
 		if r := call(t, "POST", kv+"widgets/_load", `{"key":1,"value":{}}`, hdr...); r.status != 403 {
 			t.Fatalf("_load with a read key = %d %s, want 403", r.status, r.body)
 		}

@@ -163,17 +163,26 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 	}
 	cands := Candidates(dialect, ns, columns)
 	r.Current = Current(dialect, ns, cands)
-	rng := mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed))
+	m := &measurer{pool: pool, dialect: dialect, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts,
+		rng: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed)), log: log}
+	r.Results = make([]Result, len(cands))
+	lookups := make([]func(context.Context, int) error, len(cands))
 	for i, c := range cands {
-		m := measurer{pool: pool, dialect: dialect, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts, rng: rng, log: log}
-		res := m.measure(ctx, i, c)
+		res, lookup, closeFn := m.build(ctx, i, c)
 		if ctx.Err() != nil {
 			return Report{}, ctx.Err()
+		}
+		if closeFn != nil {
+			defer closeFn()
 		}
 		if res.Err != nil {
 			log.Warn("advise: candidate not measured", "candidate", c.Name, "err", res.Err)
 		}
-		r.Results = append(r.Results, res)
+		r.Results[i], lookups[i] = res, lookup
+	}
+	m.timeAll(ctx, r.Results, lookups)
+	if ctx.Err() != nil {
+		return Report{}, ctx.Err()
 	}
 	r.recommend()
 	r.Migration = migration(dialect, ns, r)
@@ -288,12 +297,15 @@ func orValue(s string) string {
 	return s
 }
 
-func (m *measurer) measure(ctx context.Context, i int, c Candidate) Result {
-	res := Result{Candidate: c}
+// build creates and fills candidate c, measures its size, and opens its
+// lookup path. On failure the Result's Err says why and the lookup is nil.
+// The caller calls closeFn when it is not nil.
+func (m *measurer) build(ctx context.Context, i int, c Candidate) (res Result, lookup func(context.Context, int) error, closeFn func()) {
+	res = Result{Candidate: c}
 	cns := m.candidateNamespace(i, c)
-	fail := func(step string, err error) Result {
+	fail := func(step string, err error) (Result, func(context.Context, int) error, func()) {
 		res.Err = fmt.Errorf("%s: %w", step, err)
-		return res
+		return res, nil, nil
 	}
 	if err := m.create(ctx, cns, c); err != nil {
 		return fail("create table", err)
@@ -309,16 +321,52 @@ func (m *measurer) measure(ctx context.Context, i int, c Candidate) Result {
 		tableIdent(cns.Table)).Scan(&res.Bytes); err != nil {
 		return fail("size", err)
 	}
-	lookup, closeFn, err := m.lookupFunc(ctx, cns, c)
+	lookup, closeFn, err = m.lookupFunc(ctx, cns, c)
 	if err != nil {
 		return fail("open lookups", err)
 	}
-	defer closeFn()
-	res.P50, res.P99, err = m.time(ctx, lookup)
-	if err != nil {
-		return fail("lookups", err)
+	return res, lookup, closeFn
+}
+
+// lookupRounds is how many rounds the timed lookups are spread over: each
+// round gives every candidate its share in turn, so that a change of load
+// on the machine during the run affects all candidates alike.
+const lookupRounds = 10
+
+// timeAll runs a tenth of the lookups of each candidate untimed, then the
+// timed ones in rounds, on keys drawn at random from the sample, and sets
+// each result's P50 and P99. A lookup that fails marks its result.
+func (m *measurer) timeAll(ctx context.Context, results []Result, lookups []func(context.Context, int) error) {
+	n := len(m.smp.keys)
+	times := make([][]time.Duration, len(results))
+	for i, lookup := range lookups {
+		for j := 0; lookup != nil && j < m.opts.Lookups/10; j++ {
+			if err := lookup(ctx, m.rng.IntN(n)); err != nil {
+				results[i].Err, lookups[i] = fmt.Errorf("lookups: %w", err), nil
+			}
+		}
 	}
-	return res
+	per := max(m.opts.Lookups/lookupRounds, 1)
+	for range lookupRounds {
+		for i, lookup := range lookups {
+			for j := 0; lookup != nil && j < per; j++ {
+				k := m.rng.IntN(n)
+				start := time.Now()
+				if err := lookup(ctx, k); err != nil {
+					results[i].Err, lookups[i], lookup = fmt.Errorf("lookups: %w", err), nil, nil
+					break
+				}
+				times[i] = append(times[i], time.Since(start))
+			}
+		}
+	}
+	for i, d := range times {
+		if results[i].Err != nil || len(d) == 0 {
+			continue
+		}
+		slices.Sort(d)
+		results[i].P50, results[i].P99 = percentile(d, 0.50), percentile(d, 0.99)
+	}
 }
 
 // create runs migrate's DDL for the candidate (its namespace_table step),
@@ -452,28 +500,6 @@ func (m *measurer) keys() []warmcache.Key {
 		}
 	}
 	return out
-}
-
-// time runs a tenth of the lookups untimed, then the timed ones, on keys
-// drawn at random from the sample, and returns the p50 and p99.
-func (m *measurer) time(ctx context.Context, lookup func(context.Context, int) error) (p50, p99 time.Duration, err error) {
-	n := len(m.smp.keys)
-	for range m.opts.Lookups / 10 {
-		if err := lookup(ctx, m.rng.IntN(n)); err != nil {
-			return 0, 0, err
-		}
-	}
-	d := make([]time.Duration, m.opts.Lookups)
-	for i := range d {
-		k := m.rng.IntN(n)
-		start := time.Now()
-		if err := lookup(ctx, k); err != nil {
-			return 0, 0, err
-		}
-		d[i] = time.Since(start)
-	}
-	slices.Sort(d)
-	return percentile(d, 0.50), percentile(d, 0.99), nil
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

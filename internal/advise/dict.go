@@ -48,14 +48,19 @@ func trainDictionary(values [][]byte) (*dictionary, error) {
 		Offsets:  [3]int{1, 4, 8},
 		Level:    zstd.SpeedDefault,
 	})
+	encDict, decDict := zstd.WithEncoderDict(raw), zstd.WithDecoderDicts(raw)
 	if err != nil {
-		return nil, fmt.Errorf("advise: train zstd dictionary: %w", err)
+		// Too few distinct values to build entropy tables (all of them
+		// fit in the history): use the history alone as a raw-content
+		// dictionary.
+		raw = hist
+		encDict, decDict = zstd.WithEncoderDictRaw(1, raw), zstd.WithDecoderDictRaw(1, raw)
 	}
 	d := &dictionary{raw: raw}
-	if d.enc, err = zstd.NewWriter(nil, zstd.WithEncoderDict(raw), zstd.WithEncoderConcurrency(1)); err != nil {
+	if d.enc, err = zstd.NewWriter(nil, encDict, zstd.WithEncoderConcurrency(1)); err != nil {
 		return nil, fmt.Errorf("advise: zstd encoder: %w", err)
 	}
-	if d.dec, err = zstd.NewReader(nil, zstd.WithDecoderDicts(raw), zstd.WithDecoderConcurrency(1)); err != nil {
+	if d.dec, err = zstd.NewReader(nil, decDict, zstd.WithDecoderConcurrency(1)); err != nil {
 		d.enc.Close()
 		return nil, fmt.Errorf("advise: zstd decoder: %w", err)
 	}

@@ -18,9 +18,12 @@ import (
 // these factors of the best p50 and p99, plus an allowance for timer noise.
 const (
 	fastP50Factor = 1.25
-	fastP99Factor = 2.0
+	fastP99Factor = 2.5
 	noiseP50      = 30 * time.Microsecond
-	noiseP99      = 300 * time.Microsecond
+	noiseP99      = time.Millisecond
+	// keepCurrent: a candidate must be smaller than this fraction of the
+	// current storage to be recommended over it.
+	keepCurrent = 0.95
 	// toastThreshold is about where PostgreSQL's TOAST starts to compress
 	// a value (TOAST_TUPLE_THRESHOLD).
 	toastThreshold = 2000
@@ -80,9 +83,16 @@ func (r *Report) recommend() {
 	if r.Recommended < 0 {
 		return
 	}
+	// Keep the current storage unless the winner is clearly smaller: equal
+	// sizes differ only by timer noise.
+	if c := r.Current; c >= 0 && c != r.Recommended && r.Results[c].Err == nil &&
+		r.Results[c].P50 <= time.Duration(fastP50Factor*float64(minP50))+noiseP50 &&
+		float64(r.Results[r.Recommended].Bytes) >= keepCurrent*float64(r.Results[c].Bytes) {
+		r.Recommended = c
+	}
 	rec := r.Results[r.Recommended]
 	r.Why = fmt.Sprintf("%s: the smallest storage (%s) among those whose lookups are within %.0f%% of the fastest p50 (%s) "+
-		"and %.0fx its p99 (%s), and that keep _query at least as good as now (%s)",
+		"and %.1fx its p99 (%s), and that keep _query at least as good as now (%s)",
 		rec.Name, formatBytes(rec.Bytes), (fastP50Factor-1)*100, formatDuration(minP50), fastP99Factor, formatDuration(minP99), need)
 	if r.Dialect == pgstore.Postgres && r.AvgValueBytes < toastThreshold {
 		r.Notes = append(r.Notes, fmt.Sprintf("values average %d bytes: TOAST compresses only values over about 2 kB, "+

@@ -106,6 +106,10 @@ type Cache struct {
 	errs          *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	unknownFormat *prometheus.CounterVec
+
+	codecs      *codecs
+	undecodable *prometheus.CounterVec
+	fillBytes   *prometheus.CounterVec
 }
 
 // New returns a Cache for the Redis that opts describe and registers its
@@ -118,7 +122,20 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	cs, err := newCodecs()
+	if err != nil {
+		return nil, fmt.Errorf("rediscache: %w", err)
+	}
 	c := &Cache{
+		codecs: cs,
+		undecodable: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_redis_undecodable_total",
+			Help: "Cached values that could not be decoded, by namespace and reason (unknown_dictionary: compressed with a dictionary this instance has not loaded; corrupt: the payload does not decompress); each was served as a miss.",
+		}, []string{"namespace", "reason"}),
+		fillBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_redis_fill_bytes_total",
+			Help: "Bytes of the present values filled, by namespace and form (json: the value; stored: its payload in Redis after the namespace's codec, without the header). json/stored is the codec's compression ratio.",
+		}, []string{"namespace", "form"}),
 		fill:         redis.NewScript(fillScript),
 		prefix:       opts.Prefix,
 		tombstoneTTL: opts.TombstoneTTL,
@@ -139,7 +156,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 	}
 	if reg != nil {
 		var done []prometheus.Collector
-		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat} {
+		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes} {
 			if err := reg.Register(m); err != nil {
 				for _, d := range done {
 					reg.Unregister(d)
@@ -189,6 +206,7 @@ func mode(opts Options) string {
 
 // Close closes the connections. Calls after Close fail.
 func (c *Cache) Close() error {
+	c.codecs.close()
 	if err := c.client.Close(); err != nil {
 		return fmt.Errorf("rediscache: close: %w", err)
 	}
@@ -210,9 +228,11 @@ func (c *Cache) observe(op string, start time.Time, err error) {
 }
 
 // Get returns the cached entry for key; hit is false when nothing is cached
-// or the value is in a format this version cannot read. A cached absent
-// entry is a hit with Found false. The returned Value is the stored payload,
-// unchanged. Errors are Redis and context errors, wrapped.
+// or the value cannot be read: a format this version does not know, a
+// dictionary it has not loaded, a damaged payload. A cached absent entry is
+// a hit with Found false. The returned Value is the JSON bytes, decompressed
+// when the namespace's codec compressed them. Errors are Redis and context
+// errors, wrapped.
 func (c *Cache) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
 	start := time.Now()
 	b, err := c.client.Get(ctx, c.key(ns, key)).Bytes()
@@ -228,15 +248,32 @@ func (c *Cache) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.
 	return e, ok, nil
 }
 
-// decode reads a stored value and counts it when its format is unknown.
+// decode reads a stored value, decompresses its payload, and counts it when
+// it cannot be read.
 func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, b []byte) (warmcache.Entry, bool) {
-	e, ok := decode(b)
+	e, format, ok := decode(b)
 	if !ok {
 		c.unknownFormat.WithLabelValues(ns.Name).Inc()
 		c.log.LogAttrs(ctx, slog.LevelDebug, "redis value in an unknown format is a miss",
 			slog.String("namespace", ns.Name), slog.String("key", key.Text), slog.Int("bytes", len(b)))
+		return warmcache.Entry{}, false
 	}
-	return e, ok
+	if !e.Found || format == formatRaw {
+		return e, true
+	}
+	v, err := c.codecs.decodeValue(ns, format, e.Value)
+	if err != nil {
+		reason := "corrupt"
+		if errors.Is(err, errUnknownDictionary) {
+			reason = "unknown_dictionary"
+		}
+		c.undecodable.WithLabelValues(ns.Name, reason).Inc()
+		c.log.LogAttrs(ctx, slog.LevelDebug, "redis value that cannot be decoded is a miss",
+			slog.String("namespace", ns.Name), slog.String("key", key.Text), slog.String("reason", reason), slog.Any("error", err))
+		return warmcache.Entry{}, false
+	}
+	e.Value = v
+	return e, true
 }
 
 // GetMany is Get for several keys, sent as one pipeline of GETs (on Cluster,
@@ -376,7 +413,11 @@ func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, 
 	if e.Found && ns.MaxStale > 0 {
 		keep += ns.MaxStale
 	}
-	v, err := encode(e)
+	v, err := c.codecs.encodeValue(ns, e)
+	if err == nil && e.Found {
+		c.fillBytes.WithLabelValues(ns.Name, "json").Add(float64(len(e.Value)))
+		c.fillBytes.WithLabelValues(ns.Name, "stored").Add(float64(len(v) - headerLen))
+	}
 	return v, keep.Milliseconds(), err
 }
 

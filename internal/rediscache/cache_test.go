@@ -436,7 +436,7 @@ func TestUnknownFormatIsMiss(t *testing.T) {
 		name string
 		raw  string
 	}{
-		{"later format", `2P00000000000000000001{"a":1}`},
+		{"later format", `9P000000000000000000010000000000000{"a":1}`},
 		{"short", `1P0001`},
 		{"empty", ``},
 		{"unknown kind", `1X00000000000000000001{}`},

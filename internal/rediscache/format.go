@@ -11,7 +11,7 @@ import (
 // and then the payload.
 //
 //	offset  size  field
-//	0       1     format: '1' means the payload is the JSON bytes, raw
+//	0       1     format: how the payload is encoded (below)
 //	1       1     kind: 'P' for a present entry, 'A' for an absent one
 //	2       20    version: zero-padded decimal, 0 to 9223372036854775807
 //	22      13    fresh until: Unix milliseconds, zero-padded decimal; after
@@ -19,16 +19,26 @@ import (
 //	              namespace's MaxStale longer, to serve while it revalidates)
 //	35      ...   payload; empty for an absent entry
 //
+// The formats:
+//
+//	'1'  the payload is the JSON bytes, raw
+//	'2'  the payload is one zstd frame of the JSON bytes
+//	'3'  the payload is a 4-byte big-endian dictionary id, then one zstd
+//	     frame of the JSON bytes compressed with that dictionary of the
+//	     namespace (see codec.go)
+//
 // The header layout is the same in every format, so the fill script can
 // compare versions without knowing how a payload is encoded; only the format
-// byte says how to read the payload. A later format (compressed payloads, for
-// instance) takes a new format byte, and a reader that does not know it treats
-// the value as a miss. Versions are fixed-width digits, so the script compares
-// them as strings.
+// byte says how to read the payload. A later format takes a new format byte,
+// and a reader that does not know it treats the value as a miss. Absent
+// entries have no payload and are always written in format '1'. Versions are
+// fixed-width digits, so the script compares them as strings.
 const (
-	formatRaw   = '1'
-	kindPresent = 'P'
-	kindAbsent  = 'A'
+	formatRaw      = '1'
+	formatZstd     = '2'
+	formatZstdDict = '3'
+	kindPresent    = 'P'
+	kindAbsent     = 'A'
 
 	versionOffset = 2
 	versionDigits = 20
@@ -41,18 +51,29 @@ const (
 // cannot hold.
 var errNegativeVersion = errors.New("negative version")
 
-// encode returns the stored form of e. The payload is e.Value as it is; an
-// absent entry has none.
+// encode returns the stored form of e in format '1'. The payload is e.Value
+// as it is; an absent entry has none.
 func encode(e warmcache.Entry) ([]byte, error) {
-	if e.Version < 0 {
-		return nil, errNegativeVersion
-	}
 	n := headerLen
 	if e.Found {
 		n += len(e.Value)
 	}
 	b := make([]byte, headerLen, n)
-	b[0] = formatRaw
+	if err := putHeader(b, formatRaw, e); err != nil {
+		return nil, err
+	}
+	if e.Found {
+		b = append(b, e.Value...)
+	}
+	return b, nil
+}
+
+// putHeader writes the header of e in format into b[:headerLen].
+func putHeader(b []byte, format byte, e warmcache.Entry) error {
+	if e.Version < 0 {
+		return errNegativeVersion
+	}
+	b[0] = format
 	b[1] = kindAbsent
 	if e.Found {
 		b[1] = kindPresent
@@ -63,25 +84,28 @@ func encode(e warmcache.Entry) ([]byte, error) {
 		fresh = uint64(ms)
 	}
 	putDigits(b[freshOffset:headerLen], fresh)
-	if e.Found {
-		b = append(b, e.Value...)
-	}
-	return b, nil
+	return nil
 }
 
-// decode reads a stored value. ok is false when b is not in a format this
-// package knows. The entry's Value shares b's memory.
-func decode(b []byte) (e warmcache.Entry, ok bool) {
-	if len(b) < headerLen || b[0] != formatRaw {
-		return warmcache.Entry{}, false
+// decode reads a stored value's header. ok is false when b is not in a
+// format this package knows. The entry's Value is the payload as stored, in
+// the returned format, and shares b's memory.
+func decode(b []byte) (e warmcache.Entry, format byte, ok bool) {
+	if len(b) < headerLen {
+		return warmcache.Entry{}, 0, false
+	}
+	switch format = b[0]; format {
+	case formatRaw, formatZstd, formatZstdDict:
+	default:
+		return warmcache.Entry{}, 0, false
 	}
 	v, ok := digits(b[versionOffset:freshOffset])
 	if !ok {
-		return warmcache.Entry{}, false
+		return warmcache.Entry{}, 0, false
 	}
 	fresh, ok := digits(b[freshOffset:headerLen])
 	if !ok {
-		return warmcache.Entry{}, false
+		return warmcache.Entry{}, 0, false
 	}
 	e.Version = v
 	if fresh > 0 {
@@ -93,9 +117,9 @@ func decode(b []byte) (e warmcache.Entry, ok bool) {
 		e.Value = b[headerLen:]
 	case kindAbsent:
 	default:
-		return warmcache.Entry{}, false
+		return warmcache.Entry{}, 0, false
 	}
-	return e, true
+	return e, format, true
 }
 
 // putDigits writes v as zero-padded decimal filling b.

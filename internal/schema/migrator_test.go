@@ -83,21 +83,24 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status before Up: %v", err)
 	}
-	if len(status) != 3 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
-		t.Fatalf("Status before Up = %+v, want 3 pending steps", status)
+	if len(status) != 4 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
+		t.Fatalf("Status before Up = %+v, want 4 pending steps", status)
 	}
 
 	applied, err := m.Up(ctx)
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0002 namespace_table (people)"}
+	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0002 namespace_table (people)", "0003 dictionaries"}
 	if got := labels(applied); !slices.Equal(got, want) {
 		t.Fatalf("Up applied %q, want %q (the unmanaged namespace gets no step)", got, want)
 	}
 
 	if !exists(t, conn, "warmcache_version_seq") {
 		t.Error("sequence warmcache_version_seq missing after Up")
+	}
+	if !exists(t, conn, "warmcache_dictionaries") {
+		t.Error("table warmcache_dictionaries missing after Up")
 	}
 	if n := queryInt(t, conn, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'widgets'::regclass"); n != 4 {
 		t.Errorf("widgets has %d partitions, want 4", n)
@@ -142,8 +145,8 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if len(status) != 3 {
-		t.Fatalf("Status has %d steps, want 3", len(status))
+	if len(status) != 4 {
+		t.Fatalf("Status has %d steps, want 4", len(status))
 	}
 	for _, s := range status {
 		if !s.Applied || s.AppliedAt.IsZero() || time.Since(s.AppliedAt) > time.Hour {
@@ -152,6 +155,17 @@ func TestMigratorPostgres(t *testing.T) {
 	}
 
 	reverted, err := m.Down(ctx)
+	if err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if got, want := labels(reverted), []string{"0003 dictionaries"}; !slices.Equal(got, want) {
+		t.Fatalf("Down reverted %q, want %q", got, want)
+	}
+	if exists(t, conn, "warmcache_dictionaries") || !exists(t, conn, "widgets") {
+		t.Error("after reverting version 3: want warmcache_dictionaries gone and widgets kept")
+	}
+
+	reverted, err = m.Down(ctx)
 	if err != nil {
 		t.Fatalf("Down: %v", err)
 	}
@@ -218,7 +232,7 @@ func TestMigratorConcurrentUp(t *testing.T) {
 		}
 	}
 	slices.Sort(total)
-	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)"}; !slices.Equal(total, want) {
+	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries"}; !slices.Equal(total, want) {
 		t.Errorf("migrators applied %q together, want each step once: %q", total, want)
 	}
 }
@@ -243,8 +257,11 @@ func TestMigratorDownRefusesUnknownScope(t *testing.T) {
 		t.Fatalf("Status: %v", err)
 	}
 	last := status[len(status)-1]
-	if len(status) != 3 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
+	if len(status) != 4 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
 		t.Errorf("Status = %+v, want the unplanned gadgets step listed last as applied", status)
+	}
+	if reverted, err := partial.Down(ctx); err != nil || !slices.Equal(labels(reverted), []string{"0003 dictionaries"}) {
+		t.Fatalf("first Down = %q, %v; want the global version 3 reverted", labels(reverted), err)
 	}
 	if reverted, err := partial.Down(ctx); err == nil || len(reverted) != 0 {
 		t.Fatalf("Down = %q, %v; want an error and nothing reverted", labels(reverted), err)
@@ -271,11 +288,13 @@ func TestMigratorThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenMigrator: %v", err)
 	}
-	if applied, err := m.Up(ctx); err != nil || len(applied) != 2 {
-		t.Fatalf("Up = %q, %v; want 2 steps", labels(applied), err)
+	if applied, err := m.Up(ctx); err != nil || len(applied) != 3 {
+		t.Fatalf("Up = %q, %v; want 3 steps", labels(applied), err)
 	}
-	if reverted, err := m.Down(ctx); err != nil || len(reverted) != 1 {
-		t.Fatalf("Down = %q, %v; want 1 step", labels(reverted), err)
+	for _, want := range []string{"0003 dictionaries", "0002 namespace_table (widgets)"} {
+		if reverted, err := m.Down(ctx); err != nil || !slices.Equal(labels(reverted), []string{want}) {
+			t.Fatalf("Down = %q, %v; want %q", labels(reverted), err, want)
+		}
 	}
 	direct := mustConnect(t, dsn)
 	if exists(t, direct, "widgets") || !exists(t, direct, "warmcache_version_seq") {

@@ -60,6 +60,9 @@ func TestPlanGolden(t *testing.T) {
 				`"key" bigint NOT NULL`, `"value" jsonb NOT NULL`, `"version" bigint NOT NULL`,
 				`PRIMARY KEY ("key")`, `DISTRIBUTED BY ("key")`, "appendoptimized=false",
 				`CREATE INDEX "widgets_value_gin" ON "widgets" USING gin ("value" jsonb_path_ops);`,
+				"-- 0003 dictionaries\n", "CREATE TABLE IF NOT EXISTS warmcache_dictionaries (",
+				"PRIMARY KEY (namespace, id)\n)\nWITH (appendoptimized=false)\nDISTRIBUTED BY (namespace);",
+				"DROP TABLE IF EXISTS warmcache_dictionaries;",
 			},
 			notWant: []string{"PARTITION BY", "appendoptimized=true", "SET COMPRESSION"},
 		},
@@ -72,7 +75,7 @@ func TestPlanGolden(t *testing.T) {
 				`DISTRIBUTED BY ("key")`,
 				`CREATE INDEX "events_key_idx" ON "events" ("key");`,
 			},
-			notWant: []string{"PRIMARY KEY", "PARTITION BY", "USING gin"},
+			notWant: []string{`PRIMARY KEY ("key")`, "PARTITION BY", "USING gin"},
 		},
 		{
 			name:    "greenplum_ao_column_rle",
@@ -85,7 +88,7 @@ func TestPlanGolden(t *testing.T) {
 				`DISTRIBUTED BY ("key")`, `CREATE INDEX "metrics_key_idx" ON "metrics" ("key");`,
 				"-- storage.partitions not applied",
 			},
-			notWant: []string{"PRIMARY KEY", "PARTITION BY"},
+			notWant: []string{`PRIMARY KEY ("key")`, "PARTITION BY"},
 		},
 		{
 			name:    "greenplum_columns_text_key",
@@ -108,6 +111,7 @@ func TestPlanGolden(t *testing.T) {
 				`CREATE TABLE "widgets_p7" PARTITION OF "widgets" FOR VALUES WITH (MODULUS 8, REMAINDER 7);`,
 				`ALTER COLUMN "value" SET COMPRESSION lz4;`, "2 kB",
 				`CREATE INDEX "widgets_value_gin" ON "widgets" USING gin ("value" jsonb_path_ops);`,
+				"PRIMARY KEY (namespace, id)\n);",
 			},
 			notWant: []string{"DISTRIBUTED", "appendoptimized", "widgets_p8"},
 		},
@@ -231,7 +235,7 @@ func TestPlanSkipsUnmanaged(t *testing.T) {
 	for _, s := range steps {
 		labels = append(labels, s.Label())
 	}
-	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)"}
+	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries"}
 	if strings.Join(labels, "|") != strings.Join(want, "|") {
 		t.Errorf("steps = %q, want %q", labels, want)
 	}

@@ -11,3 +11,15 @@ func Queued(s *Service) int {
 	defer b.mu.Unlock()
 	return len(b.queue)
 }
+
+// Waiters reports how many callers wait on the shared read of key in
+// namespace widgets.
+func Waiters(s *Service, key string) int {
+	s.flights.mu.Lock()
+	defer s.flights.mu.Unlock()
+	c := s.flights.calls["widgets\x00"+key]
+	if c == nil {
+		return 0
+	}
+	return c.waiters
+}

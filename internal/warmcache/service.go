@@ -393,7 +393,9 @@ func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
 // has the key, the absent entry takes the stale entry's version so that it
 // replaces it.
 func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, stale Entry) (Entry, error) {
-	if hotOK && !stale.Found {
+	if hotOK {
+		// A revalidation checks too: the request that saw the stale entry
+		// may have come just after another revalidation refilled it.
 		if e, hit, err := s.hotGet(ctx, ns, key); err == nil && hit && !s.expired(e) {
 			return e, nil
 		}

@@ -133,6 +133,7 @@ func TestStampedeSharesOneLookup(t *testing.T) {
 			}
 		}()
 	}
+	waitFor(t, func() bool { return warmcache.Waiters(svc, "5") == n })
 	cancelFirst()
 	close(warm.gate) // let the one lookup answer
 	wg.Wait()

@@ -69,6 +69,10 @@ func TestStaleIfErrorAndBreaker(t *testing.T) {
 	if _, err := svc.Put(ctx, "widgets", "1", []byte(`"v1"`), nil); err != nil {
 		t.Fatal(err)
 	}
+	if it, err := svc.Get(ctx, "widgets", "1"); err != nil || it.Source != warmcache.SourceHot {
+		t.Fatalf("hit = %+v, %v", it, err)
+	}
+	clk.Advance(2 * time.Minute) // key 1 is now past its TTL
 	warm.failing.Store(true)
 	for i := 0; i < 3; i++ { // misses fail and open the breaker
 		if _, err := svc.Get(ctx, "widgets", "404"); !errors.Is(err, warmcache.ErrUnavailable) {
@@ -85,13 +89,13 @@ func TestStaleIfErrorAndBreaker(t *testing.T) {
 	if got := warm.lookups.Load(); got != before {
 		t.Fatalf("the open breaker let %d calls through", got-before)
 	}
-	// Hits go on, and an expired entry is served stale while the warehouse is down.
-	if it, err := svc.Get(ctx, "widgets", "1"); err != nil || it.Source != warmcache.SourceHot {
-		t.Fatalf("hit with the warehouse down = %+v, %v", it, err)
-	}
-	clk.Advance(2 * time.Minute)
+	// An expired entry is served stale while the warehouse is down, and
+	// the open breaker keeps its revalidation from reaching the warehouse.
 	if it, err := svc.Get(ctx, "widgets", "1"); err != nil || it.Source != warmcache.SourceStale {
 		t.Fatalf("expired hit with the warehouse down = %+v, %v; want stale", it, err)
+	}
+	if got := warm.lookups.Load(); got != before {
+		t.Fatalf("a stale hit with the breaker open reached the warehouse %d times", got-before)
 	}
 	// After the cooldown one probe goes through; it succeeds and closes the breaker.
 	warm.failing.Store(false)

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// What `dict train` samples: trainSamples values to build the dictionary
+// from, and heldOutSamples others to choose it and report its ratio on.
+const (
+	trainSamples   = 2000
+	heldOutSamples = 200
+	// minSamples is the fewest values worth training on.
+	minSamples = 20
+)
+
+// dict runs `warmcache dict train <namespace>` and `warmcache dict list`.
+func dict(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("dict: want train <namespace> or list")
+	}
+	action, args := args[0], args[1:]
+	if action != "train" && action != "list" {
+		return fmt.Errorf("dict: unknown action %q (want train or list)", action)
+	}
+	// The namespace may come before or after the flags.
+	var name string
+	if action == "train" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	cfg, err := config.Load("warmcache dict "+action, args, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, cfg.LogLevel)
+	if action == "list" {
+		return dictList(ctx, cfg, stdout, log)
+	}
+	if name == "" && len(cfg.Args) > 0 {
+		name = cfg.Args[0]
+	}
+	if name == "" {
+		return errors.New("dict train: want a namespace")
+	}
+	var ns *warmcache.Namespace
+	for _, n := range cfg.Namespaces {
+		if n.Name == name {
+			ns = n
+		}
+	}
+	if ns == nil {
+		return fmt.Errorf("dict train: %w: %q", warmcache.ErrUnknownNamespace, name)
+	}
+	return dictTrain(ctx, cfg, ns, stdout, log)
+}
+
+// openDictStore opens the warehouse for the dict commands, checking only
+// namespaces.
+func openDictStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return pgstore.Open(openCtx, pgstore.Options{
+		DSN:      cfg.PostgresDSN,
+		ExecMode: cfg.PGExecMode,
+		Pooler:   cfg.PGPooler,
+		MaxConns: 2,
+	}, namespaces, prometheus.NewRegistry(), log)
+}
+
+// dictTrain samples ns's values, trains a dictionary, stores it as the
+// namespace's newest and prints its id, size and ratio on held-out values.
+func dictTrain(ctx context.Context, cfg config.Config, ns *warmcache.Namespace, stdout io.Writer, log *slog.Logger) error {
+	store, err := openDictStore(ctx, cfg, []*warmcache.Namespace{ns}, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	values, err := store.SampleValues(ctx, ns, trainSamples+heldOutSamples)
+	if err != nil {
+		return err
+	}
+	if len(values) < minSamples {
+		return fmt.Errorf("dict train: namespace %q has %d values; want at least %d to train on", ns.Name, len(values), minSamples)
+	}
+	// Hold out a tenth of a small sample, heldOutSamples of a full one.
+	held := min(heldOutSamples, len(values)/10)
+	train, heldOut := values[held:], values[:held]
+	d, err := rediscache.TrainDictionary(train, heldOut, rediscache.TrainOptions{})
+	if err != nil {
+		return err
+	}
+	sizes, err := rediscache.MeasureCompression(d, heldOut)
+	if err != nil {
+		return err
+	}
+	id, err := rediscache.DictionaryID(d)
+	if err != nil {
+		return err
+	}
+	saved, err := store.SaveDictionary(ctx, pgstore.Dictionary{Namespace: ns.Name, ID: id, Data: d})
+	if err != nil {
+		return err
+	}
+	per := func(n int64) int64 { return n / int64(max(sizes.Values, 1)) }
+	fmt.Fprintf(stdout, "dictionary %d for namespace %s: %d bytes, trained on %d values, stored %s\n",
+		saved.ID, ns.Name, len(d), len(train), saved.CreatedAt.Format(time.RFC3339))
+	fmt.Fprintf(stdout, "on %d held-out values, bytes per value: none %d, zstd %d (%.1fx), zstd-dict %d (%.1fx)\n",
+		sizes.Values, per(sizes.JSON), per(sizes.Zstd), sizes.ZstdRatio(), per(sizes.Dict), sizes.DictRatio())
+	if ns.Codec != warmcache.CodecZstdDict {
+		fmt.Fprintf(stdout, "namespace %s has codec %q: set `codec: zstd-dict` to compress with it\n", ns.Name, codecName(ns.Codec))
+	}
+	fmt.Fprintln(stdout, "running servers use it after a restart; until then they keep decoding the values of the dictionaries they loaded")
+	return nil
+}
+
+// dictList prints the stored dictionaries, newest of each namespace marked.
+func dictList(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
+	store, err := openDictStore(ctx, cfg, nil, log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	dicts, err := store.Dictionaries(ctx)
+	if err != nil {
+		return err
+	}
+	if len(dicts) == 0 {
+		fmt.Fprintln(stdout, "no dictionaries")
+		return nil
+	}
+	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NAMESPACE\tID\tBYTES\tCREATED\t")
+	for i, d := range dicts {
+		mark := ""
+		if i == len(dicts)-1 || dicts[i+1].Namespace != d.Namespace {
+			mark = "encodes"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", d.Namespace, d.ID, len(d.Data), d.CreatedAt.Format(time.RFC3339), mark)
+	}
+	return w.Flush()
+}
+
+// loadDictionaries gives cache every stored dictionary of the served
+// namespaces, oldest first, so that the newest of each encodes and all
+// decode. It never stops the service: without dictionaries a zstd-dict
+// namespace encodes with plain zstd, and values compressed with a
+// dictionary are read again from the warehouse. It logs a warning for each
+// zstd-dict namespace that has no dictionary.
+func loadDictionaries(ctx context.Context, store *pgstore.Store, cache *rediscache.Cache, namespaces []*warmcache.Namespace, log *slog.Logger) {
+	served := map[string]bool{}
+	for _, ns := range namespaces {
+		served[ns.Name] = true
+	}
+	dicts, err := store.Dictionaries(ctx)
+	switch {
+	case errors.Is(err, pgstore.ErrNoDictionaryTable):
+		log.Debug("no dictionary table; apply the migrations to use codec zstd-dict", "error", err)
+	case err != nil:
+		log.Warn("cannot read the value dictionaries; zstd-dict namespaces encode with plain zstd", "error", err)
+	}
+	have := map[string]int{}
+	for _, d := range dicts {
+		if !served[d.Namespace] {
+			continue
+		}
+		id, err := cache.AddDictionary(d.Namespace, d.Data)
+		if err == nil && id != d.ID {
+			err = fmt.Errorf("stored as id %d, but its content says %d", d.ID, id)
+		}
+		if err != nil {
+			log.Warn("skipping a value dictionary", "namespace", d.Namespace, "dictionary_id", d.ID, "error", err)
+			continue
+		}
+		have[d.Namespace]++
+	}
+	for _, ns := range namespaces {
+		switch {
+		case ns.Codec == warmcache.CodecZstdDict && have[ns.Name] == 0:
+			log.Warn("namespace has codec zstd-dict but no dictionary; encoding with plain zstd until one is trained",
+				"namespace", ns.Name, "train", "warmcache dict train "+ns.Name)
+		case have[ns.Name] > 0:
+			log.Info("value dictionaries loaded", "namespace", ns.Name, "codec", codecName(ns.Codec), "dictionaries", have[ns.Name])
+		}
+	}
+}
+
+// codecName returns the codec as configured, "none" for the empty one.
+func codecName(c warmcache.Codec) string {
+	if c == "" {
+		return string(warmcache.CodecNone)
+	}
+	return string(c)
+}
