@@ -54,6 +54,8 @@ func startRedisCluster(t *testing.T) *redisCluster {
 			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(nodeDir, "nodes.conf"),
 			"--cluster-node-timeout", "1000", "--dir", nodeDir,
 			"--save", "", "--appendonly", "no", "--daemonize", "no",
+			// A replica that never synced will not take over; sync at once.
+			"--repl-diskless-sync-delay", "0",
 			"--logfile", filepath.Join(nodeDir, "redis.log"), "--loglevel", "warning")
 		if err := mkdir(nodeDir); err != nil {
 			t.Fatal(err)
@@ -82,6 +84,9 @@ func startRedisCluster(t *testing.T) *redisCluster {
 	}
 	for _, addr := range c.addrs {
 		waitFor(t, 20*time.Second, "cluster state ok on "+addr, func() bool { return c.stateOK(addr) })
+	}
+	for _, addr := range c.addrs {
+		waitFor(t, 20*time.Second, "replica "+addr+" in sync", func() bool { return c.synced(addr) })
 	}
 	return c
 }
@@ -122,6 +127,16 @@ func (c *redisCluster) stateOK(addr string) bool {
 	defer rc.Close()
 	info, err := rc.ClusterInfo(context.Background()).Result()
 	return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384")
+}
+
+// synced reports whether the node at addr is a master, or a replica whose
+// link to its master is up: only a replica that has synced takes over when
+// its master fails.
+func (c *redisCluster) synced(addr string) bool {
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	info, err := rc.Info(context.Background(), "replication").Result()
+	return err == nil && (strings.Contains(info, "role:master") || strings.Contains(info, "master_link_status:up"))
 }
 
 // masterOf returns the address of the master that serves key's slot, as

@@ -126,7 +126,7 @@ func dictTrain(ctx context.Context, cfg config.Config, ns *warmcache.Namespace, 
 	if ns.Codec != warmcache.CodecZstdDict {
 		fmt.Fprintf(stdout, "namespace %s has codec %q: set `codec: zstd-dict` to compress with it\n", ns.Name, codecName(ns.Codec))
 	}
-	fmt.Fprintln(stdout, "running servers use it after a restart; until then they keep decoding the values of the dictionaries they loaded")
+	fmt.Fprintln(stdout, "servers load dictionaries when they start: restart them to encode with this one")
 	return nil
 }
 

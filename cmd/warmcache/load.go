@@ -147,9 +147,10 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	fmt.Fprintf(stdout, "loaded %s into %s: %s lines, %s inserted, %s updated, %s unchanged in %s (%s rows/s); %s keys refreshed in Redis\n",
+	fmt.Fprintf(stdout, "loaded %s into %s: %s lines, %s inserted, %s updated, %s unchanged in %s (%s rows/s); "+
+		"%s keys refreshed in Redis in %s of it\n",
 		path, name, thousands(res.Lines), thousands(res.Inserted), thousands(res.Updated), thousands(res.Unchanged),
-		res.Duration.Round(time.Millisecond), thousands(int64(res.RowsPerSecond())), thousands(res.Refreshed))
+		res.Duration.Round(time.Millisecond), thousands(int64(res.RowsPerSecond())), thousands(res.Refreshed), res.Refresh.Round(time.Millisecond))
 	if res.NotRefreshed > 0 {
 		fmt.Fprintf(stderr, "warning: %s changed keys could not be refreshed in Redis; older values may be served until their TTL ends\n", thousands(res.NotRefreshed))
 	}

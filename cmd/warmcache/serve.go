@@ -76,6 +76,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer cache.Close()
+	near, err := startNear(cfg, cache, reg, log)
+	if err != nil {
+		return err
+	}
+	defer near.stop()
 	loadDictionaries(startCtx, store, cache, cfg.Namespaces, log)
 
 	svc, err := warmcache.NewService(cache, store, cfg.Namespaces, reg, log, warmcache.Options{
@@ -84,6 +89,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxWarmInflight: cfg.MaxWarmInflight,
 		MaxBatchKeys:    cfg.MaxBatchKeys,
 		MaxValueBytes:   int(cfg.MaxBodyBytes),
+		Near:            near.near,
+		Invalidations:   near.invalidations,
 	})
 	if err != nil {
 		return err

@@ -61,6 +61,10 @@ type Config struct {
 	// PprofAddr is the loopback address of a separate listener serving
 	// net/http/pprof. Empty (the default) means no profiling endpoints.
 	PprofAddr string
+	// NearCacheBytes bounds the in-process near cache (L1), which serves the
+	// namespaces whose near_ttl is set and is kept coherent across instances
+	// over Redis pub/sub. Zero (the default) means no near cache.
+	NearCacheBytes int64
 	// Dialect names the warehouse dialect for `migrate plan`, which
 	// connects to nothing: postgres or greenplum. Empty means postgres.
 	// Everywhere else the dialect is detected at connect.
@@ -186,6 +190,14 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 		c.RedisDB = n
 	}
 	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database number (WARMCACHE_REDIS_DB)")
+	if v := getenv("WARMCACHE_NEAR_CACHE_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			errs = append(errs, fmt.Errorf("WARMCACHE_NEAR_CACHE_BYTES: want a non-negative integer, got %q", v))
+		}
+		c.NearCacheBytes = n
+	}
+	fs.Int64Var(&c.NearCacheBytes, "near-cache-bytes", c.NearCacheBytes, "bytes of the in-process near cache for namespaces with near_ttl; 0: off (WARMCACHE_NEAR_CACHE_BYTES)")
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -230,6 +242,9 @@ func (c *Config) validate() error {
 	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
 	oneOf("dialect", c.Dialect, "", "postgres", "greenplum")
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
+	if c.NearCacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("near-cache-bytes: must not be negative, got %d", c.NearCacheBytes))
+	}
 	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
 		errs = append(errs, fmt.Errorf("pprof: must be a loopback host:port such as 127.0.0.1:6060, got %q", c.PprofAddr))
 	}

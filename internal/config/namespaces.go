@@ -17,7 +17,8 @@ import (
 // DefaultNamespaces returns the namespaces served when no namespaces file
 // is given:
 //   - widgets, a hot bigint-keyed packed JSONB table in heap storage, which
-//     the local stack fills with sample data;
+//     the local stack fills with sample data, kept 1s in the near cache when
+//     the near cache is on (see Config.NearCacheBytes);
 //   - widgets_archive, a cold table of the same shape that Greenplum keeps
 //     append-optimized and zstd-compressed (PostgreSQL has no such storage
 //     and keeps it as a heap).
@@ -33,6 +34,7 @@ func DefaultNamespaces() []*warmcache.Namespace {
 		TTL:           5 * time.Minute,
 		NegativeTTL:   30 * time.Second,
 		MaxStale:      time.Minute,
+		NearTTL:       time.Second,
 		TTLJitter:     0.1,
 		Writable:      true,
 		Managed:       true,
@@ -41,6 +43,7 @@ func DefaultNamespaces() []*warmcache.Namespace {
 	archive := *widgets
 	archive.Name, archive.Table = "widgets_archive", "widgets_archive"
 	archive.TTL = time.Minute
+	archive.NearTTL = 0
 	archive.Storage = warmcache.Storage{Partitions: 8, Compression: "zstd", CompressLevel: 5,
 		AppendOptimized: true, Orientation: "row", GINIndex: true}
 	return []*warmcache.Namespace{widgets, &archive}
@@ -60,6 +63,7 @@ type nsDoc struct {
 	TTL           string   `yaml:"ttl"`
 	NegativeTTL   string   `yaml:"negative_ttl"`
 	MaxStale      string   `yaml:"max_stale"`
+	NearTTL       string   `yaml:"near_ttl"`
 	TTLJitter     *float64 `yaml:"ttl_jitter"`
 	Writable      bool     `yaml:"writable"`
 	Managed       bool     `yaml:"managed"`
@@ -174,6 +178,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		TTL:           dur("ttl", d.TTL, 5*time.Minute),
 		NegativeTTL:   dur("negative_ttl", d.NegativeTTL, 30*time.Second),
 		MaxStale:      dur("max_stale", d.MaxStale, time.Minute),
+		NearTTL:       nearTTL(d.NearTTL, bad),
 		TTLJitter:     0.1,
 		Writable:      d.Writable,
 		Managed:       d.Managed,
@@ -259,4 +264,18 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		bad("storage.partitions: must be between 1 and 1024, got %d", d.Storage.Partitions)
 	}
 	return ns, errs
+}
+
+// nearTTL parses a namespace's near_ttl: empty or zero means the namespace
+// does not use the near cache; otherwise a positive duration.
+func nearTTL(v string, bad func(string, ...any)) time.Duration {
+	if v == "" {
+		return 0
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil || t < 0 {
+		bad("near_ttl: must be 0 (off) or a positive duration such as 1s, got %q", v)
+		return 0
+	}
+	return t
 }

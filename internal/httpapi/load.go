@@ -28,6 +28,7 @@ type loadResponse struct {
 	Refreshed     int64   `json:"refreshed"`
 	NotRefreshed  int64   `json:"not_refreshed"`
 	Seconds       float64 `json:"seconds"`
+	RefreshSecs   float64 `json:"refresh_seconds"`
 	RowsPerSecond float64 `json:"rows_per_second"`
 }
 
@@ -75,7 +76,7 @@ func (a *api) load(maxBytes int64) http.HandlerFunc {
 		_, _ = w.Write(jsonMarshal(loadResponse{
 			Lines: res.Lines, Inserted: res.Inserted, Updated: res.Updated, Unchanged: res.Unchanged,
 			Refreshed: res.Refreshed, NotRefreshed: res.NotRefreshed,
-			Seconds: res.Duration.Seconds(), RowsPerSecond: res.RowsPerSecond(),
+			Seconds: res.Duration.Seconds(), RefreshSecs: res.Refresh.Seconds(), RowsPerSecond: res.RowsPerSecond(),
 		}))
 	}
 }

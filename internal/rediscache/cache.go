@@ -224,6 +224,7 @@ func (c *Cache) observe(op string, start time.Time, err error) {
 	c.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.errs.WithLabelValues(op).Inc()
+		c.reloadAfterNodeError(err)
 	}
 }
 

@@ -353,25 +353,45 @@ func TrainDictionary(samples, heldOut [][]byte, opts TrainOptions) ([]byte, erro
 const provisionalDictID = firstPrivateDictID
 
 // samplesDictionary builds a dictionary whose content is distinct samples
-// concatenated, within size.
+// concatenated, within size. zstd builds the entropy tables from the
+// literals left when the samples are compressed against that content, so
+// when every sample fits in it there are none: the content then takes the
+// first half of the distinct samples, then a quarter, until some are left
+// out.
 func samplesDictionary(samples [][]byte, size int) ([]byte, error) {
 	// The entropy tables take a few hundred bytes besides the content.
 	budget := size - size/16
-	var history []byte
+	var distinct [][]byte
 	seen := map[string]bool{}
+	total := 0
 	for _, s := range samples {
 		if seen[string(s)] {
 			continue
 		}
 		seen[string(s)] = true
-		if len(history)+len(s) > budget {
-			s = s[:budget-len(history)]
-		}
-		history = append(history, s...)
-		if len(history) >= budget {
+		distinct = append(distinct, s)
+		if total += len(s); total >= budget {
 			break
 		}
 	}
+	var err error
+	for keep := len(distinct); keep > 0; keep /= 2 {
+		var history []byte
+		for _, s := range distinct[:keep] {
+			history = append(history, s[:min(len(s), budget-len(history))]...)
+		}
+		var d []byte
+		if d, err = buildSamplesDictionary(samples, history, size); err == nil {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("samples dictionary: %w", err)
+}
+
+// buildSamplesDictionary builds a dictionary with history as its content
+// and the entropy tables of samples, trimming the oldest history until it
+// fits in size.
+func buildSamplesDictionary(samples [][]byte, history []byte, size int) ([]byte, error) {
 	for {
 		d, err := zstd.BuildDict(zstd.BuildDictOptions{
 			ID:       provisionalDictID,
@@ -381,7 +401,7 @@ func samplesDictionary(samples [][]byte, size int) ([]byte, error) {
 			Level:    encoderLevel,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("samples dictionary: %w", err)
+			return nil, err
 		}
 		if over := len(d) - size; over > 0 && len(history) > over {
 			history = history[over:]
@@ -392,9 +412,15 @@ func samplesDictionary(samples [][]byte, size int) ([]byte, error) {
 }
 
 // substringDictionary builds a dictionary of recurring substrings with
-// klauspost's dictionary builder.
-func substringDictionary(samples [][]byte, size int) ([]byte, error) {
-	d, err := dict.BuildZstdDict(samples, dict.Options{
+// klauspost's dictionary builder. The builder is experimental and panics on
+// some small or uniform inputs; a panic is returned as an error.
+func substringDictionary(samples [][]byte, size int) (d []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d, err = nil, fmt.Errorf("substring dictionary: builder failed: %v", p)
+		}
+	}()
+	d, err = dict.BuildZstdDict(samples, dict.Options{
 		MaxDictSize: size,
 		HashBytes:   6,
 		ZstdDictID:  provisionalDictID,

@@ -363,6 +363,25 @@ func TestTrainDictionary(t *testing.T) {
 		t.Errorf("4 KiB dictionary is %d bytes", len(small))
 	}
 
+	// A table of a few rows still gives a dictionary: the content is
+	// some of them, the entropy tables come from the rest. One sample
+	// may or may not be enough, but never panics.
+	for _, n := range []int{1, 3, 30} {
+		t.Run(fmt.Sprintf("%d samples", n), func(t *testing.T) {
+			d, err := rediscache.TrainDictionary(widgetDocs(n, 1), nil, rediscache.TrainOptions{})
+			if n == 1 && err != nil {
+				return
+			}
+			if err != nil {
+				t.Fatalf("TrainDictionary: %v", err)
+			}
+			sizes, err := rediscache.MeasureCompression(d, widgetDocs(50, 2))
+			if err != nil || sizes.DictRatio() < 5 {
+				t.Errorf("dictionary from %d samples compresses %.1fx (%v), want at least 5x", n, sizes.DictRatio(), err)
+			}
+		})
+	}
+
 	errCases := []struct {
 		name    string
 		samples [][]byte

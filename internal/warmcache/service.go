@@ -149,7 +149,7 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		log:        log,
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_lookups_total",
-			Help: "Key lookups by namespace, tier (redis, sql) and result (hit, negative, miss, error).",
+			Help: "Key lookups by namespace, tier (near, redis, sql) and result (hit, negative, miss, error).",
 		}, []string{"namespace", "tier", "result"}),
 		hotWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_cache_fills_total",
@@ -234,9 +234,14 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	near := s.near(ns)
 	if near != nil {
 		if e, ok := near.Get(ns, key); ok {
-			s.lookups.WithLabelValues(ns.Name, "near", "hit").Inc()
+			result := "hit"
+			if !e.Found {
+				result = "negative"
+			}
+			s.lookups.WithLabelValues(ns.Name, "near", result).Inc()
 			return s.answer(ns, Item{Key: key, Entry: e, Source: SourceNear})
 		}
+		s.lookups.WithLabelValues(ns.Name, "near", "miss").Inc()
 	}
 	item := Item{Key: key, Source: SourceHot}
 	e, hit, hotErr := s.hotGet(ctx, ns, key)

@@ -168,7 +168,7 @@ func packageOf(fn string) string {
 	slash := strings.LastIndex(fn, "/")
 	dot := strings.Index(fn[slash+1:], ".")
 	if dot < 0 {
-		return fn
+		return "runtime" // an assembly routine such as aeshashbody or memeqbody
 	}
 	return fn[:slash+1+dot]
 }

@@ -88,11 +88,12 @@ Showing nodes accounting for 440ms, 89.80% of 490ms total
       10ms  2.04% 38.77%       10ms  2.04%  github.com/redis/go-redis/v9/internal/proto.replyLen
       10ms  2.04% 40.81%       10ms  2.04%  runtime.memmove (inline)
       10ms  2.04% 42.85%       10ms  2.04%  github.com/redis/go-redis/v9.(*baseClient).process
+      10ms  2.04% 44.89%       10ms  2.04%  aeshashbody
 `
 	got := bench.SharesByPackage(top)
 	want := []bench.PackageShare{
 		{"internal/runtime/syscall/linux", 30.61},
-		{"runtime", 6.12},
+		{"runtime", 8.16},
 		{"github.com/redis/go-redis/v9", 4.08},
 		{"github.com/redis/go-redis/v9/internal/proto", 2.04},
 	}

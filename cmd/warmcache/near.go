@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/nearcache"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// nearTier is the near cache (L1) of this instance and the invalidations that
+// keep the near caches of all instances coherent. Either may be nil.
+type nearTier struct {
+	near          warmcache.Near
+	invalidations warmcache.Invalidations
+	stop          func()
+}
+
+// startNear builds the near tier that cfg asks for. When a namespace has a
+// near_ttl, writes publish invalidations, even when this instance's own near
+// cache is off, so that other instances' near caches stay coherent. When
+// cfg.NearCacheBytes is also set, the near cache is built and subscribed to
+// the invalidations until stop is called.
+func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Registerer, log *slog.Logger) (nearTier, error) {
+	t := nearTier{stop: func() {}}
+	var used []string
+	for _, ns := range cfg.Namespaces {
+		if ns.NearTTL > 0 {
+			used = append(used, ns.Name)
+		}
+	}
+	if len(used) == 0 {
+		if cfg.NearCacheBytes > 0 {
+			log.Info("near cache off: no namespace sets near_ttl")
+		}
+		return t, nil
+	}
+	inv, err := rediscache.NewInvalidations(cache, reg, log)
+	if err != nil {
+		return t, err
+	}
+	t.invalidations = inv
+	if cfg.NearCacheBytes == 0 {
+		log.Info("near cache off (near-cache-bytes is 0); writes still invalidate other instances' near caches",
+			slog.Any("namespaces", used))
+		return t, nil
+	}
+	near, err := nearcache.New(nearcache.Options{
+		MaxBytes: uint64(cfg.NearCacheBytes),
+		MarkTTL:  2 * (cfg.HotTimeout + cfg.WarmTimeout),
+	}, reg)
+	if err != nil {
+		return t, err
+	}
+	t.near = near
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { inv.Subscribe(ctx, near.InvalidateKey, near.Clear) })
+	t.stop = func() { cancel(); wg.Wait() }
+	log.Info("near cache on", slog.Int64("bytes", cfg.NearCacheBytes), slog.Any("namespaces", used),
+		slog.String("channel", inv.Channel()))
+	return t, nil
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/warmcache/warmcache/internal/testenv"
+)
+
+// TestNearCacheServe runs two `warmcache serve` instances on one database and
+// one Redis prefix with the near cache on, and one with it off (the
+// default): the environment alone turns the near cache on for the built-in
+// widgets namespace, and a write through one instance reaches the other's.
+func TestNearCacheServe(t *testing.T) {
+	dsn := testenv.NewDatabase(t)
+	migrateAndSeed(t, dsn, 10)
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN": dsn,
+		"WARMCACHE_REDIS_ADDRS":  testenv.RedisAddr(t),
+		"WARMCACHE_REDIS_PREFIX": "near-" + testenv.RandomSuffix(t) + ":",
+	}
+	off := startServer(t, env)
+	env["WARMCACHE_NEAR_CACHE_BYTES"] = "1048576"
+	a, b := startServer(t, env), startServer(t, env)
+	const key = "/v1/kv/widgets/7"
+
+	call(t, "GET", a+key, "")
+	for _, want := range []string{"hit", "hit-l1"} {
+		if r := call(t, "GET", b+key, ""); r.status != 200 || r.header.Get("X-Cache") != want {
+			t.Fatalf("GET through B = %d %q, want 200 %s", r.status, r.header.Get("X-Cache"), want)
+		}
+	}
+	for range 2 {
+		if r := call(t, "GET", off+key, ""); r.header.Get("X-Cache") != "hit" {
+			t.Fatalf("GET with the near cache off = %q, want hit", r.header.Get("X-Cache"))
+		}
+	}
+
+	w := call(t, "PUT", a+key, `{"v": 2}`)
+	if w.status != 200 {
+		t.Fatalf("PUT = %d %s", w.status, w.body)
+	}
+	// B drops its entry when the invalidation arrives over Redis; until
+	// then it may serve the old version, for a few milliseconds.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		r := call(t, "GET", b+key, "")
+		if r.header.Get("ETag") == w.header.Get("ETag") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("B still serves ETag %s (%s) 5s after the write of %s", r.header.Get("ETag"), r.header.Get("X-Cache"), w.header.Get("ETag"))
+		}
+	}
+	m := call(t, "GET", b+"/metrics", "")
+	for _, name := range []string{"warmcache_near_cache_bytes", `warmcache_lookups_total{namespace="widgets",result="hit",tier="near"}`, "warmcache_invalidations_received_total"} {
+		if !strings.Contains(m.body, name) {
+			t.Errorf("/metrics of B lacks %s", name)
+		}
+	}
+}

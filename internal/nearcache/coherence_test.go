@@ -1,0 +1,383 @@
+package nearcache_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/warmcache/warmcache/internal/httpapi"
+	"github.com/warmcache/warmcache/internal/nearcache"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/schema"
+	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// These tests run two instances of the service in one process, as two
+// deployments would run: each with its own warehouse pool, Redis client,
+// near cache and subscription, sharing one database and one Redis prefix.
+
+const coherenceKeys = 16
+
+// fleet is the shared warehouse and Redis of the instances.
+type fleet struct {
+	ns     *warmcache.Namespace
+	dsn    string
+	conn   *pgx.Conn
+	prefix string
+	addr   string
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	ctx := context.Background()
+	f := &fleet{
+		ns: &warmcache.Namespace{
+			Name: "c", Table: "c", KeyColumn: "key", KeyType: warmcache.KeyBigint, Layout: warmcache.LayoutPacked,
+			ValueColumn: "value", VersionColumn: "version", Writable: true, Managed: true,
+			TTL: time.Minute, NegativeTTL: time.Minute,
+			// Far longer than the test: only an invalidation can end an
+			// entry, so a stale read cannot hide behind an expiry.
+			NearTTL: time.Hour,
+			Storage: warmcache.Storage{Partitions: 2},
+		},
+		dsn:    testenv.NewDatabase(t),
+		prefix: "coherence-" + testenv.RandomSuffix(t) + ":",
+		addr:   testenv.RedisAddr(t),
+	}
+	conn, err := pgx.Connect(ctx, f.dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	f.conn = conn
+	m, err := schema.OpenMigrator(ctx, conn, []*warmcache.Namespace{f.ns}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO c SELECT i, '{"n":0}', nextval('warmcache_version_seq') FROM generate_series(0, $1::int - 1) i`, coherenceKeys); err != nil {
+		t.Fatal(err)
+	}
+	raw := redis.NewClient(&redis.Options{Addr: f.addr})
+	t.Cleanup(func() {
+		ks, _ := raw.Keys(context.Background(), f.prefix+"*").Result()
+		if len(ks) > 0 {
+			raw.Del(context.Background(), ks...)
+		}
+		raw.Close()
+	})
+	return f
+}
+
+// sqlVersion is the version the warehouse holds for key.
+func (f *fleet) sqlVersion(t *testing.T, key int) int64 {
+	t.Helper()
+	var v int64
+	if err := f.conn.QueryRow(context.Background(), `SELECT version FROM c WHERE key = $1`, key).Scan(&v); err != nil {
+		t.Fatalf("read version of %d: %v", key, err)
+	}
+	return v
+}
+
+// instance is one running service.
+type instance struct {
+	url    string
+	client *http.Client
+	// delivered receives each invalidation this instance's subscription
+	// applied to its near cache.
+	delivered chan int64
+}
+
+// noInvalidations drops every invalidation: instances that use it never tell
+// each other about writes.
+type noInvalidations struct{}
+
+func (noInvalidations) Publish(context.Context, *warmcache.Namespace, warmcache.Key, int64) error {
+	return nil
+}
+
+// start runs an instance. Unless publish is set, its writes are not
+// published, though it still subscribes.
+func (f *fleet) start(t *testing.T, publish bool) *instance {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	nss := []*warmcache.Namespace{f.ns}
+	store, err := pgstore.Open(ctx, pgstore.Options{DSN: f.dsn, MaxConns: 4}, nss, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	cache, err := rediscache.New(rediscache.Options{Addrs: []string{f.addr}, Prefix: f.prefix,
+		ReadTimeout: time.Second, WriteTimeout: time.Second}, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cache.Close() })
+	near, err := nearcache.New(nearcache.Options{MaxBytes: 1 << 20}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := rediscache.NewInvalidations(cache, reg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{delivered: make(chan int64, 4096)}
+	resynced := make(chan struct{}, 8)
+	subCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		inv.Subscribe(subCtx, func(ns, key string, version int64) {
+			near.InvalidateKey(ns, key, version)
+			in.delivered <- version
+		}, func() {
+			near.Clear()
+			resynced <- struct{}{}
+		})
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	select {
+	case <-resynced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the instance did not subscribe within 5s")
+	}
+
+	var published warmcache.Invalidations = inv
+	if !publish {
+		published = noInvalidations{}
+	}
+	// Generous hot-tier deadlines: a write whose cache update times out on
+	// a busy machine leaves the old version in Redis, which is a fault, not
+	// what these tests are about.
+	svc, err := warmcache.NewService(cache, store, nss, reg, log, warmcache.Options{
+		HotTimeout: time.Second, WarmTimeout: 5 * time.Second, Near: near, Invalidations: published,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log, httpapi.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	in.url = srv.URL + "/v1/kv/c/"
+	in.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	t.Cleanup(in.client.CloseIdleConnections)
+	return in
+}
+
+// answer is what a GET or PUT returned.
+type answer struct {
+	version int64
+	source  string // X-Cache
+}
+
+func (in *instance) do(method string, key int, body string) (answer, error) {
+	req, err := http.NewRequest(method, in.url+strconv.Itoa(key), strings.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	res, err := in.client.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		return answer{}, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return answer{}, fmt.Errorf("%s %d: status %d", method, key, res.StatusCode)
+	}
+	v, err := strconv.ParseInt(strings.Trim(res.Header.Get("ETag"), `"`), 10, 64)
+	if err != nil {
+		return answer{}, fmt.Errorf("%s %d: ETag %q: %w", method, key, res.Header.Get("ETag"), err)
+	}
+	return answer{version: v, source: res.Header.Get("X-Cache")}, nil
+}
+
+func (in *instance) get(t *testing.T, key int) answer {
+	t.Helper()
+	a, err := in.do(http.MethodGet, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (in *instance) put(t *testing.T, key int, n int) answer {
+	t.Helper()
+	a, err := in.do(http.MethodPut, key, fmt.Sprintf(`{"n":%d}`, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// waitDelivered waits until the instance's subscription has applied an
+// invalidation at version or later.
+func (in *instance) waitDelivered(t *testing.T, version int64) {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case v := <-in.delivered:
+			if v >= version {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no invalidation at version %d delivered within 5s", version)
+		}
+	}
+}
+
+// TestTwoInstancesWriteInvalidatesNearCache reads a key through both
+// instances, so that B's near cache holds v1, writes v2 through A, and reads
+// through B again.
+func TestTwoInstancesWriteInvalidatesNearCache(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		publish bool
+	}{
+		// With invalidations, B serves v2 once the write is acknowledged
+		// and its invalidation delivered.
+		{"published", true},
+		// Without them, B goes on serving v1 from its near cache: the
+		// check above can fail.
+		{"not published", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t)
+			a, b := f.start(t, tc.publish), f.start(t, tc.publish)
+			const k = 3
+
+			v1 := a.get(t, k)
+			if got := b.get(t, k); got.version != v1.version || got.source != "hit" {
+				t.Fatalf("first read through B = %+v, want version %d from Redis (hit)", got, v1.version)
+			}
+			if got := b.get(t, k); got.version != v1.version || got.source != string(warmcache.SourceNear) {
+				t.Fatalf("second read through B = %+v, want version %d from its near cache (hit-l1)", got, v1.version)
+			}
+
+			v2 := a.put(t, k, 2)
+			if v2.version <= v1.version {
+				t.Fatalf("write answered version %d, not above %d", v2.version, v1.version)
+			}
+			if !tc.publish {
+				if got := b.get(t, k); got.version != v1.version || got.source != string(warmcache.SourceNear) {
+					t.Fatalf("without invalidations B answered %+v, want the stale version %d from hit-l1", got, v1.version)
+				}
+				return
+			}
+			b.waitDelivered(t, v2.version)
+			if got := b.get(t, k); got.version != v2.version {
+				t.Fatalf("after the write and its invalidation B answered %+v, want version %d", got, v2.version)
+			}
+			if got := b.get(t, k); got.version != v2.version || got.source != string(warmcache.SourceNear) {
+				t.Errorf("B's next read = %+v, want version %d from its near cache again", got, v2.version)
+			}
+			if got := a.get(t, k); got.version != v2.version {
+				t.Errorf("A answered %+v after its own write, want version %d", got, v2.version)
+			}
+		})
+	}
+}
+
+// TestTwoInstancesConverge races writes through A with reads through B, and
+// checks that once the writes stop and their invalidations are delivered, B
+// serves every key at the version the warehouse holds.
+func TestTwoInstancesConverge(t *testing.T) {
+	f := newFleet(t)
+	a, b := f.start(t, true), f.start(t, true)
+	const (
+		writers   = 4
+		perWriter = 40
+		readers   = 4
+	)
+	for k := range coherenceKeys {
+		b.get(t, k)
+	}
+
+	var stop atomic.Bool
+	var nearHits atomic.Int64
+	errs := make(chan error, writers+readers)
+	var readWG, writeWG sync.WaitGroup
+	for r := range readers {
+		readWG.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			for !stop.Load() {
+				got, err := b.do(http.MethodGet, rng.IntN(coherenceKeys), "")
+				if err != nil {
+					errs <- err
+					return
+				}
+				if got.source == string(warmcache.SourceNear) {
+					nearHits.Add(1)
+				}
+			}
+		})
+	}
+	for w := range writers {
+		writeWG.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			for i := range perWriter {
+				if _, err := a.do(http.MethodPut, rng.IntN(coherenceKeys), fmt.Sprintf(`{"n":%d}`, i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	writeWG.Wait()
+	stop.Store(true)
+	readWG.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if nearHits.Load() == 0 {
+		t.Fatal("B never answered from its near cache: the test did not exercise it")
+	}
+
+	// Each acknowledged write published one invalidation; wait until B
+	// has applied them all.
+	timeout := time.After(10 * time.Second)
+	for n := 0; n < writers*perWriter; n++ {
+		select {
+		case <-b.delivered:
+		case <-timeout:
+			t.Fatalf("B received %d of %d invalidations within 10s", n, writers*perWriter)
+		}
+	}
+	for k := range coherenceKeys {
+		want := f.sqlVersion(t, k)
+		// Twice: the first read may fill the near cache, the second is
+		// served from it.
+		for range 2 {
+			if got := b.get(t, k); got.version != want {
+				t.Errorf("key %d: B answered %+v after the writes, want the warehouse's version %d", k, got, want)
+			}
+		}
+	}
+	t.Logf("B answered %d reads from its near cache during the writes", nearHits.Load())
+}

@@ -1,0 +1,254 @@
+package nearcache
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+var _ warmcache.Near = (*Cache)(nil)
+
+// Options configure a Cache. The zero value of each field selects the default
+// in its comment.
+type Options struct {
+	// MaxBytes bounds the weight of all entries: each weighs its namespace
+	// name, key and value plus a fixed overhead for the bookkeeping. Zero
+	// means 64 MiB.
+	MaxBytes uint64
+	// MarkTTL is how long an invalidation is remembered after the entry it
+	// dropped, so that a read which began before the write cannot cache the
+	// replaced version when it ends. It should exceed the longest read, that
+	// is the service's hot-tier plus warehouse timeouts. Zero means 5s.
+	MarkTTL time.Duration
+	// Now is the clock. Nil means the system clock.
+	Now func() time.Time
+}
+
+const (
+	defaultMaxBytes = 64 << 20
+	defaultMarkTTL  = 5 * time.Second
+	// entryOverhead approximates what an entry costs beyond its bytes: the
+	// cache's node, the hash-table slot and the item.
+	entryOverhead = 128
+)
+
+// mapKey is an entry's key: a namespace name and a canonical key text.
+type mapKey struct {
+	ns  string
+	key string
+}
+
+// item is what the cache holds for a key: an entry, or a mark left by an
+// invalidation that only refuses older versions and is never served.
+type item struct {
+	value   []byte
+	version int64
+	ttl     time.Duration
+	found   bool
+	mark    bool
+}
+
+// Cache is the in-process near cache (L1): a W-TinyLFU cache bounded by bytes
+// whose entries live their namespace's NearTTL. It implements warmcache.Near
+// and is safe for concurrent use; no call blocks on I/O or returns an error.
+//
+// Entries are ordered by version: Set never replaces a newer version, and
+// Invalidate leaves a mark at the written version for MarkTTL, so that a read
+// which fetched the replaced version before the write cannot cache it after
+// the invalidation. Cached values are shared, not copied: callers must not
+// modify a value after Set or after Get returned it.
+type Cache struct {
+	cache   *otter.Cache[mapKey, item]
+	now     func() time.Time
+	markTTL time.Duration
+
+	evictions *prometheus.CounterVec
+	refused   prometheus.Counter
+}
+
+// New returns an empty Cache and registers its metrics on reg (when reg is
+// not nil). The error reports metrics that cannot be registered.
+func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = defaultMaxBytes
+	}
+	if opts.MarkTTL <= 0 {
+		opts.MarkTTL = defaultMarkTTL
+	}
+	c := &Cache{
+		now:     opts.Now,
+		markTTL: opts.MarkTTL,
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "warmcache_near_cache_evictions_total",
+			Help: "Near-cache entries removed by the cache itself, by reason: size (the byte bound) or expired (NearTTL).",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "warmcache_near_cache_refused_total",
+			Help: "Near-cache stores refused because a newer version, or an invalidation at a newer version, was cached.",
+		}),
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	for _, reason := range []string{"size", "expired"} {
+		c.evictions.WithLabelValues(reason)
+	}
+	oo := &otter.Options[mapKey, item]{
+		MaximumWeight: opts.MaxBytes,
+		Weigher:       weigh,
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[mapKey, item]) time.Duration {
+			return e.Value.ttl
+		}),
+		OnAtomicDeletion: func(e otter.DeletionEvent[mapKey, item]) {
+			switch e.Cause {
+			case otter.CauseOverflow:
+				c.evictions.WithLabelValues("size").Inc()
+			case otter.CauseExpiration:
+				c.evictions.WithLabelValues("expired").Inc()
+			}
+		},
+	}
+	if opts.Now != nil {
+		oo.Clock = clock{opts.Now}
+	} else {
+		// Reading the system clock on every Get costs a quarter of a hit;
+		// a clock that ticks every millisecond is as good for TTLs of a
+		// second. Its goroutine ends when the cache is collected.
+		oo.Clock = otter.NewCoarseClock(time.Millisecond)
+	}
+	cache, err := otter.New(oo)
+	if err != nil {
+		return nil, fmt.Errorf("nearcache: %w", err)
+	}
+	c.cache = cache
+	if reg != nil {
+		collectors := []prometheus.Collector{
+			c.evictions, c.refused,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "warmcache_near_cache_bytes",
+				Help: "Weight of the near cache's entries in bytes (values, keys and a fixed overhead each).",
+			}, func() float64 { return float64(c.Bytes()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "warmcache_near_cache_entries",
+				Help: "Entries in the near cache, including invalidation marks; an estimate.",
+			}, func() float64 { return float64(c.cache.EstimatedSize()) }),
+		}
+		var done []prometheus.Collector
+		for _, m := range collectors {
+			if err := reg.Register(m); err != nil {
+				for _, d := range done {
+					reg.Unregister(d)
+				}
+				return nil, fmt.Errorf("nearcache: register metrics: %w", err)
+			}
+			done = append(done, m)
+		}
+	}
+	return c, nil
+}
+
+// weigh is an entry's weight in bytes, saturated at the largest uint32.
+func weigh(k mapKey, it item) uint32 {
+	n := uint64(len(k.ns)) + uint64(len(k.key)) + uint64(len(it.value)) + entryOverhead
+	return uint32(min(n, math.MaxUint32))
+}
+
+// Get returns the entry cached for key in ns, if one is cached and has not
+// expired. The entry's FreshUntil is zero.
+func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
+	it, ok := c.cache.GetIfPresent(mapKey{ns.Name, key.Text})
+	if !ok || it.mark {
+		return warmcache.Entry{}, false
+	}
+	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found}, true
+}
+
+// Set caches e for key in ns for the namespace's NearTTL, cut short at e's
+// FreshUntil when that comes first. It does nothing when ns has no NearTTL,
+// and it refuses e when the cache holds a newer version, an absent entry at
+// the same version, or an invalidation at a newer version; an absent e of
+// version zero (a key never written) is cached only when nothing is.
+func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
+	ttl := ns.NearTTL
+	if !e.FreshUntil.IsZero() {
+		ttl = min(ttl, e.FreshUntil.Sub(c.now()))
+	}
+	if ttl <= 0 {
+		return
+	}
+	next := item{value: e.Value, version: e.Version, ttl: ttl, found: e.Found}
+	refused := false
+	c.cache.Compute(mapKey{ns.Name, key.Text}, func(cur item, ok bool) (item, otter.ComputeOp) {
+		if ok && !newer(next, cur) {
+			refused = true
+			return cur, otter.CancelOp
+		}
+		return next, otter.WriteOp
+	})
+	if refused {
+		c.refused.Inc()
+	}
+}
+
+// newer reports whether next may replace cur.
+func newer(next, cur item) bool {
+	switch {
+	case cur.mark:
+		return next.version >= cur.version
+	case !next.found && next.version == 0:
+		return false
+	case next.version != cur.version:
+		return next.version > cur.version
+	default:
+		// At the same version, an absent entry (a delete) wins.
+		return next.found == cur.found || !next.found
+	}
+}
+
+// Invalidate drops the entry for key in ns unless it is at least version, and
+// leaves a mark that refuses older versions for the cache's MarkTTL.
+func (c *Cache) Invalidate(ns *warmcache.Namespace, key warmcache.Key, version int64) {
+	c.InvalidateKey(ns.Name, key.Text, version)
+}
+
+// InvalidateKey is Invalidate for a namespace and key given by name and
+// canonical text, as they arrive from other instances.
+func (c *Cache) InvalidateKey(namespace, key string, version int64) {
+	mark := item{version: version, ttl: c.markTTL, mark: true}
+	c.cache.Compute(mapKey{namespace, key}, func(cur item, ok bool) (item, otter.ComputeOp) {
+		if ok && cur.version >= version {
+			return cur, otter.CancelOp
+		}
+		return mark, otter.WriteOp
+	})
+}
+
+// Clear drops every entry and mark. It is how the cache recovers after
+// invalidations may have been missed.
+func (c *Cache) Clear() {
+	c.cache.InvalidateAll()
+}
+
+// Bytes returns the weight of the cached entries and marks. It may exceed
+// MaxBytes for a moment while evictions catch up with stores.
+func (c *Cache) Bytes() uint64 {
+	return c.cache.WeightedSize()
+}
+
+// CleanUp performs pending maintenance now: evictions over the byte bound and
+// removal of expired entries. The cache does this by itself as it is used.
+func (c *Cache) CleanUp() {
+	c.cache.CleanUp()
+}
+
+// clock adapts a time function to otter's clock. It never ticks, so expired
+// entries are removed as the cache is used rather than periodically.
+type clock struct{ now func() time.Time }
+
+func (c clock) NowNano() int64                      { return c.now().UnixNano() }
+func (c clock) Tick(time.Duration) <-chan time.Time { return nil }

@@ -1,0 +1,282 @@
+package nearcache_test
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/nearcache"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// fakeClock is a clock that moves only when told.
+type fakeClock struct{ nanos atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.nanos.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.nanos.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.nanos.Add(int64(d)) }
+
+func newCache(tb testing.TB, opts nearcache.Options, reg prometheus.Registerer) *nearcache.Cache {
+	tb.Helper()
+	c, err := nearcache.New(opts, reg)
+	if err != nil {
+		tb.Fatalf("nearcache.New: %v", err)
+	}
+	tb.Cleanup(c.Clear)
+	return c
+}
+
+func key(i int) warmcache.Key { return warmcache.Key{Text: strconv.Itoa(i), Int: int64(i)} }
+
+func present(version int64, value string) warmcache.Entry {
+	return warmcache.Entry{Value: []byte(value), Version: version, Found: true}
+}
+
+func absent(version int64) warmcache.Entry { return warmcache.Entry{Version: version} }
+
+func TestByteBoundHoldsUnderFlood(t *testing.T) {
+	const maxBytes = 1 << 20
+	reg := prometheus.NewRegistry()
+	c := newCache(t, nearcache.Options{MaxBytes: maxBytes}, reg)
+	ns := &warmcache.Namespace{Name: "flood", NearTTL: time.Hour}
+	value := make([]byte, 1000)
+	const writers, perWriter = 4, 5000 // 20 MB offered to a 1 MiB cache
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range perWriter {
+				k := key(w*perWriter + i)
+				c.Set(ns, k, present(1, string(value)))
+				c.Get(ns, k)
+			}
+		})
+	}
+	wg.Wait()
+	c.CleanUp()
+
+	if got := c.Bytes(); got > maxBytes {
+		t.Errorf("Bytes() = %d after the flood, above the bound %d", got, maxBytes)
+	}
+	if got := c.Bytes(); got < maxBytes/2 {
+		t.Errorf("Bytes() = %d after the flood, want the cache at least half full (%d)", got, maxBytes/2)
+	}
+	if got := metric(t, reg, "warmcache_near_cache_bytes", ""); got != float64(c.Bytes()) {
+		t.Errorf("warmcache_near_cache_bytes = %v, want %d", got, c.Bytes())
+	}
+	if n := metric(t, reg, "warmcache_near_cache_evictions_total", "size"); n < float64(writers*perWriter)/2 {
+		t.Errorf("size evictions = %v, want most of the %d entries stored", n, writers*perWriter)
+	}
+}
+
+// metric returns the value of the gauge or counter name in reg, of the
+// series whose reason label is reason (empty for a series without labels).
+func metric(tb testing.TB, reg *prometheus.Registry, name, reason string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" {
+					got = l.GetValue()
+				}
+			}
+			if got != reason {
+				continue
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("no series %s{reason=%q}", name, reason)
+	return 0
+}
+
+func TestEntriesExpireAfterNearTTL(t *testing.T) {
+	clock := newFakeClock()
+	reg := prometheus.NewRegistry()
+	c := newCache(t, nearcache.Options{Now: clock.Now}, reg)
+	ns := &warmcache.Namespace{Name: "ttl", NearTTL: time.Second}
+	off := &warmcache.Namespace{Name: "off"}
+
+	c.Set(ns, key(1), present(1, `{"a":1}`))
+	// An entry whose hot-tier freshness ends first lives only until then.
+	c.Set(ns, key(2), warmcache.Entry{Value: []byte(`{}`), Version: 1, Found: true,
+		FreshUntil: clock.Now().Add(100 * time.Millisecond)})
+	c.Set(off, key(1), present(1, `{}`))
+
+	if _, ok := c.Get(off, key(1)); ok {
+		t.Error("a namespace without NearTTL was cached")
+	}
+	clock.Advance(100*time.Millisecond + time.Nanosecond)
+	if _, ok := c.Get(ns, key(2)); ok {
+		t.Error("key 2 served after its FreshUntil")
+	}
+	clock.Advance(900*time.Millisecond - 2*time.Nanosecond)
+	if e, ok := c.Get(ns, key(1)); !ok || string(e.Value) != `{"a":1}` {
+		t.Errorf("just before NearTTL: Get = %+v, %v; want the entry", e, ok)
+	}
+	clock.Advance(2 * time.Nanosecond)
+	if _, ok := c.Get(ns, key(1)); ok {
+		t.Error("key 1 served after NearTTL")
+	}
+	c.CleanUp()
+	if n := metric(t, reg, "warmcache_near_cache_evictions_total", "expired"); n < 1 {
+		t.Errorf("expired evictions = %v, want at least 1", n)
+	}
+}
+
+// op is one call on the cache in a version-rule case.
+type op struct {
+	invalidate int64 // when not zero, Invalidate at this version instead of Set
+	set        warmcache.Entry
+	advance    time.Duration // moves the clock before the call
+}
+
+func TestVersionRules(t *testing.T) {
+	const markTTL = 5 * time.Second
+	cases := []struct {
+		name string
+		ops  []op
+		// want is the entry served afterwards; nil means a miss.
+		want *warmcache.Entry
+	}{
+		{"newer replaces older", []op{{set: present(1, "1")}, {set: present(2, "2")}}, ptr(present(2, "2"))},
+		{"older never replaces newer", []op{{set: present(2, "2")}, {set: present(1, "1")}}, ptr(present(2, "2"))},
+		{"same version renews", []op{{set: present(2, "2")}, {set: present(2, "2")}}, ptr(present(2, "2"))},
+		{"delete replaces older row", []op{{set: present(2, "2")}, {set: absent(3)}}, ptr(absent(3))},
+		{"older row does not replace a delete", []op{{set: absent(3)}, {set: present(2, "2")}}, ptr(absent(3))},
+		{"row at a delete's version does not replace it", []op{{set: absent(3)}, {set: present(3, "3")}}, ptr(absent(3))},
+		{"never-written absent key cached when nothing is", []op{{set: absent(0)}}, ptr(absent(0))},
+		{"never-written absent key does not replace a row", []op{{set: present(1, "1")}, {set: absent(0)}}, ptr(present(1, "1"))},
+		{"invalidate drops older", []op{{set: present(1, "1")}, {invalidate: 2}}, nil},
+		{"invalidate keeps same version", []op{{set: present(2, "2")}, {invalidate: 2}}, ptr(present(2, "2"))},
+		{"invalidate keeps newer", []op{{set: present(3, "3")}, {invalidate: 2}}, ptr(present(3, "3"))},
+		{"invalidation refuses a late older read", []op{{invalidate: 2}, {set: present(1, "1")}}, nil},
+		{"invalidation refuses a late older read of a cached key", []op{{set: present(1, "1")}, {invalidate: 2}, {set: present(1, "1")}}, nil},
+		{"invalidation admits the written version", []op{{invalidate: 2}, {set: present(2, "2")}}, ptr(present(2, "2"))},
+		{"invalidation admits a delete", []op{{invalidate: 2}, {set: absent(2)}}, ptr(absent(2))},
+		{"invalidation refuses a never-written absent key", []op{{invalidate: 2}, {set: absent(0)}}, nil},
+		{"invalidations keep the highest version", []op{{invalidate: 3}, {invalidate: 2}, {set: present(2, "2")}}, nil},
+		{"invalidation is forgotten after MarkTTL", []op{{invalidate: 2}, {advance: markTTL + time.Millisecond, set: present(1, "1")}}, ptr(present(1, "1"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil)
+			ns := &warmcache.Namespace{Name: "v", NearTTL: time.Minute}
+			for _, o := range tc.ops {
+				clock.Advance(o.advance)
+				if o.invalidate != 0 {
+					c.Invalidate(ns, key(7), o.invalidate)
+				} else {
+					c.Set(ns, key(7), o.set)
+				}
+			}
+			got, ok := c.Get(ns, key(7))
+			switch {
+			case tc.want == nil && ok:
+				t.Errorf("Get = %+v, want a miss", got)
+			case tc.want != nil && !ok:
+				t.Errorf("Get missed, want %+v", *tc.want)
+			case tc.want != nil && (got.Version != tc.want.Version || got.Found != tc.want.Found || string(got.Value) != string(tc.want.Value)):
+				t.Errorf("Get = %+v, want %+v", got, *tc.want)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestClearDropsEntriesAndMarks(t *testing.T) {
+	c := newCache(t, nearcache.Options{}, nil)
+	ns := &warmcache.Namespace{Name: "c", NearTTL: time.Minute}
+	c.Set(ns, key(1), present(1, "1"))
+	c.InvalidateKey("c", "2", 5)
+	c.Clear()
+	if _, ok := c.Get(ns, key(1)); ok {
+		t.Error("entry served after Clear")
+	}
+	c.Set(ns, key(2), present(1, "1"))
+	if _, ok := c.Get(ns, key(2)); !ok {
+		t.Error("an invalidation mark outlived Clear")
+	}
+}
+
+func TestHotSetSurvivesScan(t *testing.T) {
+	// Room for about 1,000 entries of 900 bytes. The hot set is 200 keys,
+	// and a one-pass scan offers 20,000 cold keys while the hot set stays
+	// in use: one hot read every 10 cold keys, so each hot key is read
+	// again only after 2,000 cold keys, twice what the cache holds. An LRU
+	// cache would lose every hot key; frequency-aware admission keeps them.
+	const (
+		maxBytes = 1000 * 1024
+		hot      = 200
+		cold     = 20_000
+	)
+	c := newCache(t, nearcache.Options{MaxBytes: maxBytes}, nil)
+	ns := &warmcache.Namespace{Name: "scan", NearTTL: time.Hour}
+	value := string(make([]byte, 900))
+	read := func(k warmcache.Key) {
+		if _, ok := c.Get(ns, k); !ok {
+			c.Set(ns, k, present(1, value))
+		}
+	}
+	for range 20 {
+		for i := range hot {
+			read(key(i))
+		}
+	}
+	for i := range cold {
+		read(key(hot + i))
+		if i%10 == 0 {
+			read(key(i / 10 % hot))
+		}
+	}
+	c.CleanUp()
+	survived, scanned := 0, 0
+	for i := range hot {
+		if _, ok := c.Get(ns, key(i)); ok {
+			survived++
+		}
+	}
+	for i := range cold {
+		if _, ok := c.Get(ns, key(hot+i)); ok {
+			scanned++
+		}
+	}
+	if survived < hot*9/10 {
+		t.Errorf("%d of %d hot keys survived a scan of %d cold keys, want at least 90%%", survived, hot, cold)
+	}
+	if scanned == 0 {
+		t.Error("no scanned key is cached: the cache admitted nothing")
+	}
+}
+
+func TestMetricsRegisterOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newCache(t, nearcache.Options{}, reg)
+	if _, err := nearcache.New(nearcache.Options{}, reg); err == nil {
+		t.Fatal("a second cache on the same registry registered its metrics")
+	}
+	if _, err := nearcache.New(nearcache.Options{}, prometheus.NewRegistry()); err != nil {
+		t.Fatalf("a cache on a fresh registry after a failed one: %v", err)
+	}
+}

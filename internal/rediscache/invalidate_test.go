@@ -1,0 +1,203 @@
+package rediscache_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// invalidation is one call of a subscription's onInvalidate.
+type invalidation struct {
+	ns, key string
+	version int64
+}
+
+// subscriber records what a subscription delivers.
+type subscriber struct {
+	invalidations chan invalidation
+	resyncs       chan struct{}
+}
+
+// subscribe starts inv.Subscribe for the rest of the test and waits for its
+// first resync, which says the subscription is in place.
+func subscribe(tb testing.TB, inv *rediscache.Invalidations) *subscriber {
+	tb.Helper()
+	s := &subscriber{invalidations: make(chan invalidation, 100), resyncs: make(chan struct{}, 10)}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		inv.Subscribe(ctx, func(ns, key string, version int64) {
+			s.invalidations <- invalidation{ns, key, version}
+		}, func() { s.resyncs <- struct{}{} })
+	})
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	s.waitResync(tb)
+	return s
+}
+
+func (s *subscriber) waitResync(tb testing.TB) {
+	tb.Helper()
+	select {
+	case <-s.resyncs:
+	case <-time.After(5 * time.Second):
+		tb.Fatal("no subscription confirmed within 5s")
+	}
+}
+
+func (s *subscriber) next(tb testing.TB) invalidation {
+	tb.Helper()
+	select {
+	case m := <-s.invalidations:
+		return m
+	case <-time.After(5 * time.Second):
+		tb.Fatal("no invalidation delivered within 5s")
+		return invalidation{}
+	}
+}
+
+func newInvalidations(tb testing.TB, f *fixture, reg prometheus.Registerer) *rediscache.Invalidations {
+	tb.Helper()
+	inv, err := rediscache.NewInvalidations(f.cache, reg, nil)
+	if err != nil {
+		tb.Fatalf("NewInvalidations: %v", err)
+	}
+	return inv
+}
+
+func TestInvalidationsRoundTrip(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	reg := prometheus.NewRegistry()
+	pub := newInvalidations(t, f, reg)
+	sub := subscribe(t, newInvalidations(t, f, nil))
+	ctx := testContext(t)
+	ns := &warmcache.Namespace{Name: "widgets.v2"}
+
+	sent := []invalidation{
+		{"widgets.v2", "42", 7},
+		{"widgets.v2", "a key: with spaces/and ünïcode", 1<<62 + 3},
+		{"widgets.v2", "-9", 1},
+	}
+	for _, m := range sent {
+		if err := pub.Publish(ctx, ns, warmcache.Key{Text: m.key}, m.version); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	// Malformed messages from elsewhere on the channel are skipped.
+	for _, payload := range []string{"", "no-separators", "ns\x00key", "\x00k\x001", "ns\x00\x001", "ns\x00k\x00v1"} {
+		if err := f.raw.Publish(ctx, pub.Channel(), payload).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Publish(ctx, ns, warmcache.Key{Text: "last"}, 9); err != nil {
+		t.Fatal(err)
+	}
+	var got []invalidation
+	for range len(sent) + 1 {
+		got = append(got, sub.next(t))
+	}
+	want := append(slices.Clone(sent), invalidation{"widgets.v2", "last", 9})
+	if !slices.Equal(got, want) {
+		t.Errorf("delivered %+v, want %+v", got, want)
+	}
+	if n := metric(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
+		t.Errorf("published ok = %v, want 4", n)
+	}
+}
+
+func TestInvalidationsChannelFollowsPrefix(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	inv := newInvalidations(t, f, nil)
+	if want := f.prefix + "invalidate"; inv.Channel() != want {
+		t.Errorf("Channel() = %q, want %q", inv.Channel(), want)
+	}
+}
+
+func TestInvalidationsResyncAfterReconnect(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ctx := testContext(t)
+	before := pubsubClients(t, f)
+	reg := prometheus.NewRegistry()
+	sub := subscribe(t, newInvalidations(t, f, reg))
+	var ours []string
+	for _, id := range pubsubClients(t, f) {
+		if !slices.Contains(before, id) {
+			ours = append(ours, id)
+		}
+	}
+	if len(ours) == 0 {
+		t.Fatal("found no new pub/sub connection")
+	}
+	// Another test's subscription may have started meanwhile; a kill only
+	// makes it resync.
+	for _, id := range ours {
+		if err := f.raw.Do(ctx, "CLIENT", "KILL", "ID", id).Err(); err != nil {
+			t.Fatalf("client kill: %v", err)
+		}
+	}
+	sub.waitResync(t)
+	if n := counter(t, reg, "warmcache_invalidation_resyncs_total"); n != 2 {
+		t.Errorf("resyncs = %v, want 2", n)
+	}
+	// The new subscription delivers.
+	pub := newInvalidations(t, f, nil)
+	if err := pub.Publish(ctx, &warmcache.Namespace{Name: "n"}, warmcache.Key{Text: "k"}, 3); err != nil {
+		t.Fatal(err)
+	}
+	if got := sub.next(t); got != (invalidation{"n", "k", 3}) {
+		t.Errorf("after reconnect delivered %+v", got)
+	}
+}
+
+// pubsubClients lists the ids of the Redis connections in pub/sub mode.
+func pubsubClients(tb testing.TB, f *fixture) []string {
+	tb.Helper()
+	list, err := f.raw.ClientList(testContext(tb)).Result()
+	if err != nil {
+		tb.Fatalf("client list: %v", err)
+	}
+	var ids []string
+	for _, line := range strings.Split(list, "\n") {
+		if !strings.Contains(line, " cmd=subscribe") && !strings.Contains(line, " sub=1") {
+			continue
+		}
+		for _, field := range strings.Fields(line) {
+			if id, ok := strings.CutPrefix(field, "id="); ok {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+func TestNewInvalidationsRegisterConflict(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	reg := prometheus.NewRegistry()
+	newInvalidations(t, f, reg)
+	if _, err := rediscache.NewInvalidations(f.cache, reg, nil); err == nil {
+		t.Fatal("second NewInvalidations on one registry succeeded")
+	}
+}
+
+// counter returns the value of the unlabelled counter name in reg.
+func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
+	tb.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		tb.Fatalf("gather: %v", err)
+	}
+	for _, fam := range families {
+		if fam.GetName() == name && len(fam.GetMetric()) == 1 {
+			return fam.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("no counter %s", name)
+	return 0
+}
