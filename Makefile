@@ -60,12 +60,12 @@ vet:
 clean:
 	rm -rf bin
 
-# Regenerate the gRPC code from proto/ (commit the result): protoc from
+# Regenerate the gRPC code from internal/grpcapi/proto/ (commit the result): protoc from
 # Debian's protobuf-compiler, and protoc-gen-go / protoc-gen-go-grpc at the
-# versions pinned in proto/gen.sh, built into bin/.
+# versions pinned in internal/grpcapi/proto/gen.sh, built into bin/.
 proto:
 	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler'; exit 1; }
-	proto/gen.sh
+	internal/grpcapi/proto/gen.sh
 
 # Load test: prepares its own 1M-row database (warmcache_bench), starts the
 # service and a floor server on free loopback ports, runs the vegeta

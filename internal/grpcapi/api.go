@@ -3,7 +3,7 @@
 // reflection, access control and metrics through interceptors, and one
 // table that maps errors to codes.
 //
-// The service is declared in proto/warmcache/v1/warmcache.proto; the
+// The service is declared in internal/grpcapi/proto/warmcache/v1/warmcache.proto; the
 // generated code lives in the warmcachev1 package and is regenerated with
 // `make proto`.
 package grpcapi

@@ -12,7 +12,7 @@ import (
 // release, which may differ between machines without the code differing.
 var protocVersionLine = regexp.MustCompile(`(?m)^//\s+(- )?protoc\s+v\S+\n`)
 
-// TestGeneratedCodeIsCurrent regenerates the code of proto/ into a
+// TestGeneratedCodeIsCurrent regenerates the code of internal/grpcapi/proto/ into a
 // temporary directory, with the pinned plugins, and fails when the
 // committed code differs: run `make proto` and commit the result.
 func TestGeneratedCodeIsCurrent(t *testing.T) {
@@ -27,10 +27,10 @@ func TestGeneratedCodeIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	cmd := exec.Command(filepath.Join(root, "proto", "gen.sh"), out)
+	cmd := exec.Command(filepath.Join(root, "internal", "grpcapi", "proto", "gen.sh"), out)
 	cmd.Env = append(os.Environ(), "BIN_DIR="+t.TempDir())
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("proto/gen.sh: %v\n%s", err, b)
+		t.Fatalf("internal/grpcapi/proto/gen.sh: %v\n%s", err, b)
 	}
 	for _, name := range []string{"warmcache.pb.go", "warmcache_grpc.pb.go"} {
 		rel := filepath.Join("internal", "grpcapi", "warmcachev1", name)

@@ -17,9 +17,9 @@ type Source string
 // The sources of a read.
 const (
 	SourceNear  Source = "hit-l1" // the in-process near cache held the entry
-	SourceHot   Source = "hit"   // the hot tier held the entry
-	SourceWarm  Source = "miss"  // the warehouse answered and the hot tier was filled
-	SourceStale Source = "stale" // the hot tier held an expired entry, served within MaxStale
+	SourceHot   Source = "hit"    // the hot tier held the entry
+	SourceWarm  Source = "miss"   // the warehouse answered and the hot tier was filled
+	SourceStale Source = "stale"  // the hot tier held an expired entry, served within MaxStale
 )
 
 // Item is the answer for one key.

@@ -5,7 +5,7 @@
 // 1998-08-02, prices, comments of random words). The output depends only on
 // the flags, so a run is reproducible.
 //
-//	go run ./tools/ordersgen -rows 100000 > orders.ndjson
+//	go run ./cmd/ordersgen -rows 100000 > orders.ndjson
 package main
 
 import (
