@@ -1,0 +1,316 @@
+package faulttest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/httpapi"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/schema"
+	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// serviceEnv is the configuration of a service under test, as the
+// WARMCACHE_* environment variables that `warmcache serve` reads.
+type serviceEnv map[string]string
+
+// decorators wrap the real tiers of a service under test, to observe them or
+// to hold a call open. A nil field leaves its tier as it is.
+type decorators struct {
+	hot  func(warmcache.Hot) warmcache.Hot
+	warm func(warmcache.Warm) warmcache.Warm
+}
+
+// service is warmcache wired as `warmcache serve` wires it (configuration
+// defaults from config.Load, pgstore, rediscache, the core and the REST
+// handler), served by an httptest.Server.
+type service struct {
+	cfg    config.Config
+	url    string
+	client *http.Client
+	reg    *prometheus.Registry
+	stop   func() // closes the server and the tiers' clients; safe to call twice
+}
+
+// startService builds and serves a service for env. Everything is closed
+// when the test ends; the service's warnings are shown if the test fails.
+func startService(t *testing.T, env serviceEnv, d decorators) *service {
+	t.Helper()
+	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("service log (last 8 KiB):\n%s", logs.tail(8<<10))
+		}
+	})
+	reg := prometheus.NewRegistry()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	store, err := pgstore.Open(ctx, pgstore.Options{
+		DSN:      cfg.PostgresDSN,
+		ExecMode: cfg.PGExecMode,
+		Pooler:   cfg.PGPooler,
+		MaxConns: int32(cfg.PGMaxConns),
+	}, cfg.Namespaces, reg, log)
+	if err != nil {
+		t.Fatalf("open warehouse: %v", err)
+	}
+	cache, err := rediscache.New(rediscache.Options{
+		Addrs:      cfg.RedisAddrs,
+		MasterName: cfg.RedisMasterName,
+		Password:   cfg.RedisPassword,
+		DB:         cfg.RedisDB,
+		Prefix:     cfg.RedisPrefix,
+	}, reg, log)
+	if err != nil {
+		store.Close()
+		t.Fatalf("hot tier: %v", err)
+	}
+	var srv *httptest.Server
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			if srv != nil {
+				srv.Close()
+			}
+			_ = cache.Close()
+			store.Close()
+		})
+	}
+	t.Cleanup(stop)
+
+	var hot warmcache.Hot = cache
+	var warm warmcache.Warm = store
+	if d.hot != nil {
+		hot = d.hot(hot)
+	}
+	if d.warm != nil {
+		warm = d.warm(warm)
+	}
+	svc, err := warmcache.NewService(hot, warm, cfg.Namespaces, reg, log, warmcache.Options{
+		HotTimeout:      cfg.HotTimeout,
+		WarmTimeout:     cfg.WarmTimeout,
+		MaxWarmInflight: cfg.MaxWarmInflight,
+		MaxBatchKeys:    cfg.MaxBatchKeys,
+		MaxValueBytes:   int(cfg.MaxBodyBytes),
+	})
+	if err != nil {
+		t.Fatalf("service: %v", err)
+	}
+	keys, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
+	if err != nil {
+		t.Fatalf("keyring: %v", err)
+	}
+	handler, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, log,
+		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxLoadBytes: cfg.MaxLoadBytes, MaxInflight: cfg.MaxInflight, Keys: keys})
+	if err != nil {
+		t.Fatalf("handler: %v", err)
+	}
+	srv = httptest.NewServer(handler)
+	transport := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}
+	t.Cleanup(transport.CloseIdleConnections)
+	return &service{
+		cfg:    cfg,
+		url:    srv.URL,
+		client: &http.Client{Transport: transport, Timeout: 5 * time.Second},
+		reg:    reg,
+		stop:   stop,
+	}
+}
+
+// redisPrefix returns a Redis key prefix no other test uses.
+func redisPrefix(t *testing.T) string {
+	t.Helper()
+	return "wc-faulttest-" + testenv.RandomSuffix(t) + ":"
+}
+
+// reply is the outcome of one request.
+type reply struct {
+	status int // zero when no answer came
+	header http.Header
+	body   []byte
+	start  time.Time
+	took   time.Duration
+	err    error
+}
+
+// do sends one request and reads the whole answer. It never fails the test,
+// so that it can run on any goroutine.
+func (s *service) do(ctx context.Context, method, path string, body []byte) reply {
+	r := reply{start: time.Now()}
+	defer func() { r.took = time.Since(r.start) }()
+	req, err := http.NewRequestWithContext(ctx, method, s.url+path, bytes.NewReader(body))
+	if err != nil {
+		r.err = err
+		r.took = time.Since(r.start)
+		return r
+	}
+	res, err := s.client.Do(req)
+	if err != nil {
+		r.err = err
+		r.took = time.Since(r.start)
+		return r
+	}
+	defer res.Body.Close()
+	r.body, r.err = io.ReadAll(res.Body)
+	r.status, r.header = res.StatusCode, res.Header
+	r.took = time.Since(r.start)
+	return r
+}
+
+// metric returns the sum of the samples of the named metric whose labels
+// include labels (name, value pairs); zero when there are none.
+func (s *service) metric(t *testing.T, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := s.reg.Gather()
+	if err != nil {
+		t.Fatalf("gather metrics: %v", err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	samples:
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for i := 0; i+1 < len(labels); i += 2 {
+				if have[labels[i]] != labels[i+1] {
+					continue samples
+				}
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// etagVersion returns the version an ETag header carries.
+func etagVersion(h http.Header) (int64, error) {
+	return strconv.ParseInt(strings.Trim(h.Get("ETag"), `"`), 10, 64)
+}
+
+// migrateAndSeed creates the default namespaces' tables on the database at
+// dsn, which must be a direct connection, and inserts widgets 1..n, each at
+// a fresh version.
+func migrateAndSeed(t *testing.T, dsn string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer conn.Close(ctx)
+	m, err := schema.OpenMigrator(ctx, conn, config.DefaultNamespaces(), nil)
+	if err != nil {
+		t.Fatalf("migrator: %v", err)
+	}
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	_, err = conn.Exec(ctx, `INSERT INTO widgets (key, value, version)
+		SELECT i, jsonb_build_object('widget', jsonb_build_object('id', i, 'color', 'teal')), nextval('warmcache_version_seq')
+		FROM generate_series(1, $1::int) AS i`, n)
+	if err != nil {
+		t.Fatalf("seed widgets: %v", err)
+	}
+}
+
+// connect opens a connection that the test uses to look at the warehouse
+// itself; it is closed when the test ends.
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// eventually polls cond every 10ms until it holds, and fails the test when it
+// does not within limit. It returns how long it waited.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v", what, limit)
+		}
+		<-tick.C
+	}
+	return time.Since(start)
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// tail returns the last n bytes written.
+func (b *syncBuffer) tail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.buf.String()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}
+
+// widgetPath is the REST path of widget key.
+func widgetPath(key string) string { return fmt.Sprintf("/v1/kv/widgets/%s", key) }
