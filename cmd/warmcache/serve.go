@@ -84,13 +84,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	loadDictionaries(startCtx, store, cache, cfg.Namespaces, log)
 
 	svc, err := warmcache.NewService(cache, store, cfg.Namespaces, reg, log, warmcache.Options{
-		HotTimeout:      cfg.HotTimeout,
-		WarmTimeout:     cfg.WarmTimeout,
-		MaxWarmInflight: cfg.MaxWarmInflight,
-		MaxBatchKeys:    cfg.MaxBatchKeys,
-		MaxValueBytes:   int(cfg.MaxBodyBytes),
-		Near:            near.near,
-		Invalidations:   near.invalidations,
+		HotTimeout:       cfg.HotTimeout,
+		WarmTimeout:      cfg.WarmTimeout,
+		MaxWarmInflight:  cfg.MaxWarmInflight,
+		BreakerThreshold: cfg.BreakerThreshold,
+		BreakerCooldown:  cfg.BreakerCooldown,
+		MaxBatchKeys:     cfg.MaxBatchKeys,
+		MaxValueBytes:    int(cfg.MaxBodyBytes),
+		Near:             near.near,
+		Invalidations:    near.invalidations,
 	})
 	if err != nil {
 		return err

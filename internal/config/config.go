@@ -45,6 +45,13 @@ type Config struct {
 	WarmTimeout time.Duration
 	// MaxWarmInflight bounds concurrent warehouse reads. Default 32.
 	MaxWarmInflight int
+	// BreakerThreshold is the number of consecutive warehouse failures
+	// that open the circuit breaker. Default 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker refuses warehouse calls
+	// before one probe; it doubles while probes fail, up to 30 times.
+	// Default 1s.
+	BreakerCooldown time.Duration
 	// MaxInflight bounds the REST requests served at once; the excess gets
 	// 503 with Retry-After at once instead of queueing. Default 1024.
 	MaxInflight int
@@ -102,23 +109,25 @@ type Config struct {
 // usage to usage.
 func Load(name string, args []string, getenv func(string) string, usage io.Writer) (Config, error) {
 	c := Config{
-		HTTPAddr:        "127.0.0.1:8080",
-		PostgresDSN:     "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable",
-		PGExecMode:      "auto",
-		PGPooler:        "none",
-		PGMaxConns:      8,
-		RedisAddrs:      []string{"127.0.0.1:6379"},
-		RedisPrefix:     "wc:",
-		HotTimeout:      50 * time.Millisecond,
-		WarmTimeout:     2 * time.Second,
-		MaxWarmInflight: 32,
-		MaxInflight:     1024,
-		MaxBodyBytes:    1 << 20,
-		MaxLoadBytes:    64 << 20,
-		MaxBatchKeys:    1000,
-		ShutdownTimeout: 15 * time.Second,
-		LogLevel:        "info",
-		GRPCAddr:        "127.0.0.1:9090",
+		HTTPAddr:         "127.0.0.1:8080",
+		PostgresDSN:      "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable",
+		PGExecMode:       "auto",
+		PGPooler:         "none",
+		PGMaxConns:       8,
+		RedisAddrs:       []string{"127.0.0.1:6379"},
+		RedisPrefix:      "wc:",
+		HotTimeout:       50 * time.Millisecond,
+		WarmTimeout:      2 * time.Second,
+		MaxWarmInflight:  32,
+		BreakerThreshold: 5,
+		BreakerCooldown:  time.Second,
+		MaxInflight:      1024,
+		MaxBodyBytes:     1 << 20,
+		MaxLoadBytes:     64 << 20,
+		MaxBatchKeys:     1000,
+		ShutdownTimeout:  15 * time.Second,
+		LogLevel:         "info",
+		GRPCAddr:         "127.0.0.1:9090",
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -167,6 +176,8 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	dur(&c.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", "deadline of one Redis call")
 	dur(&c.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", "deadline of one warehouse call")
 	num(&c.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", "concurrent warehouse reads")
+	num(&c.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", "consecutive warehouse failures that open the circuit breaker")
+	dur(&c.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", "first wait of an open circuit breaker")
 	num(&c.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", "REST requests served at once")
 	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
 	num(&maxLoad, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", "largest _load body (streamed)")
