@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +21,7 @@ type vegetaTarget = vegeta.Target
 // Workers unpaced workers) and a duration.
 type attackSpec struct {
 	scenario       string
+	client         *http.Client // shared by the attacks of a run, so that a warm-up's connections stay open
 	targeter       vegeta.Targeter
 	rate           float64
 	workers        int
@@ -40,10 +42,7 @@ func attack(ctx context.Context, spec attackSpec) bench.Run {
 	atk := vegeta.NewAttacker(
 		vegeta.Workers(uint64(spec.workers)),
 		vegeta.MaxWorkers(maxWorkers),
-		vegeta.Connections(int(maxWorkers)),
-		vegeta.KeepAlive(true),
-		vegeta.Timeout(10*time.Second),
-		vegeta.Redirects(vegeta.NoFollow),
+		vegeta.Client(spec.client),
 	)
 	stop := context.AfterFunc(ctx, func() { atk.Stop() })
 	defer stop()
@@ -75,6 +74,22 @@ func attack(ctx context.Context, spec attackSpec) bench.Run {
 		Latency:        bench.Percentiles(lat),
 		Sources:        sources,
 		Errors:         errs,
+	}
+}
+
+// newAttackClient returns the HTTP client of a run's attacks: keep-alive
+// connections, enough idle ones per host for every worker, no redirects.
+func newAttackClient(maxConns int) *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			DialContext:         (&net.Dialer{KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        4 * maxConns,
+			MaxIdleConnsPerHost: maxConns,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
 

@@ -146,6 +146,8 @@ func (h *harness) run(ctx context.Context) error {
 		}
 	}
 
+	client := newAttackClient(4 * o.Workers)
+	defer client.CloseIdleConnections()
 	sat := func(name string, tr func() attackSpec) bench.Run {
 		if o.Warmup > 0 {
 			w := tr()
@@ -171,7 +173,7 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	spec := func(name string, t func() []vegetaTarget, keys int) func() attackSpec {
 		return func() attackSpec {
-			return attackSpec{scenario: name, targeter: ring(t()), workers: o.Workers, duration: o.Duration, keysPerRequest: keys}
+			return attackSpec{scenario: name, client: client, targeter: ring(t()), workers: o.Workers, duration: o.Duration, keysPerRequest: keys}
 		}
 	}
 
@@ -219,7 +221,7 @@ func (h *harness) run(ctx context.Context) error {
 		}
 		h.logf("miss: flushed %d Redis keys; each request asks for a key never asked for before", n)
 		missSpec := func() attackSpec {
-			return attackSpec{scenario: bench.Miss, targeter: svc.targets.coldKeys(perm, &coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1}
+			return attackSpec{scenario: bench.Miss, client: client, targeter: svc.targets.coldKeys(perm, &coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1}
 		}
 		missRun = sat(bench.Miss, missSpec)
 		if missRun.Throughput >= 2 {

@@ -57,14 +57,14 @@ func TestOptionsRefuseNonLoopbackTargets(t *testing.T) {
 	if _, err := parseOptions([]string{"-redis", "192.168.1.10:6379"}, io.Discard); err == nil {
 		t.Fatal("parseOptions accepted a non-loopback Redis")
 	}
-	o, err := parseOptions([]string{"-near-env", "WARMCACHE_NEAR_CACHE=lru", "-duration", "2s"}, io.Discard)
+	o, err := parseOptions([]string{"-near-env", "WARMCACHE_NEAR_CACHE_BYTES=1048576", "-duration", "2s"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o.NearEnv) != 1 || o.NearEnv[0] != "WARMCACHE_NEAR_CACHE=lru" {
+	if len(o.NearEnv) != 1 || o.NearEnv[0] != "WARMCACHE_NEAR_CACHE_BYTES=1048576" {
 		t.Errorf("NearEnv = %q; the flag should replace the default", o.NearEnv)
 	}
-	if o.Command != "make bench BENCHFLAGS='-duration=2s -near-env=WARMCACHE_NEAR_CACHE=lru'" {
+	if o.Command != "make bench BENCHFLAGS='-duration=2s -near-env=WARMCACHE_NEAR_CACHE_BYTES=1048576'" {
 		t.Errorf("Command = %q", o.Command)
 	}
 }

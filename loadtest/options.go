@@ -72,10 +72,10 @@ func parseOptions(args []string, usage io.Writer) (options, error) {
 	fs.IntVar(&o.MGetBatch, "mget-batch", 50, "keys per _mget request")
 	fs.IntVar(&o.StampedeN, "stampede", 500, "concurrent requests for one cold key")
 	fs.IntVar(&o.FloorBytes, "floor-bytes", 460, "body size of the floor server")
-	hotEnv := listFlag{"WARMCACHE_NEAR_CACHE=off"}
-	nearEnv := listFlag{"WARMCACHE_NEAR_CACHE=on"}
-	fs.Var(&hotEnv, "service-env", "NAME=VALUE added to the service's environment for every scenario but l1 (repeatable; default WARMCACHE_NEAR_CACHE=off)")
-	fs.Var(&nearEnv, "near-env", "NAME=VALUE added to the service's environment for the l1 scenario (repeatable; default WARMCACHE_NEAR_CACHE=on)")
+	hotEnv := listFlag{"WARMCACHE_NEAR_CACHE_BYTES=0"}
+	nearEnv := listFlag{"WARMCACHE_NEAR_CACHE_BYTES=67108864"}
+	fs.Var(&hotEnv, "service-env", "NAME=VALUE added to the service's environment for every scenario but l1 (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=0: no near cache)")
+	fs.Var(&nearEnv, "near-env", "NAME=VALUE added to the service's environment for the l1 scenario (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=67108864: a 64 MiB near cache)")
 	fs.StringVar(&o.Token, "token", "", "bearer token for the service's API, if it requires one")
 	fs.BoolVar(&o.Profile, "profile", true, "take a CPU profile of the service during an extra hot attack")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")

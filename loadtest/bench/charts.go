@@ -130,7 +130,7 @@ func (r *Report) WriteLatencyChart(path string, missPath bool) error {
 	}
 	p.Legend.Top = true
 	p.NominalX(names...)
-	p.Y.Max = maxOf(p99) * 1.15
+	p.Y.Max = maxOf(p99) * 1.3 // room for the legend
 	if err := p.Save(vg.Points(720), vg.Points(360), path); err != nil {
 		return fmt.Errorf("bench: save %s: %w", path, err)
 	}
