@@ -98,21 +98,24 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	item, err := a.svc.Get(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"))
+	// The hot path sets headers in their canonical form directly, sparing
+	// Header.Set's canonicalization.
+	h := w.Header()
 	if item.Source != "" {
-		w.Header().Set("X-Cache", string(item.Source))
+		h["X-Cache"] = xCache(item.Source)
 	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	etag := formatETag(item.Entry.Version)
-	w.Header().Set("ETag", etag)
+	h["Etag"] = []string{etag}
 	if match := r.Header.Get("If-None-Match"); match != "" && match == etag {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(item.Entry.Value)))
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(item.Entry.Value))}
 	_, _ = w.Write(item.Entry.Value)
 }
 
@@ -270,6 +273,22 @@ func keyText(raw json.RawMessage) (string, error) {
 		}
 	}
 	return "", errors.New("a key must be a string or an integer")
+}
+
+// Header values shared by every response; net/http only reads them.
+var (
+	jsonContentType = []string{"application/json"}
+	xCacheValues    = map[warmcache.Source][]string{
+		warmcache.SourceNear: {string(warmcache.SourceNear)}, warmcache.SourceHot: {string(warmcache.SourceHot)},
+		warmcache.SourceWarm: {string(warmcache.SourceWarm)}, warmcache.SourceStale: {string(warmcache.SourceStale)},
+	}
+)
+
+func xCache(s warmcache.Source) []string {
+	if v, ok := xCacheValues[s]; ok {
+		return v
+	}
+	return []string{string(s)}
 }
 
 func formatETag(version int64) string {

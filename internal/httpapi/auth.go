@@ -49,11 +49,11 @@ func (a *api) authorize(keys *auth.Keyring) func(http.Handler) http.Handler {
 				a.writeError(w, r, err)
 				return
 			}
-			r = r.WithContext(auth.NewContext(r.Context(), p))
 			if scope != auth.ScopeWrite {
 				next.ServeHTTP(w, r)
 				return
 			}
+			r = r.WithContext(auth.NewContext(r.Context(), p))
 			sw := &auditWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
 			var err error

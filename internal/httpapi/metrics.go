@@ -2,7 +2,7 @@ package httpapi
 
 import (
 	"net/http"
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -12,6 +12,49 @@ import (
 type metrics struct {
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	routes   routeLabels
+}
+
+// routeLabels caches the route pattern of each chi route, so that labelling
+// a request does not join its patterns anew: the patterns of one route are
+// the same strings every time, keyed here by the first and the last.
+type routeLabels struct {
+	mu    sync.RWMutex
+	known map[[2]string]string
+}
+
+// label returns the route pattern of a request, or "unmatched".
+func (l *routeLabels) label(rc *chi.Context) string {
+	if rc == nil || len(rc.RoutePatterns) == 0 {
+		return "unmatched"
+	}
+	k := [2]string{rc.RoutePatterns[0], rc.RoutePatterns[len(rc.RoutePatterns)-1]}
+	l.mu.RLock()
+	p, ok := l.known[k]
+	l.mu.RUnlock()
+	if ok {
+		return p
+	}
+	if p = rc.RoutePattern(); p == "" {
+		p = "unmatched"
+	}
+	l.mu.Lock()
+	if l.known == nil {
+		l.known = make(map[[2]string]string)
+	}
+	l.known[k] = p
+	l.mu.Unlock()
+	return p
+}
+
+var statusClasses = [...]string{"1xx", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// statusClass returns "2xx" for 200 and so on.
+func statusClass(status int) string {
+	if c := status / 100; c >= 1 && c <= 5 {
+		return statusClasses[c]
+	}
+	return "other"
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -43,12 +86,8 @@ func (m *metrics) middleware(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			m.inflight.Dec()
-			route := "unmatched"
-			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
-				route = rc.RoutePattern()
-			}
-			class := strconv.Itoa(sw.status/100) + "xx"
-			m.duration.WithLabelValues(route, methodLabel(r.Method), class).Observe(time.Since(start).Seconds())
+			m.duration.WithLabelValues(m.routes.label(chi.RouteContext(r.Context())), methodLabel(r.Method), statusClass(sw.status)).
+				Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
 	})

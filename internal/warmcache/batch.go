@@ -11,29 +11,30 @@ import (
 // service adds no latency to a call, and a busy one sends fewer, larger
 // requests (one `= ANY($1)` query, one Redis pipeline) instead of queueing
 // one round trip per key. A batcher is safe for concurrent use.
-type batcher[V any] struct {
-	// run answers keys in order. It runs under its own context, so that one
-	// caller going away does not fail the others' keys.
-	run      func(ctx context.Context, keys []Key) ([]V, error)
+type batcher[I, V any] struct {
+	// run answers keys, with their inputs, in order. It runs under its own
+	// context, so that one caller going away does not fail the others' keys.
+	run      func(ctx context.Context, keys []Key, ins []I) ([]V, error)
 	lanes    int
 	maxBatch int
 
 	mu      sync.Mutex
-	queue   []*batchCall[V]
+	queue   []*batchCall[I, V]
 	running int
 }
 
-type batchCall[V any] struct {
+type batchCall[I, V any] struct {
 	ctx  context.Context
 	key  Key
+	in   I
 	done chan struct{}
 	val  V
 	err  error
 }
 
 // do answers one key, batched with whatever other keys wait with it.
-func (b *batcher[V]) do(ctx context.Context, key Key) (V, error) {
-	c := &batchCall[V]{ctx: ctx, key: key, done: make(chan struct{})}
+func (b *batcher[I, V]) do(ctx context.Context, key Key, in I) (V, error) {
+	c := &batchCall[I, V]{ctx: ctx, key: key, in: in, done: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
 	start := b.running < b.lanes
@@ -54,10 +55,10 @@ func (b *batcher[V]) do(ctx context.Context, key Key) (V, error) {
 }
 
 // loop runs batches until no key waits.
-func (b *batcher[V]) loop() {
+func (b *batcher[I, V]) loop() {
 	for {
 		b.mu.Lock()
-		var batch []*batchCall[V]
+		var batch []*batchCall[I, V]
 		for len(b.queue) > 0 && len(batch) < b.maxBatch {
 			c := b.queue[0]
 			b.queue[0] = nil
@@ -77,12 +78,13 @@ func (b *batcher[V]) loop() {
 	}
 }
 
-func (b *batcher[V]) runBatch(batch []*batchCall[V]) {
+func (b *batcher[I, V]) runBatch(batch []*batchCall[I, V]) {
 	keys := make([]Key, len(batch))
+	ins := make([]I, len(batch))
 	for i, c := range batch {
-		keys[i] = c.key
+		keys[i], ins[i] = c.key, c.in
 	}
-	vals, err := b.run(context.Background(), keys)
+	vals, err := b.run(context.Background(), keys, ins)
 	for i, c := range batch {
 		if err != nil {
 			c.err = err

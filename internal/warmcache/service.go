@@ -134,8 +134,9 @@ type hotResult struct {
 
 // nsBatchers fold one namespace's concurrent reads.
 type nsBatchers struct {
-	hot  *batcher[hotResult]
-	warm *batcher[Entry]
+	hot  *batcher[struct{}, hotResult]
+	warm *batcher[struct{}, Entry]
+	fill *batcher[Entry, struct{}]
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -365,7 +366,7 @@ func (s *Service) hotGet(ctx context.Context, ns *Namespace, key Key) (Entry, bo
 	var err error
 	if s.opts.MaxBatchFold > 1 {
 		var r hotResult
-		r, err = s.batches[ns.Name].hot.do(hctx, key)
+		r, err = s.batches[ns.Name].hot.do(hctx, key, struct{}{})
 		e, hit = r.entry, r.hit
 	} else {
 		e, hit, err = s.hot.Get(hctx, ns, key)
@@ -408,7 +409,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 	var e Entry
 	var err error
 	if s.opts.MaxBatchFold > 1 {
-		e, err = s.batches[ns.Name].warm.do(ctx, key)
+		e, err = s.batches[ns.Name].warm.do(ctx, key, struct{}{})
 	} else {
 		var entries []Entry
 		if entries, err = s.warmRead(ctx, ns, []Key{key}); err == nil {
@@ -431,8 +432,8 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 // under the hot-tier deadline; the warehouse's under warmRead's bounds.
 func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
 	return &nsBatchers{
-		hot: &batcher[hotResult]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
-			run: func(ctx context.Context, keys []Key) ([]hotResult, error) {
+		hot: &batcher[struct{}, hotResult]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
+			run: func(ctx context.Context, keys []Key, _ []struct{}) ([]hotResult, error) {
 				s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
 				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
 				defer cancel()
@@ -454,10 +455,22 @@ func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
 				}
 				return out, nil
 			}},
-		warm: &batcher[Entry]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
-			run: func(ctx context.Context, keys []Key) ([]Entry, error) {
+		warm: &batcher[struct{}, Entry]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
+			run: func(ctx context.Context, keys []Key, _ []struct{}) ([]Entry, error) {
 				s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
 				return s.warmRead(ctx, ns, keys)
+			}},
+		fill: &batcher[Entry, struct{}]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
+			run: func(ctx context.Context, keys []Key, entries []Entry) ([]struct{}, error) {
+				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
+				defer cancel()
+				var err error
+				if len(keys) == 1 {
+					err = s.hot.Fill(ctx, ns, keys[0], entries[0])
+				} else {
+					err = s.hot.FillMany(ctx, ns, keys, entries)
+				}
+				return make([]struct{}, len(keys)), err
 			}},
 	}
 }
@@ -519,9 +532,13 @@ func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys [
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
 	defer cancel()
 	var err error
-	if len(keys) == 1 {
+	switch {
+	case len(keys) == 1 && s.opts.MaxBatchFold > 1:
+		// Concurrent fills of single keys ride in one pipeline.
+		_, err = s.batches[ns.Name].fill.do(hctx, keys[0], entries[0])
+	case len(keys) == 1:
 		err = s.hot.Fill(hctx, ns, keys[0], entries[0])
-	} else {
+	default:
 		err = s.hot.FillMany(hctx, ns, keys, entries)
 	}
 	result := "ok"
