@@ -473,6 +473,12 @@ func (h *harness) writeReport() error {
 	if err := h.report.WriteMarkdown(&buf, "results"); err != nil {
 		return err
 	}
+	// The hand-written reading of the results (what bounds each target and
+	// what would move it) follows the measured part.
+	if analysis, err := os.ReadFile(filepath.Join(h.opts.OutDir, "analysis.md")); err == nil {
+		buf.WriteString("\n")
+		buf.Write(analysis)
+	}
 	path := filepath.Join(h.opts.OutDir, "RESULTS.md")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return err

@@ -432,7 +432,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 // under the hot-tier deadline; the warehouse's under warmRead's bounds.
 func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
 	return &nsBatchers{
-		hot: &batcher[struct{}, hotResult]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
+		hot: &batcher[struct{}, hotResult]{lanes: 2, maxBatch: s.opts.MaxBatchFold,
 			run: func(ctx context.Context, keys []Key, _ []struct{}) ([]hotResult, error) {
 				s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
 				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
