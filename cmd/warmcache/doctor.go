@@ -148,17 +148,32 @@ func roundDuration(d time.Duration) time.Duration {
 }
 
 // splitFlags takes the flags that fs defines out of args, wherever they
-// are, parses them into fs, and returns the other arguments in order for
-// the configuration's flag set. A flag of fs is "-name value", "-name=value"
+// are, parses them into fs, and returns the other arguments for the
+// configuration's flag set: its flags first, then the positional arguments,
+// so that "advise widgets --namespaces f" reads like "advise --namespaces f
+// widgets". A flag of fs is "-name value", "-name=value"
 // or, for a boolean, "-name", with one or two dashes.
 func splitFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var own, rest []string
+	var own, rest, positional []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		f := fs.Lookup(name)
-		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" || f == nil {
+		switch {
+		case !strings.HasPrefix(a, "-") || a == "-":
+			positional = append(positional, a)
+			continue
+		case a == "--":
+			positional = append(positional, args[i:]...)
+			i = len(args)
+			continue
+		case f == nil:
+			// A configuration flag: every one of them takes a value.
 			rest = append(rest, a)
+			if !hasValue && i+1 < len(args) {
+				i++
+				rest = append(rest, args[i])
+			}
 			continue
 		}
 		own = append(own, a)
@@ -174,5 +189,7 @@ func splitFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	if err := fs.Parse(own); err != nil {
 		return nil, err
 	}
-	return rest, nil
+	// The configuration's flags come first, so that its parser sees them
+	// all; the positional arguments follow, in their order.
+	return append(rest, positional...), nil
 }
