@@ -9,8 +9,6 @@ import (
 	"os"
 
 	"github.com/warmcache/warmcache/internal/advise"
-	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/pgstore"
 )
 
 // adviseCmd runs `warmcache advise <namespace>`: it measures the candidate
@@ -18,40 +16,24 @@ import (
 // and prints the table, the recommendation and the migration.
 func adviseCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache advise", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	sample := fs.Int("sample", 20_000, "rows of the namespace to copy into each candidate; more is slower and closer to the real table")
 	lookups := fs.Int("lookups", 2_000, "timed point lookups per candidate")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
-	rest, err := splitFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load("warmcache advise", rest, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "usage: warmcache advise [flags] <namespace>")
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
+	cfg, help, err := subcommandConfig("warmcache advise", "warmcache advise [flags] <namespace>", fs, args, getenv, stderr)
+	if help || err != nil {
 		return err
 	}
 	if len(cfg.Args) != 1 {
 		return errors.New("advise: want one namespace: warmcache advise <namespace>")
 	}
-	var ns = cfg.Namespaces[0]
-	found := false
-	for _, n := range cfg.Namespaces {
-		if n.Name == cfg.Args[0] {
-			ns, found = n, true
-		}
-	}
-	if !found {
-		return fmt.Errorf("advise: no namespace %q in the configuration", cfg.Args[0])
+	ns, err := namespace(cfg, cfg.Args[0])
+	if err != nil {
+		return fmt.Errorf("advise: %w", err)
 	}
 	log := newLogger(stderr, "warn")
 	fmt.Fprintf(stderr, "advise: measuring the storage of %s on %d sampled rows...\n", ns.Name, *sample)
 	report, err := advise.Run(ctx, ns, advise.Options{
-		Store:      pgstore.Options{DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler},
+		Store:      storeOptions(cfg, 0),
 		SampleRows: *sample,
 		Lookups:    *lookups,
 	}, log)

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,36 +35,20 @@ func dict(ctx context.Context, args []string, getenv func(string) string, stdout
 	if action != "train" && action != "list" {
 		return fmt.Errorf("dict: unknown action %q (want train or list)", action)
 	}
-	// The namespace may come before or after the flags.
-	var name string
-	if action == "train" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	cfg, err := config.Load("warmcache dict "+action, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
+	cfg, help, err := subcommandConfig("warmcache dict "+action, "warmcache dict train <namespace> | warmcache dict list", nil, args, getenv, stderr)
+	if help || err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogLevel)
 	if action == "list" {
 		return dictList(ctx, cfg, stdout, log)
 	}
-	if name == "" && len(cfg.Args) > 0 {
-		name = cfg.Args[0]
+	if len(cfg.Args) != 1 {
+		return errors.New("dict train: want a namespace: warmcache dict train <namespace>")
 	}
-	if name == "" {
-		return errors.New("dict train: want a namespace")
-	}
-	var ns *warmcache.Namespace
-	for _, n := range cfg.Namespaces {
-		if n.Name == name {
-			ns = n
-		}
-	}
-	if ns == nil {
-		return fmt.Errorf("dict train: %w: %q", warmcache.ErrUnknownNamespace, name)
+	ns, err := namespace(cfg, cfg.Args[0])
+	if err != nil {
+		return fmt.Errorf("dict train: %w", err)
 	}
 	return dictTrain(ctx, cfg, ns, stdout, log)
 }
@@ -76,12 +58,7 @@ func dict(ctx context.Context, args []string, getenv func(string) string, stdout
 func openDictStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return pgstore.Open(openCtx, pgstore.Options{
-		DSN:      cfg.PostgresDSN,
-		ExecMode: cfg.PGExecMode,
-		Pooler:   cfg.PGPooler,
-		MaxConns: 2,
-	}, namespaces, prometheus.NewRegistry(), log)
+	return pgstore.Open(openCtx, storeOptions(cfg, 2), namespaces, prometheus.NewRegistry(), log)
 }
 
 // dictTrain samples ns's values, trains a dictionary, stores it as the

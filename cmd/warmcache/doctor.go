@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 )
@@ -23,18 +21,9 @@ import (
 // namespace has a warning, so that it can gate a deployment.
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache doctor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	plans := fs.Bool("plans", false, "print every lookup plan, not only those with a warning")
-	rest, err := splitFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load("warmcache doctor", rest, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
+	cfg, help, err := subcommandConfig("warmcache doctor", "warmcache doctor [flags]", fs, args, getenv, stderr)
+	if help || err != nil {
 		return err
 	}
 	log := newLogger(stderr, "warn")
@@ -42,9 +31,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer cancel()
 
 	problems := 0
-	cache, err := rediscache.New(rediscache.Options{
-		Addrs: cfg.RedisAddrs, MasterName: cfg.RedisMasterName, Password: cfg.RedisPassword, DB: cfg.RedisDB, Prefix: cfg.RedisPrefix,
-	}, nil, log)
+	cache, err := rediscache.New(redisOptions(cfg), nil, log)
 	if err != nil {
 		return err
 	}
@@ -57,9 +44,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "%-10s %-5s %s answered PING in %s\n", "redis", "ok", strings.Join(cfg.RedisAddrs, ","), roundDuration(time.Since(start)))
 	}
 
-	store, err := pgstore.Open(ctx, pgstore.Options{
-		DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler, MaxConns: 2,
-	}, cfg.Namespaces, prometheus.NewRegistry(), log)
+	store, err := pgstore.Open(ctx, storeOptions(cfg, 2), cfg.Namespaces, prometheus.NewRegistry(), log)
 	if err != nil {
 		fmt.Fprintf(stdout, "%-10s %-5s %v\n", "warehouse", "FAIL", err)
 		return fmt.Errorf("doctor: the warehouse cannot serve the namespaces")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -27,20 +26,10 @@ import (
 // prints the counts and rows per second at the end.
 func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache load", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	format := fs.String("format", "auto", "input format: ndjson, csv, or auto (by the file's extension; ndjson for stdin)")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when it is a terminal), on or off")
-	rest, err := splitFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	cfg, err := config.Load("warmcache load", rest, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(stderr, "usage: warmcache load [flags] <namespace> [file.ndjson|file.csv|-]")
-		fs.PrintDefaults()
-		return nil
-	}
-	if err != nil {
+	cfg, help, err := subcommandConfig("warmcache load", "warmcache load [flags] <namespace> [file.ndjson|file.csv|-]", fs, args, getenv, stderr)
+	if help || err != nil {
 		return err
 	}
 	if len(cfg.Args) < 1 || len(cfg.Args) > 2 {
@@ -74,16 +63,12 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 
 	log := newLogger(stderr, "warn")
-	store, err := pgstore.Open(ctx, pgstore.Options{
-		DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler, MaxConns: 2,
-	}, cfg.Namespaces, prometheus.NewRegistry(), log)
+	store, err := pgstore.Open(ctx, storeOptions(cfg, 2), cfg.Namespaces, prometheus.NewRegistry(), log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	cache, err := rediscache.New(rediscache.Options{
-		Addrs: cfg.RedisAddrs, MasterName: cfg.RedisMasterName, Password: cfg.RedisPassword, DB: cfg.RedisDB, Prefix: cfg.RedisPrefix,
-	}, nil, log)
+	cache, err := rediscache.New(redisOptions(cfg), nil, log)
 	if err != nil {
 		return err
 	}

@@ -52,12 +52,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	store, err := pgstore.Open(startCtx, pgstore.Options{
-		DSN:      cfg.PostgresDSN,
-		ExecMode: cfg.PGExecMode,
-		Pooler:   cfg.PGPooler,
-		MaxConns: int32(cfg.PGMaxConns),
-	}, cfg.Namespaces, reg, log)
+	store, err := pgstore.Open(startCtx, storeOptions(cfg, int32(cfg.PGMaxConns)), cfg.Namespaces, reg, log)
 	if err != nil {
 		return err
 	}
@@ -65,13 +60,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	log.Info("warehouse connected", "dialect", store.Dialect().String(), "exec_mode", store.ExecMode(), "pooler", cfg.PGPooler)
 	logDoctor(startCtx, store, log)
 
-	cache, err := rediscache.New(rediscache.Options{
-		Addrs:      cfg.RedisAddrs,
-		MasterName: cfg.RedisMasterName,
-		Password:   cfg.RedisPassword,
-		DB:         cfg.RedisDB,
-		Prefix:     cfg.RedisPrefix,
-	}, reg, log)
+	cache, err := rediscache.New(redisOptions(cfg), reg, log)
 	if err != nil {
 		return err
 	}

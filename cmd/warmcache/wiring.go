@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// storeOptions returns the warehouse options of cfg, with a pool of
+// maxConns connections.
+func storeOptions(cfg config.Config, maxConns int32) pgstore.Options {
+	return pgstore.Options{DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler, MaxConns: maxConns}
+}
+
+// redisOptions returns the hot tier's options of cfg.
+func redisOptions(cfg config.Config) rediscache.Options {
+	return rediscache.Options{
+		Addrs:      cfg.RedisAddrs,
+		MasterName: cfg.RedisMasterName,
+		Password:   cfg.RedisPassword,
+		DB:         cfg.RedisDB,
+		Prefix:     cfg.RedisPrefix,
+	}
+}
+
+// subcommandConfig parses a subcommand's own flags (fs, which may be nil)
+// and the configuration, from args in any order. help is true when -h was
+// asked for: the usage line and the subcommand's flags have been printed.
+func subcommandConfig(name, usage string, fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (cfg config.Config, help bool, err error) {
+	if fs == nil {
+		fs = flag.NewFlagSet(name, flag.ContinueOnError)
+	}
+	fs.SetOutput(stderr)
+	rest, err := splitFlags(fs, args)
+	if err != nil {
+		return config.Config{}, false, err
+	}
+	cfg, err = config.Load(name, rest, getenv, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stderr, "usage: "+usage)
+		fs.PrintDefaults()
+		return config.Config{}, true, nil
+	}
+	return cfg, false, err
+}
+
+// namespace returns the configured namespace called name, or an error
+// that wraps warmcache.ErrUnknownNamespace.
+func namespace(cfg config.Config, name string) (*warmcache.Namespace, error) {
+	for _, ns := range cfg.Namespaces {
+		if ns.Name == name {
+			return ns, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
+}
