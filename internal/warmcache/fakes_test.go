@@ -173,3 +173,37 @@ func (w *memWarm) Delete(ctx context.Context, ns *warmcache.Namespace, key warmc
 }
 
 func (w *memWarm) Ping(context.Context) error { return nil }
+
+// memNear is an in-memory near cache with the version rules of
+// warmcache.Near, without TTLs or bounds.
+type memNear struct {
+	mu      sync.Mutex
+	entries map[string]warmcache.Entry
+}
+
+func newMemNear() *memNear { return &memNear{entries: map[string]warmcache.Entry{}} }
+
+func (n *memNear) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.entries[ns.Name+"/"+key.Text]
+	return e, ok
+}
+
+func (n *memNear) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := ns.Name + "/" + key.Text
+	if cur, ok := n.entries[k]; !ok || cur.Version <= e.Version {
+		n.entries[k] = e
+	}
+}
+
+func (n *memNear) Invalidate(ns *warmcache.Namespace, key warmcache.Key, version int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := ns.Name + "/" + key.Text
+	if cur, ok := n.entries[k]; ok && cur.Version < version {
+		delete(n.entries, k)
+	}
+}

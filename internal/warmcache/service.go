@@ -235,11 +235,7 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	near := s.near(ns)
 	if near != nil {
 		if e, ok := near.Get(ns, key); ok {
-			result := "hit"
-			if !e.Found {
-				result = "negative"
-			}
-			s.lookups.WithLabelValues(ns.Name, "near", result).Inc()
+			s.lookups.WithLabelValues(ns.Name, "near", nearResult(e)).Inc()
 			return s.answer(ns, Item{Key: key, Entry: e, Source: SourceNear})
 		}
 		s.lookups.WithLabelValues(ns.Name, "near", "miss").Inc()
@@ -574,24 +570,43 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 		}
 	}
 	items := make([]Item, len(keys))
-	if len(keys) == 0 {
+	near := s.near(ns)
+	var probe []Key // the keys the near cache did not answer
+	var probeAt []int
+	for i, k := range keys {
+		items[i].Key = k
+		if near != nil {
+			if e, ok := near.Get(ns, k); ok {
+				s.lookups.WithLabelValues(ns.Name, "near", nearResult(e)).Inc()
+				items[i].Entry, items[i].Source = e, SourceNear
+				continue
+			}
+			s.lookups.WithLabelValues(ns.Name, "near", "miss").Inc()
+		}
+		probe, probeAt = append(probe, k), append(probeAt, i)
+	}
+	if len(probe) == 0 {
 		return items, nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
-	entries, hits, hotErr := s.hot.GetMany(hctx, ns, keys)
+	entries, hits, hotErr := s.hot.GetMany(hctx, ns, probe)
 	cancel()
 	var missed []Key
 	var missedAt []int
-	for i, k := range keys {
-		items[i].Key = k
-		if hotErr == nil && hits[i] {
-			e := entries[i]
-			s.countHot(ns, e, true, nil)
+	for j, k := range probe {
+		i := probeAt[j]
+		if hotErr == nil && hits[j] {
+			e := entries[j]
 			switch {
 			case !s.expired(e):
+				s.countHot(ns, e, true, nil)
 				items[i].Entry, items[i].Source = e, SourceHot
+				if near != nil {
+					near.Set(ns, k, e)
+				}
 				continue
 			case s.servableStale(ns, e):
+				s.countHot(ns, e, true, nil)
 				reason := "revalidate"
 				if s.breaker.open() {
 					reason = "error"
@@ -604,8 +619,7 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 			}
 		}
 		s.countHot(ns, Entry{}, false, hotErr)
-		missed = append(missed, k)
-		missedAt = append(missedAt, i)
+		missed, missedAt = append(missed, k), append(missedAt, i)
 	}
 	if len(missed) == 0 {
 		return items, nil
@@ -619,8 +633,19 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 	}
 	for j, i := range missedAt {
 		items[i].Entry, items[i].Source = loaded[j], SourceWarm
+		if near != nil {
+			near.Set(ns, missed[j], loaded[j])
+		}
 	}
 	return items, nil
+}
+
+// nearResult is the lookup result of a near-cache entry.
+func nearResult(e Entry) string {
+	if e.Found {
+		return "hit"
+	}
+	return "negative"
 }
 
 // Put stores value under key: first in the warehouse, then, once committed,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -262,3 +263,40 @@ func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
 
 // queued reports whether the 20 later reads all wait for the lane.
 func queued(svc *warmcache.Service) bool { return warmcache.Queued(svc) == 20 }
+
+func TestMGetUsesTheNearCache(t *testing.T) {
+	hot, warm, near := newMemHot(), newMemWarm(), newMemNear()
+	warm.rows["1"] = warmcache.Entry{Value: []byte(`1`), Version: 1, Found: true}
+	ns := widgets()
+	ns.NearTTL = time.Minute
+	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{ns}, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{Near: near})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sources := func() []warmcache.Source {
+		items, err := svc.MGet(ctx, "widgets", []string{"1", "2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []warmcache.Source{items[0].Source, items[1].Source}
+	}
+	if got := sources(); got[0] != warmcache.SourceWarm || got[1] != warmcache.SourceWarm {
+		t.Fatalf("first mget sources = %v, want both from the warehouse", got)
+	}
+	if got := sources(); got[0] != warmcache.SourceNear || got[1] != warmcache.SourceNear {
+		t.Fatalf("second mget sources = %v, want both from the near cache (the absent key too)", got)
+	}
+	put, err := svc.Put(ctx, "widgets", "1", []byte(`"new"`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := svc.MGet(ctx, "widgets", []string{"1"})
+	if err != nil || items[0].Entry.Version != put.Entry.Version || string(items[0].Entry.Value) != `"new"` {
+		t.Fatalf("mget after a write = %+v, %v; want the written version %d", items, err, put.Entry.Version)
+	}
+	if n := warm.lookups.Load(); n != 1 {
+		t.Fatalf("warehouse queries = %d, want the first mget's only", n)
+	}
+}
