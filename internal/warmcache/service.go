@@ -244,13 +244,7 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	e, hit, hotErr := s.hotGet(ctx, ns, key)
 	if hit && s.expired(e) {
 		if s.servableStale(ns, e) {
-			reason := "revalidate"
-			if s.breaker.open() {
-				reason = "error"
-			} else {
-				s.revalidate(ns, key, e)
-			}
-			s.stale.WithLabelValues(ns.Name, reason).Inc()
+			s.serveStale(ns, key, e)
 			item.Entry, item.Source = e, SourceStale
 			return item, nil
 		}
@@ -323,6 +317,19 @@ func (s *Service) expired(e Entry) bool {
 // present and within the namespace's MaxStale of its freshness.
 func (s *Service) servableStale(ns *Namespace, e Entry) bool {
 	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
+}
+
+// serveStale accounts for serving the expired entry e of key: it starts
+// its revalidation unless the warehouse's breaker is open, and counts the
+// stale answer by that reason.
+func (s *Service) serveStale(ns *Namespace, key Key, e Entry) {
+	reason := "revalidate"
+	if s.breaker.open() {
+		reason = "error"
+	} else {
+		s.revalidate(ns, key, e)
+	}
+	s.stale.WithLabelValues(ns.Name, reason).Inc()
 }
 
 // revalidate starts one background read of key, unless one is under way or
@@ -607,13 +614,7 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 				continue
 			case s.servableStale(ns, e):
 				s.countHot(ns, e, true, nil)
-				reason := "revalidate"
-				if s.breaker.open() {
-					reason = "error"
-				} else {
-					s.revalidate(ns, k, e)
-				}
-				s.stale.WithLabelValues(ns.Name, reason).Inc()
+				s.serveStale(ns, k, e)
 				items[i].Entry, items[i].Source = e, SourceStale
 				continue
 			}
