@@ -7,6 +7,8 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"go/ast"
@@ -23,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -377,6 +380,24 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("command %q overrides the image's entrypoint %q", cmd, d.entrypoint)
 	}
 
+	// The committed secrets are placeholders that must not work: a keys
+	// file whose hash is a real SHA-256 would let whoever knows the
+	// placeholder token in. For the checks below, a token made here takes
+	// their place, as an operator's would.
+	secret, _ := get(k["Secret"]["warmcache-secrets"], "stringData").(map[string]any)
+	committedKeys, _ := secret["keys.yaml"].(string)
+	if _, err := config.ParseKeys([]byte(committedKeys)); err == nil {
+		t.Error("the committed keys.yaml loads: its placeholder hash is a working credential")
+	}
+	placeholder := regexp.MustCompile(`sha256: (\S+)`).FindStringSubmatch(committedKeys)
+	if placeholder == nil || !strings.Contains(placeholder[1], "REPLACE") {
+		t.Fatalf("keys.yaml has no sha256 placeholder that says to replace it: %q", committedKeys)
+	}
+	token := "operator-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sum := sha256.Sum256([]byte(token))
+	secret["keys.yaml"] = strings.Replace(committedKeys, placeholder[1], hex.EncodeToString(sum[:]), 1)
+	secret["app-token"] = token
+
 	// Volumes: their keys must exist in the ConfigMap or Secret, and their
 	// files are copied where the container would see them.
 	tmp := t.TempDir()
@@ -478,9 +499,32 @@ func TestKubernetes(t *testing.T) {
 	if port(t, cfg.GRPCAddr) != port(t, def.GRPCAddr) {
 		t.Errorf("--grpc-addr %s, default %s: want the default port", cfg.GRPCAddr, def.GRPCAddr)
 	}
+	// A listener on the pod's address carries API tokens over the cluster
+	// network: it must serve TLS, and the probes and scrapes speak HTTPS.
+	if host, _, _ := net.SplitHostPort(cfg.HTTPAddr); host != "127.0.0.1" && host != "localhost" && host != "::1" && cfg.TLSCert == "" {
+		t.Errorf("--http-addr %s is reachable from the network without TLS", cfg.HTTPAddr)
+	}
+	tlsOn := cfg.TLSCert != ""
+	if tlsOn && str(get(dep, "spec", "template", "metadata", "annotations"), "prometheus.io/scheme") != "https" {
+		t.Error("REST serves TLS but Prometheus is not told to scrape https")
+	}
+	// The Go runtime must know the container's memory limit.
+	if lim := run.env["GOMEMLIMIT"]; lim == "" {
+		t.Error("no GOMEMLIMIT: the Go heap grows to the container's limit and the process is killed")
+	} else if n, err := parseMiB(lim); err != nil || n >= 256 {
+		t.Errorf("GOMEMLIMIT %q, want a size under the 256Mi limit", lim)
+	}
+	// Loads are spooled: the spool directory must be writable with a
+	// read-only root filesystem.
+	if cfg.SpoolDir == "" {
+		t.Error("no --spool-dir, yet the root filesystem is read-only and loads spool to disk")
+	}
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/readyz"} {
 		if got := str(wc, probe, "httpGet", "path"); got != path {
 			t.Errorf("%s path %q, want %s", probe, got, path)
+		}
+		if tlsOn && str(wc, probe, "httpGet", "scheme") != "HTTPS" {
+			t.Errorf("%s: REST serves TLS, want scheme HTTPS", probe)
 		}
 		if p := get(wc, probe, "httpGet", "port"); p != "http" && p != httpPort {
 			t.Errorf("%s port %v, want the http port", probe, p)
@@ -495,6 +539,17 @@ func TestKubernetes(t *testing.T) {
 	appMounts := map[string]bool{}
 	for _, m := range list(cs["app"], "volumeMounts") {
 		appMounts[str(m, "mountPath")] = true
+	}
+	for _, dir := range []string{cfg.SpoolDir} {
+		ok := false
+		for p, real := range mounts {
+			if (dir == real || strings.HasPrefix(dir, real+"/")) && writable[p] {
+				ok = true
+			}
+		}
+		if dir != "" && !ok {
+			t.Errorf("--spool-dir %s is not on a writable volume", dir)
+		}
 	}
 	for _, sock := range []string{cfg.HTTPSocket, cfg.GRPCSocket} {
 		var dir string
@@ -775,4 +830,16 @@ func TestGrafanaDashboard(t *testing.T) {
 			t.Errorf("no panel about %q among %q", want, titles)
 		}
 	}
+}
+
+// parseMiB reads a GOMEMLIMIT such as 200MiB as mebibytes.
+func parseMiB(v string) (int64, error) {
+	for suffix, mul := range map[string]float64{"GiB": 1024, "MiB": 1, "KiB": 1.0 / 1024} {
+		if n, ok := strings.CutSuffix(v, suffix); ok {
+			f, err := strconv.ParseFloat(n, 64)
+			return int64(f * mul), err
+		}
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n >> 20, err
 }

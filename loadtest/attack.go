@@ -125,6 +125,16 @@ func (ts targetSet) get(key int64) vegeta.Target {
 	return vegeta.Target{Method: http.MethodGet, URL: ts.keyURL(key), Header: ts.header}
 }
 
+// floorGets returns GETs of keys on the middleware floor's route
+// (floorMWRoute).
+func (ts targetSet) floorGets(keys []int64) []vegeta.Target {
+	out := make([]vegeta.Target, len(keys))
+	for i, k := range keys {
+		out[i] = vegeta.Target{Method: http.MethodGet, URL: ts.base + "/v1/kv/widgets/_floor/" + strconv.FormatInt(k, 10), Header: ts.header}
+	}
+	return out
+}
+
 func (ts targetSet) gets(keys []int64) []vegeta.Target {
 	out := make([]vegeta.Target, len(keys))
 	for i, k := range keys {

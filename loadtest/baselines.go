@@ -16,10 +16,11 @@ import (
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
-// pgbenchScript is one point lookup, the service's own lookup statement,
-// on a uniformly random key.
+// pgbenchScript is one point lookup on a uniformly random key: the
+// service's lookup statement, SELECT value, version FROM widgets WHERE
+// key = $1.
 const pgbenchScript = `\set k random(1, %d)
-SELECT "value"::text, "version" FROM "widgets" WHERE "key" = :k::bigint;
+SELECT value, version FROM widgets WHERE key = :k;
 `
 
 // findPgbench returns pgbench from PATH or the newest PostgreSQL bin
@@ -35,11 +36,12 @@ func findPgbench() (string, error) {
 	return "", fmt.Errorf("pgbench not found (apt-get install postgresql-contrib)")
 }
 
-// pgbench runs `pgbench -M prepared` point lookups on the bench table
-// directly against PostgreSQL (PgBouncer in transaction pooling refuses
-// -M prepared). rate zero runs at saturation; a positive rate is paced
-// and logs every transaction for percentiles.
-func (h *harness) pgbench(ctx context.Context, clients int, rate float64) (*bench.Baseline, error) {
+// pgbench runs pgbench point lookups on the bench table at addr (PostgreSQL
+// directly, or PgBouncer) with protocol mode (prepared, extended or
+// simple). rate zero runs at saturation, with the CPU of PostgreSQL's
+// backends, PgBouncer and pgbench measured over the run; a positive rate is
+// paced and logs every transaction for percentiles.
+func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, rate float64) (*bench.Baseline, error) {
 	bin, err := findPgbench()
 	if err != nil {
 		return nil, err
@@ -48,10 +50,10 @@ func (h *harness) pgbench(ctx context.Context, clients int, rate float64) (*benc
 	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
 		return nil, fmt.Errorf("pgbench script: %w", err)
 	}
-	host, port, _ := net.SplitHostPort(h.opts.PGHost)
+	host, port, _ := net.SplitHostPort(addr)
 	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
 	threads := min(clients, 2)
-	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", "prepared",
+	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", mode,
 		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", script}
 	logDir := filepath.Join(h.opts.ArtifactDir, "pgbench-log")
 	if rate > 0 {
@@ -66,7 +68,16 @@ func (h *harness) pgbench(ctx context.Context, clients int, rate float64) (*benc
 	args = append(args, h.opts.Database)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
+	var w *cpuWindow
+	if rate == 0 {
+		w = h.meter(0).start()
+	}
 	out, err := cmd.CombinedOutput()
+	var used map[string]time.Duration
+	var wall time.Duration
+	if w != nil {
+		used, wall = w.stop()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("pgbench: %w\n%s", err, out)
 	}
@@ -74,12 +85,30 @@ func (h *harness) pgbench(ctx context.Context, clients int, rate float64) (*benc
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
+	name := "`pgbench -M " + mode + "`"
+	if addr == h.opts.PGBouncer {
+		name += " via PgBouncer"
+	} else {
+		name += " direct"
+	}
 	b := &bench.Baseline{
-		Name:       "`pgbench -M prepared`",
+		Name:       name,
 		Command:    "pgbench " + strings.Join(args, " "),
 		Clients:    clients,
 		Rate:       rate,
 		Throughput: tps,
+	}
+	if w != nil {
+		// The harness's own CPU is not the load here: pgbench's is.
+		delete(used, bench.ProcLoad)
+		if st := cmd.ProcessState; st != nil {
+			used[bench.ProcLoad] = st.UserTime() + st.SystemTime()
+		}
+		n, err := bench.ParsePgbenchTransactions(string(out))
+		if err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, out)
+		}
+		b.CPU = &bench.CPU{Used: used, Wall: wall, Requests: n, Server: "—"}
 	}
 	if rate > 0 {
 		files, _ := filepath.Glob(filepath.Join(logDir, "pgbench*"))

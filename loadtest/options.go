@@ -34,7 +34,10 @@ type options struct {
 	HotEnv       []string      // extra service env for every scenario but l1
 	NearEnv      []string      // extra service env for the l1 scenario
 	Token        string        // bearer token sent with every request, if any
-	Profile      bool          // take a CPU profile of hot
+	Profile      bool          // take CPU and allocation profiles of each path
+	GRPCConns    int           // client connections of a gRPC attack
+	Before       string        // results.json of an earlier run to compare with
+	BeforeLabel  string        // what that run measured, for the report
 	Scenarios    map[string]bool
 	Timeout      time.Duration // the whole run
 	Command      string        // how the run was started, for the report
@@ -48,7 +51,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "baselines"}
+var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
 
 func parseOptions(args []string, usage io.Writer) (options, error) {
 	o := options{}
@@ -77,7 +80,10 @@ func parseOptions(args []string, usage io.Writer) (options, error) {
 	fs.Var(&hotEnv, "service-env", "NAME=VALUE added to the service's environment for every scenario but l1 (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=0: no near cache)")
 	fs.Var(&nearEnv, "near-env", "NAME=VALUE added to the service's environment for the l1 scenario (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=67108864: a 64 MiB near cache)")
 	fs.StringVar(&o.Token, "token", "", "bearer token for the service's API, if it requires one")
-	fs.BoolVar(&o.Profile, "profile", true, "take a CPU profile of the service during an extra hot attack")
+	fs.BoolVar(&o.Profile, "profile", true, "take CPU and allocation profiles of the service during an extra attack on each path (hot, grpc, miss, l1)")
+	fs.IntVar(&o.GRPCConns, "grpc-conns", 4, "client connections of a gRPC attack, shared by its workers")
+	fs.StringVar(&o.Before, "before", "", "results.json of an earlier run (of an earlier build) to compare with in the report")
+	fs.StringVar(&o.BeforeLabel, "before-label", "", "what the -before run measured, such as the build's commit")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound of the whole run")
 	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
@@ -148,8 +154,8 @@ func (o options) validate() error {
 			errs = append(errs, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", ")))
 		}
 	}
-	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.FloorBytes < 40 {
-		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch and -stampede must be positive, -floor-bytes at least 40"))
+	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.GRPCConns <= 0 || o.FloorBytes < 40 {
+		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch, -stampede and -grpc-conns must be positive, -floor-bytes at least 40"))
 	}
 	if o.Duration < time.Second || o.Duration > time.Minute {
 		errs = append(errs, fmt.Errorf("-duration: want 1s to 1m, got %s", o.Duration))

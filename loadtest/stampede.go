@@ -166,3 +166,26 @@ func scrapeSQLQueries(ctx context.Context, url string) (float64, error) {
 	}
 	return bench.SumSamples(string(body), "warmcache_sql_queries_total", map[string]string{"namespace": "widgets"}), nil
 }
+
+// scrapeFold reads the service's warmcache_batch_keys histogram: batches
+// and keys per tier, since the service started.
+func scrapeFold(ctx context.Context, url string) (bench.Fold, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return bench.Fold{}, fmt.Errorf("scrape %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return bench.Fold{}, fmt.Errorf("scrape %s: %s %v", url, resp.Status, err)
+	}
+	text := string(body)
+	sql, redis := map[string]string{"tier": "sql"}, map[string]string{"tier": "redis"}
+	return bench.Fold{
+		SQLQueries:   bench.SumSamples(text, "warmcache_batch_keys_count", sql),
+		SQLKeys:      bench.SumSamples(text, "warmcache_batch_keys_sum", sql),
+		RedisBatches: bench.SumSamples(text, "warmcache_batch_keys_count", redis),
+		RedisKeys:    bench.SumSamples(text, "warmcache_batch_keys_sum", redis),
+	}, nil
+}

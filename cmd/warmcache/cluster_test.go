@@ -36,11 +36,11 @@ func startRedisCluster(t *testing.T) *redisCluster {
 	t.Helper()
 	server, err := exec.LookPath("redis-server")
 	if err != nil {
-		t.Skip("redis-server is not installed; the Redis Cluster tests need it (apt-get install redis-server, as .ci/run does)")
+		testenv.Unavailable(t, "redis-server is not installed; the Redis Cluster tests need it (apt-get install redis-server, as .ci/run does)")
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		t.Skip("redis-cli is not installed; the Redis Cluster tests need it to create the cluster (apt-get install redis-tools)")
+		testenv.Unavailable(t, "redis-cli is not installed; the Redis Cluster tests need it to create the cluster (apt-get install redis-tools)")
 	}
 	base := freePortBlock(t, 6)
 	c := &redisCluster{procs: map[string]*exec.Cmd{}}

@@ -67,6 +67,9 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 			if d.Check.GenericPlan != "" {
 				fmt.Fprintf(stdout, "  plan under force_generic_plan:\n%s\n", indent(d.Check.GenericPlan, "    "))
 			}
+			if d.Check.WritePlan != "" {
+				fmt.Fprintf(stdout, "  plan of a write:\n%s\n", indent(d.Check.WritePlan, "    "))
+			}
 		}
 	}
 	if err != nil {

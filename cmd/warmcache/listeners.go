@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 type listeners struct {
 	log    *slog.Logger
 	http   *http.Server
+	extra  []*http.Server // the Dapr API's HTTP listener
 	grpc   []*grpc.Server
 	served chan error
 	count  int
@@ -34,7 +36,10 @@ type listeners struct {
 // startListeners opens every listener of cfg and starts serving. It prints
 // one "warmcache: serving ..." line per listener on stdout, the TCP REST
 // listener first. On error, whatever was started is stopped.
-func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, log *slog.Logger, stdout io.Writer) (_ *listeners, err error) {
+// dapr is the Dapr state API, served on listeners of its own when cfg names
+// them.
+// grpcOpts are added to every gRPC server, such as tracing's.
+func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, dapr daprServers, grpcOpts []grpc.ServerOption, log *slog.Logger, stdout io.Writer) (_ *listeners, err error) {
 	l := &listeners{
 		log: log,
 		http: &http.Server{
@@ -46,7 +51,7 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, l
 			MaxHeaderBytes:    64 << 10,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
-		served: make(chan error, 4),
+		served: make(chan error, 6),
 	}
 	defer func() {
 		if err != nil {
@@ -89,9 +94,9 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, l
 	}
 
 	if cfg.GRPCAddr != "" {
-		var opts []grpc.ServerOption
+		opts := grpcOpts
 		if tlsConf != nil {
-			opts = append(opts, grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
+			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
 		}
 		gln, err := net.Listen("tcp", cfg.GRPCAddr)
 		if err != nil {
@@ -112,34 +117,119 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, l
 		if err != nil {
 			return nil, err
 		}
-		gs := api.NewServer()
+		gs := api.NewServer(grpcOpts...)
 		l.grpc = append(l.grpc, gs)
 		l.serve("grpc", func() error { return gs.Serve(uln) })
 		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPCSocket)
 		log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPCSocket)
 	}
+	if err := l.startDapr(cfg, dapr, grpcOpts, tlsConf, log, stdout); err != nil {
+		return nil, err
+	}
 	return l, nil
+}
+
+// daprServers are the two forms of the Dapr state API.
+type daprServers struct {
+	http http.Handler
+	grpc func(...grpc.ServerOption) *grpc.Server
+}
+
+// startDapr serves the Dapr state API on cfg's Dapr listeners, with TLS
+// when tlsConf is set.
+func (l *listeners) startDapr(cfg config.Config, dapr daprServers, grpcOpts []grpc.ServerOption, tlsConf *tls.Config, log *slog.Logger, stdout io.Writer) error {
+	if cfg.DaprHTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.DaprHTTPAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.DaprHTTPAddr, err)
+		}
+		hs := &http.Server{
+			Handler:           dapr.http,
+			ReadHeaderTimeout: l.http.ReadHeaderTimeout,
+			ReadTimeout:       l.http.ReadTimeout,
+			WriteTimeout:      l.http.WriteTimeout,
+			IdleTimeout:       l.http.IdleTimeout,
+			MaxHeaderBytes:    l.http.MaxHeaderBytes,
+			ErrorLog:          l.http.ErrorLog,
+		}
+		l.extra = append(l.extra, hs)
+		scheme := "http"
+		if tlsConf != nil {
+			scheme = "https"
+			hs.TLSConfig = tlsConf.Clone()
+			l.serve("dapr http", func() error { return hs.ServeTLS(ln, "", "") })
+		} else {
+			l.serve("dapr http", func() error { return hs.Serve(ln) })
+		}
+		fmt.Fprintf(stdout, "warmcache: serving the Dapr state API over HTTP on %s://%s\n", scheme, ln.Addr())
+		log.Info("serving", "transport", "dapr-http", "addr", scheme+"://"+ln.Addr().String())
+	}
+	if cfg.DaprGRPCAddr != "" {
+		opts := grpcOpts
+		if tlsConf != nil {
+			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
+		}
+		ln, err := net.Listen("tcp", cfg.DaprGRPCAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.DaprGRPCAddr, err)
+		}
+		gs := dapr.grpc(opts...)
+		l.grpc = append(l.grpc, gs)
+		l.serve("dapr grpc", func() error { return gs.Serve(ln) })
+		fmt.Fprintf(stdout, "warmcache: serving the Dapr state API over gRPC on %s\n", ln.Addr())
+		log.Info("serving", "transport", "dapr-grpc", "addr", ln.Addr().String(), "tls", tlsConf != nil)
+	}
+	return nil
 }
 
 // listenUnix listens on a unix socket at path, replacing a socket file that
 // an earlier process left behind (never another kind of file). The socket
 // is readable and writable by its owner and group, so that an application
-// container sharing the group can connect.
+// container sharing the group can connect, and by nobody else at any
+// moment: it is created in a fresh directory of mode 0700 beside path,
+// given mode 0660 there, and only then linked into place (never over an
+// existing file). The listener removes path when it closes.
 func listenUnix(path string) (net.Listener, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("listen unix:%s: remove stale socket: %w", path, err)
 		}
 	}
-	ln, err := net.Listen("unix", path)
+	dir, err := os.MkdirTemp(filepath.Dir(path), ".warmcache-socket-")
 	if err != nil {
 		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o660); err != nil {
+	defer os.RemoveAll(dir)
+	tmp := filepath.Join(dir, "s")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(tmp, 0o660); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
 	}
-	return ln, nil
+	// A link, not a rename: it fails rather than replace a file that
+	// appeared at path meanwhile.
+	if err := os.Link(tmp, path); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("listen unix:%s: %w", path, err)
+	}
+	return &unixListener{UnixListener: ln, path: path}, nil
+}
+
+// unixListener removes its socket file when it closes.
+type unixListener struct {
+	*net.UnixListener
+	path string
+	once sync.Once
+}
+
+func (l *unixListener) Close() error {
+	err := l.UnixListener.Close()
+	l.once.Do(func() { _ = os.Remove(l.path) })
+	return err
 }
 
 func (l *listeners) serve(name string, fn func() error) {
@@ -189,6 +279,15 @@ func (l *listeners) shutdown(ctx context.Context) error {
 			}
 		}()
 	}
+	for _, hs := range l.extra {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Shutdown(ctx); err != nil {
+				_ = hs.Close()
+			}
+		}()
+	}
 	drainErr := l.http.Shutdown(ctx)
 	if drainErr != nil {
 		_ = l.http.Close()
@@ -210,6 +309,9 @@ func (l *listeners) shutdown(ctx context.Context) error {
 func (l *listeners) stopNow() {
 	for _, gs := range l.grpc {
 		gs.Stop()
+	}
+	for _, hs := range l.extra {
+		_ = hs.Close()
 	}
 	_ = l.http.Close()
 	for ; l.count > 0; l.count-- {

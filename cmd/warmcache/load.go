@@ -73,8 +73,15 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 		return err
 	}
 	defer cache.Close()
+	// The refreshed keys must be written in the namespaces' current
+	// generations.
+	if _, err := startGenerations(ctx, cfg, store, cache, nearTier{}, prometheus.NewRegistry(), log); err != nil {
+		return err
+	}
 	svc, err := warmcache.NewService(cache, store, cfg.Namespaces, prometheus.NewRegistry(), log, warmcache.Options{
 		HotTimeout: cfg.HotTimeout, WarmTimeout: cfg.WarmTimeout, MaxValueBytes: int(cfg.MaxBodyBytes),
+		// The file is local and trusted: stream it, without a bound.
+		DirectLoads: true, MaxLoadBytes: -1,
 	})
 	if err != nil {
 		return err
@@ -87,7 +94,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	counted := &countingReader{r: in}
 	var src warmcache.RecordReader
 	if *format == "csv" {
-		src = warmcache.NewCSVReader(counted, ns.KeyColumn)
+		src = warmcache.NewCSVReader(counted, ns.KeyColumn, int(cfg.MaxBodyBytes)+4<<10)
 	} else {
 		src = warmcache.NewNDJSONReader(counted, int(cfg.MaxBodyBytes)+4<<10)
 	}

@@ -42,6 +42,9 @@ commands:
   load <namespace> [file]
                          bulk-load NDJSON or CSV (COPY, merge by key, refresh Redis)
   advise <namespace>     measure candidate storages on a sample and recommend one
+  invalidate [--all] <namespace> [key ...]
+                         read keys again from the warehouse, or retire every
+                         cached entry of the namespace (--all)
 
 Run 'warmcache <command> -h' for the flags; every flag also reads a
 WARMCACHE_* environment variable.
@@ -66,6 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return load(ctx, args[1:], getenv, stdout, stderr)
 	case "advise":
 		return adviseCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "invalidate":
+		return invalidate(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

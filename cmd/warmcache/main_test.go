@@ -63,8 +63,21 @@ func startServer(t *testing.T, env map[string]string) string {
 	return strings.TrimSpace(strings.TrimPrefix(line, prefix))
 }
 
+// Unless m sets it, WARMCACHE_FRESHNESS is off: these tests share the
+// stack's PostgreSQL, whose wal_level is logical, and a server with change
+// capture would leave a replication slot in each test's database, which
+// could then not be dropped. Freshness has its own tests (internal/freshtest)
+// on clusters of their own.
 func getenv(m map[string]string) func(string) string {
-	return func(k string) string { return m[k] }
+	return func(k string) string {
+		if v, ok := m[k]; ok {
+			return v
+		}
+		if k == "WARMCACHE_FRESHNESS" {
+			return "off"
+		}
+		return ""
+	}
 }
 
 // migrateAndSeed applies the migrations to dsn and inserts widgets 1..n.
@@ -283,4 +296,31 @@ func sqlQueries(t *testing.T, base string) float64 {
 		t.Fatal("no warmcache_sql_queries_total samples in /metrics")
 	}
 	return sum
+}
+
+// TestMigratePlanDetectsDialect prints the plan without --dialect: it is
+// the DDL of the DSN's server on PostgreSQL and Greenplum, and PostgreSQL's
+// when the server does not answer.
+func TestMigratePlanDetectsDialect(t *testing.T) {
+	for _, w := range testenv.Warehouses() {
+		t.Run(w.Name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			env := getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": w.Server(t)})
+			if err := run(context.Background(), []string{"migrate", "plan"}, env, &out, &errOut); err != nil {
+				t.Fatalf("migrate plan: %v\n%s", err, errOut.String())
+			}
+			want := "-- warmcache migrations for " + w.Name + " (dialect from the server of the DSN)"
+			if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String(), "DISTRIBUTED BY") != w.Greenplum {
+				t.Fatalf("plan does not start with %q or has the wrong DDL:\n%s", want, out.String())
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	env := getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": "postgres://nobody@127.0.0.1:1/none"})
+	if err := run(context.Background(), []string{"migrate", "plan"}, env, &out, &errOut); err != nil {
+		t.Fatalf("migrate plan: %v\n%s", err, errOut.String())
+	}
+	if !strings.HasPrefix(out.String(), "-- warmcache migrations for postgres (dialect from the default: the server of the DSN did not answer") {
+		t.Fatalf("plan with an unreachable DSN:\n%s", out.String())
+	}
 }

@@ -22,7 +22,7 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	action, args := args[0], args[1:]
 	if action == "plan" {
-		return migratePlan(args, getenv, stdout, stderr)
+		return migratePlan(ctx, args, getenv, stdout, stderr)
 	}
 	if action != "up" && action != "down" && action != "status" {
 		return fmt.Errorf("migrate: unknown action %q (want up, down, status or plan)", action)
@@ -81,8 +81,10 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 }
 
-// migratePlan prints the DDL for a dialect without connecting to anything.
-func migratePlan(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// migratePlan prints the DDL for a dialect: the one of --dialect, or else
+// the one the server of the DSN speaks when it answers within a few
+// seconds, or else PostgreSQL. With --dialect it connects to nothing.
+func migratePlan(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := config.Load("warmcache migrate plan", args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -90,16 +92,43 @@ func migratePlan(args []string, getenv func(string) string, stdout, stderr io.Wr
 	if err != nil {
 		return err
 	}
-	d := pgstore.Postgres
+	d, how := pgstore.Postgres, "the --dialect flag"
 	if cfg.Dialect != "" {
 		if d, err = pgstore.ParseDialect(cfg.Dialect); err != nil {
 			return err
 		}
+	} else {
+		d, how = planDialect(ctx, cfg.PostgresDSN)
 	}
 	steps, err := schema.Plan(d, cfg.Namespaces)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "-- warmcache migrations for %s\n%s", d, schema.Render(steps))
+	fmt.Fprintf(stdout, "-- warmcache migrations for %s (dialect from %s)\n%s", d, how, schema.Render(steps))
 	return nil
+}
+
+// planDialect detects the dialect of the server at dsn for migrate plan,
+// and says where the answer came from: the server, or the default
+// (PostgreSQL) when it does not answer within 3 seconds.
+func planDialect(ctx context.Context, dsn string) (pgstore.Dialect, string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return pgstore.Postgres, fmt.Sprintf("the default: the DSN does not parse (%v)", err)
+	}
+	// The simple protocol prepares nothing, so detection works through
+	// PgBouncer in transaction pooling too.
+	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return pgstore.Postgres, "the default: the server of the DSN did not answer; pass --dialect to choose"
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	d, err := pgstore.DetectDialect(ctx, conn)
+	if err != nil {
+		return pgstore.Postgres, "the default: the server of the DSN could not be asked; pass --dialect to choose"
+	}
+	return d, "the server of the DSN"
 }

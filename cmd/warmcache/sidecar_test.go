@@ -63,6 +63,7 @@ func (b *lockedBuffer) String() string {
 type served struct {
 	http, grpc             string // http://host:port or https://, host:port
 	httpSocket, grpcSocket string // socket paths
+	daprHTTP, daprGRPC     string // the Dapr state API: http://host:port, host:port
 	lines                  []string
 	log                    *lockedBuffer
 }
@@ -108,6 +109,10 @@ func startServing(t *testing.T, env map[string]string, want int, args ...string)
 		}
 		rest, _ := strings.CutPrefix(line, "warmcache: serving ")
 		switch {
+		case strings.HasPrefix(rest, "the Dapr state API over HTTP on "):
+			s.daprHTTP = strings.TrimPrefix(rest, "the Dapr state API over HTTP on ")
+		case strings.HasPrefix(rest, "the Dapr state API over gRPC on "):
+			s.daprGRPC = strings.TrimPrefix(rest, "the Dapr state API over gRPC on ")
 		case strings.HasPrefix(rest, "HTTP on unix:"):
 			s.httpSocket = strings.TrimPrefix(rest, "HTTP on unix:")
 		case strings.HasPrefix(rest, "HTTP on "):
@@ -123,7 +128,9 @@ func startServing(t *testing.T, env map[string]string, want int, args ...string)
 }
 
 // seededEnv migrates and seeds a fresh database with widgets 1..n and
-// returns the server environment for it, with its own Redis prefix.
+// returns the server environment for it, with its own Redis prefix. Like
+// startServer, it gives Redis calls a deadline that a machine busy with the
+// rest of the suite cannot miss, since tests assert that fills land.
 func seededEnv(t *testing.T, n int) map[string]string {
 	t.Helper()
 	redisAddr := testenv.RedisAddr(t)
@@ -133,6 +140,7 @@ func seededEnv(t *testing.T, n int) map[string]string {
 		"WARMCACHE_POSTGRES_DSN": dsn,
 		"WARMCACHE_REDIS_ADDRS":  redisAddr,
 		"WARMCACHE_REDIS_PREFIX": "sidecar-" + testenv.RandomSuffix(t) + ":",
+		"WARMCACHE_HOT_TIMEOUT":  "1s",
 	}
 }
 

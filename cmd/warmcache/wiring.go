@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -59,4 +64,36 @@ func namespace(cfg config.Config, name string) (*warmcache.Namespace, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
+}
+
+// startGenerations returns the namespace generations of the warehouse,
+// read once, which move the hot tier's keys and drop the near cache. A
+// failed first read is logged: the generations are read again every poll
+// interval.
+func startGenerations(ctx context.Context, cfg config.Config, store *pgstore.Store, cache *rediscache.Cache, near nearTier, reg prometheus.Registerer, log *slog.Logger) (*freshness.Generations, error) {
+	var dropNear func(string)
+	if c, ok := near.near.(interface{ Clear() }); ok {
+		dropNear = func(string) { c.Clear() }
+	}
+	gens, err := freshness.NewGenerations(store, cfg.Namespaces, cache.SetGeneration, dropNear, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := gens.Sync(ctx); err != nil {
+		log.Warn("namespace generations not read; retrying every poll interval", slog.Any("err", err))
+	}
+	return gens, nil
+}
+
+// freshnessOptions returns the freshness options of cfg for the store's
+// dialect.
+func freshnessOptions(cfg config.Config, store *pgstore.Store) freshness.Options {
+	return freshness.Options{
+		Mode:           cfg.Freshness,
+		PostgreSQL:     store.Dialect() == pgstore.Postgres,
+		ReplicationDSN: cfg.ReplicationDSN,
+		Slot:           cfg.ReplicationSlot,
+		PollInterval:   cfg.PollInterval,
+		PollOverlap:    cfg.PollOverlap,
+	}
 }

@@ -1,31 +1,40 @@
 #!/usr/bin/env bash
-# Local development stack for warmcache: PostgreSQL, Redis and a PgBouncer
-# sidecar, all on 127.0.0.1.
+# Local development stack for warmcache, all on 127.0.0.1, on ports of its
+# own so that it never collides with servers the machine already runs:
+#   - its own PostgreSQL cluster with wal_level=logical on 55432 (change
+#     capture works);
+#   - Redis on 6379 (the one there when it answers, otherwise its own);
+#   - a PgBouncer sidecar in transaction pooling on 56432, in front of that
+#     PostgreSQL.
 #
-#   deploy/local/stack.sh up     start whatever is missing (idempotent)
-#   deploy/local/stack.sh down   stop only what this script started
-#   deploy/local/stack.sh env    print export lines for the Go tests
-#   deploy/local/stack.sh seed   load deploy/local/sample-widgets.sql (after migrate up)
+#   deploy/local/stack.sh up       start whatever is missing (idempotent)
+#   deploy/local/stack.sh down     stop only what this script started
+#   deploy/local/stack.sh env      print export lines for the Go tests
+#   deploy/local/stack.sh run-env  print export lines for the service (make run)
+#   deploy/local/stack.sh seed     load deploy/local/sample-widgets.sql (after migrate up)
 #
-# Services that already answer on their ports are reused as they are. Anything
-# this script starts keeps its config, data, logs and pid files under
-# .local/ in the repository root (git-ignored).
+# The servers run as the postgres user when this runs as root (both refuse
+# root), so their state cannot live inside the repository: a clone under a
+# private directory (a home directory, mktemp -d) is not reachable by that
+# user. It lives in $WARMCACHE_STACK_DIR, by default
+# /var/tmp/warmcache-stack-<user>. Every address here is written once; the
+# Makefile and .ci/run take them from `env` and `run-env`.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-LOCAL="$ROOT/.local"
+STATE="${WARMCACHE_STACK_DIR:-/var/tmp/warmcache-stack-$(id -un)}"
 
 HOST=127.0.0.1
-PG_PORT=5432
-REDIS_PORT=6379
-PGB_PORT=6432
+PG_PORT="${WARMCACHE_STACK_PG_PORT:-55432}"
+REDIS_PORT="${WARMCACHE_STACK_REDIS_PORT:-6379}"
+PGB_PORT="${WARMCACHE_STACK_PGBOUNCER_PORT:-56432}"
 DB_NAME=warmcache
 WAIT_SECONDS=30
 
-PG_DIR="$LOCAL/postgres"   # own cluster, only when no PostgreSQL answers
+PG_DIR="$STATE/postgres"   # own cluster
 PG_DATA="$PG_DIR/data"
-REDIS_DIR="$LOCAL/redis"   # own redis-server, only when none answers
-PGB_DIR="$LOCAL/pgbouncer" # generated config, userlist, log, pid
+REDIS_DIR="$STATE/redis"   # own redis-server, only when none answers
+PGB_DIR="$STATE/pgbouncer" # generated config, userlist, log, pid
 PGB_INI="$PGB_DIR/pgbouncer.ini"
 PGB_PID="$PGB_DIR/pgbouncer.pid"
 PGB_LOG="$PGB_DIR/pgbouncer.log"
@@ -106,13 +115,30 @@ pg_bindir() {
 	[[ -x $d/initdb ]] && echo "$d"
 }
 
+# state_dir creates $STATE, readable and searchable by the service account,
+# and refuses one that another user owns.
+state_dir() {
+	if [[ ! -d $STATE ]]; then
+		mkdir -p "$STATE"
+		chmod 755 "$STATE"
+	fi
+	[[ -O $STATE ]] || die "$STATE belongs to another user; set WARMCACHE_STACK_DIR to a directory of your own"
+	if is_root; then
+		runuser -u "$SVC_USER" -- test -x "$STATE" ||
+			die "$SVC_USER cannot reach $STATE; set WARMCACHE_STACK_DIR to a directory every user can search (such as one under /var/tmp)"
+	fi
+}
+
 postgres_up() {
 	if ! command -v psql >/dev/null || ! command -v pg_isready >/dev/null; then
 		apt_install postgresql-client
 	fi
 	if pg_answers; then
-		PG_STATUS="already running"
-		[[ -s $PG_DATA/postmaster.pid ]] && PG_STATUS="own cluster $PG_DATA, started earlier by stack.sh"
+		if [[ -s $PG_DATA/postmaster.pid ]]; then
+			PG_STATUS="own cluster $PG_DATA, started earlier by stack.sh"
+		else
+			PG_STATUS="already running, not managed by stack.sh"
+		fi
 	else
 		local bindir
 		bindir="$(pg_bindir || true)"
@@ -121,36 +147,34 @@ postgres_up() {
 			bindir="$(pg_bindir || true)"
 			[[ -n $bindir ]] || die "no PostgreSQL server found in /usr/lib/postgresql after install"
 		fi
-		# Installing the package may itself have started Debian's cluster.
-		if pg_answers; then
-			PG_STATUS="already running"
-		else
-			start_own_postgres "$bindir"
-		fi
+		start_own_postgres "$bindir"
 	fi
 	# Everything below relies on trust auth for user postgres over TCP.
 	pg_sql -d postgres -c 'select 1' >/dev/null 2>&1 ||
 		die "PostgreSQL on $HOST:$PG_PORT does not accept user postgres without a password; allow 'trust' for 127.0.0.1 in pg_hba.conf"
 	PG_SERVER_VERSION="$(pg_sql -d postgres -tAc 'show server_version')"
+	local wal_level
+	wal_level="$(pg_sql -d postgres -tAc 'show wal_level')"
+	[[ $wal_level == logical ]] ||
+		die "PostgreSQL on $HOST:$PG_PORT runs wal_level=$wal_level; change capture needs logical (stop it, or set WARMCACHE_STACK_PG_PORT to a free port)"
 }
 
 start_own_postgres() {
 	local bindir="$1"
 	if is_root; then id "$SVC_USER" >/dev/null 2>&1 || die "user $SVC_USER missing (needed to run PostgreSQL as non-root)"; fi
 	mkdir -p "$PG_DIR"
-	chmod 755 "$LOCAL"
 	is_root && chown "$SVC_USER:" "$PG_DIR"
-	as_svc test -w "$PG_DIR" || die "$SVC_USER cannot write $PG_DIR (is the repository path readable by $SVC_USER?)"
+	as_svc test -w "$PG_DIR" || die "$SVC_USER cannot write $PG_DIR"
 	if [[ ! -s $PG_DATA/PG_VERSION ]]; then
 		log "initdb $PG_DATA"
 		as_svc "$bindir/initdb" -D "$PG_DATA" -U postgres --auth=trust -E UTF8 --locale=C.UTF-8 >"$PG_DIR/initdb.log" 2>&1 ||
 			die "initdb failed, see $PG_DIR/initdb.log"
 	fi
-	log "starting own PostgreSQL cluster in $PG_DATA"
-	# No unix socket: everything connects over TCP, and socket paths under a
-	# deep repository path can exceed the 107-byte limit.
+	log "starting own PostgreSQL cluster in $PG_DATA on $HOST:$PG_PORT"
+	# wal_level=logical: the service follows the replication stream.
+	# No unix socket: everything connects over TCP.
 	as_svc "$bindir/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/postgres.log" -w -t "$WAIT_SECONDS" \
-		-o "-c listen_addresses=$HOST -p $PG_PORT -c unix_socket_directories=''" start >/dev/null ||
+		-o "-c listen_addresses=$HOST -p $PG_PORT -c unix_socket_directories='' -c wal_level=logical -c max_wal_senders=20 -c max_replication_slots=20 -c max_connections=200 -c max_slot_wal_keep_size=1GB" start >/dev/null ||
 		die "PostgreSQL did not start, see $PG_DIR/postgres.log"
 	wait_for pg_answers || die "PostgreSQL did not answer on $HOST:$PG_PORT within ${WAIT_SECONDS}s"
 	# The pgbouncer userlist also admits root; give it a role here too.
@@ -199,7 +223,6 @@ pgbouncer_bin() { command -v pgbouncer 2>/dev/null || { [[ -x /usr/sbin/pgbounce
 # pgbouncer.ini differs from the previous one.
 write_pgbouncer_config() {
 	mkdir -p "$PGB_DIR"
-	chmod 755 "$LOCAL"
 	# Trust auth still needs every user name listed in auth_file.
 	printf '"postgres" ""\n"root" ""\n' >"$PGB_DIR/userlist.txt"
 	cat >"$PGB_INI.new" <<-EOF
@@ -233,12 +256,13 @@ write_pgbouncer_config() {
 	if is_root; then
 		chown -R "$SVC_USER:" "$PGB_DIR"
 		runuser -u "$SVC_USER" -- test -r "$PGB_INI" -a -w "$PGB_DIR" ||
-			die "$SVC_USER cannot use $PGB_DIR; every directory above the repository must be searchable by $SVC_USER"
+			die "$SVC_USER cannot use $PGB_DIR"
 	fi
 }
 
 pgbouncer_port_closed() { ! port_open "$PGB_PORT"; }
-pgbouncer_answers() { pgb_sql -d postgres -c 'select 1' >/dev/null 2>&1; }
+# True when PgBouncer answers and passes connections on to our PostgreSQL.
+pgbouncer_answers() { [[ "$(pgb_sql -d postgres -tAc 'show port' 2>/dev/null)" == "$PG_PORT" ]]; }
 
 pgbouncer_up() {
 	local bin
@@ -261,8 +285,8 @@ pgbouncer_up() {
 	elif pgbouncer_answers; then
 		PGB_STATUS="already running, not managed by stack.sh"
 		return 0
-	elif port_open "$PGB_PORT"; then
-		die "something listens on $HOST:$PGB_PORT but does not pass 'select 1' through to PostgreSQL as user postgres; stop it (a packaged pgbouncer: service pgbouncer stop) and retry"
+	elif port_open "$PGB_PORT" && ! stop_legacy_pgbouncer; then
+		die "something listens on $HOST:$PGB_PORT but does not pass connections through to the PostgreSQL on port $PG_PORT as user postgres; stop it (a packaged pgbouncer: service pgbouncer stop), or set WARMCACHE_STACK_PGBOUNCER_PORT, and retry"
 	else
 		write_pgbouncer_config
 		rm -f "$PGB_PID" # stale
@@ -283,6 +307,20 @@ pgbouncer_up() {
 	: "${PGB_STATUS:=started by stack.sh (pid $(head -n1 "$PGB_PID"))}"
 }
 
+# Earlier versions of this script kept PgBouncer's state in <clone>/.local
+# and pointed it at the PostgreSQL on 5432. Stop such an instance (true when
+# one was stopped), so that ours can take the port.
+stop_legacy_pgbouncer() {
+	local pid stopped=1
+	for pid in $(pgrep -f '/\.local/pgbouncer/pgbouncer\.ini' 2>/dev/null); do
+		proc_alive "$pid" pgbouncer || continue
+		log "stopping pgbouncer $pid started by an earlier version of stack.sh"
+		kill -TERM "$pid" && stopped=0
+	done
+	((stopped == 0)) && wait_for pgbouncer_port_closed
+	return $stopped
+}
+
 # `apt-get install pgbouncer` starts Debian's own service where services may
 # start (not in containers with policy-rc.d); it would hold port 6432 with an
 # empty [databases] section, so stop the instance our install just started.
@@ -298,7 +336,7 @@ stop_packaged_pgbouncer() {
 # ---------------------------------------------------------------- subcommands
 
 cmd_up() {
-	mkdir -p "$LOCAL"
+	state_dir
 	postgres_up
 	redis_up
 	pgbouncer_up
@@ -351,18 +389,36 @@ cmd_down() {
 	return 0
 }
 
-# Export lines for the Go tests; values already set in the environment win.
-cmd_env() {
-	local name value
-	for name in WARMCACHE_TEST_POSTGRES_DSN WARMCACHE_TEST_PGBOUNCER_DSN WARMCACHE_TEST_REDIS_ADDR; do
-		case $name in
-		WARMCACHE_TEST_POSTGRES_DSN) value="postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable" ;;
-		WARMCACHE_TEST_PGBOUNCER_DSN) value="postgres://postgres@$HOST:$PGB_PORT/postgres?sslmode=disable" ;;
-		WARMCACHE_TEST_REDIS_ADDR) value="$HOST:$REDIS_PORT" ;;
-		esac
-		value="${!name:-$value}"
+# print_exports NAME=VALUE...: export lines; values already set in the
+# environment win.
+print_exports() {
+	local pair name value
+	for pair in "$@"; do
+		name="${pair%%=*}"
+		value="${!name:-${pair#*=}}"
 		printf "export %s='%s'\n" "$name" "${value//\'/\'\\\'\'}"
 	done
+}
+
+# Export lines for the Go tests.
+cmd_env() {
+	print_exports \
+		"WARMCACHE_TEST_POSTGRES_DSN=postgres://postgres@$HOST:$PG_PORT/postgres?sslmode=disable" \
+		"WARMCACHE_TEST_PGBOUNCER_DSN=postgres://postgres@$HOST:$PGB_PORT/postgres?sslmode=disable" \
+		"WARMCACHE_TEST_REDIS_ADDR=$HOST:$REDIS_PORT" \
+		"WARMCACHE_STACK_PG_ADDR=$HOST:$PG_PORT" \
+		"WARMCACHE_STACK_PGBOUNCER_ADDR=$HOST:$PGB_PORT"
+}
+
+# Export lines for the service: it reads the warehouse through PgBouncer;
+# migrations and the replication stream go straight to PostgreSQL
+# (WARMCACHE_STACK_DIRECT_DSN), which PgBouncer cannot carry.
+cmd_run_env() {
+	print_exports \
+		"WARMCACHE_POSTGRES_DSN=postgres://postgres@$HOST:$PGB_PORT/$DB_NAME?sslmode=disable" \
+		"WARMCACHE_PG_POOLER=pgbouncer" \
+		"WARMCACHE_REDIS_ADDRS=$HOST:$REDIS_PORT" \
+		"WARMCACHE_STACK_DIRECT_DSN=postgres://postgres@$HOST:$PG_PORT/$DB_NAME?sslmode=disable"
 }
 
 cmd_seed() {
@@ -375,13 +431,14 @@ cmd_seed() {
 }
 
 usage() {
-	sed -n '2,8s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
+	sed -n '2,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 }
 
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 env) cmd_env ;;
+run-env) cmd_run_env ;;
 seed) cmd_seed ;;
 -h | --help | help) usage ;;
 *)

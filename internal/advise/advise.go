@@ -63,7 +63,9 @@ func (o Options) withDefaults() Options {
 type Result struct {
 	Candidate
 	// Bytes is the size on disk: heap, TOAST and indexes of every
-	// partition (pg_total_relation_size).
+	// partition (pg_total_relation_size), or on Greenplum of every segment
+	// (pg_total_relation_size sums the segments there, auxiliary tables of
+	// append-optimized storage included).
 	Bytes int64
 	// Load is the time to insert the sample into the empty table,
 	// indexes included (for bytea, with the compression in the client).
@@ -317,9 +319,11 @@ func (m *measurer) build(ctx context.Context, i int, c Candidate) (res Result, l
 	if _, err := m.pool.Exec(ctx, "VACUUM ANALYZE "+tableIdent(cns.Table)); err != nil {
 		return fail("vacuum", err)
 	}
-	if err := m.pool.QueryRow(ctx, "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)::bigint FROM pg_partition_tree($1::regclass)",
-		tableIdent(cns.Table)).Scan(&res.Bytes); err != nil {
+	if err := m.pool.QueryRow(ctx, sizeSQL, tableIdent(cns.Table)).Scan(&res.Bytes); err != nil {
 		return fail("size", err)
+	}
+	if res.Bytes <= 0 {
+		return fail("size", fmt.Errorf("the server reports %d bytes", res.Bytes))
 	}
 	lookup, closeFn, err = m.lookupFunc(ctx, cns, c)
 	if err != nil {
@@ -327,6 +331,14 @@ func (m *measurer) build(ctx context.Context, i int, c Candidate) (res Result, l
 	}
 	return res, lookup, closeFn
 }
+
+// sizeSQL is the size of table $1 on disk: the sum over its partition tree
+// on PostgreSQL, or the table's own pg_total_relation_size when the tree is
+// empty, as it is for a plain table on Greenplum 7 (whose
+// pg_total_relation_size sums the segments; the same figure as
+// gp_toolkit.gp_size_of_table_and_indexes_disk).
+const sizeSQL = `SELECT coalesce(nullif((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree($1::regclass)), 0),
+	pg_total_relation_size($1::regclass))::bigint`
 
 // lookupRounds is how many rounds the timed lookups are spread over: each
 // round gives every candidate its share in turn, so that a change of load
@@ -424,10 +436,13 @@ func (m *measurer) fill(ctx context.Context, cns *warmcache.Namespace, c Candida
 		vals := make([]string, len(c.Columns))
 		for i, col := range c.Columns {
 			names[i] = pgx.Identifier{col.Name}.Sanitize()
-			vals[i] = "r." + names[i]
+			vals[i] = "(s.r)." + names[i]
 		}
-		_, err := m.pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT s.key, %s, s.version FROM %s AS s, json_populate_record(NULL::%s, s.value::json) AS r",
-			table, key, strings.Join(names, ", "), version, strings.Join(vals, ", "), src, table))
+		// The record in a subquery's select list, as pgstore's load
+		// reads it: on Greenplum, json_populate_record in FROM can be
+		// planned on the coordinator's entry process.
+		_, err := m.pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT s.key, %s, s.version FROM (SELECT key, version, json_populate_record(NULL::%s, value::json) AS r FROM %s OFFSET 0) AS s",
+			table, key, strings.Join(names, ", "), version, strings.Join(vals, ", "), table, src))
 		if err != nil {
 			return 0, err
 		}

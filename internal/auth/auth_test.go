@@ -1,10 +1,15 @@
 package auth_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/warmcache/warmcache/internal/auth"
 )
@@ -149,6 +154,24 @@ func TestBearerToken(t *testing.T) {
 	} {
 		if got := auth.BearerToken(in); got != want {
 			t.Errorf("BearerToken(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// The audit log shows at most MaxLoggedKeyBytes of a key, with its length,
+// however long the key a client sent.
+func TestAuditLogClipsKeys(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	long := strings.Repeat("é", 5000) // 10,000 bytes
+	auth.Principal{KeyID: "k1"}.LogWrite(context.Background(), log, "http", "put", long, long, nil)
+	var rec struct{ Namespace, Key string }
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range []string{rec.Key, rec.Namespace} {
+		if len(got) > auth.MaxLoggedKeyBytes+32 || !strings.HasSuffix(got, "...(10000 bytes)") || !utf8.ValidString(got) {
+			t.Fatalf("logged key of %d bytes: %q", len(got), got)
 		}
 	}
 }

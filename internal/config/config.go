@@ -61,6 +61,21 @@ type Config struct {
 	MaxLoadBytes int64
 	// MaxBatchKeys bounds the keys of one _mget. Default 1000.
 	MaxBatchKeys int
+	// MaxResponseBytes bounds the values of one _mget answer (REST and
+	// gRPC). Default 16 MiB.
+	MaxResponseBytes int
+	// MaxLoads bounds the bulk loads in progress at once, REST and gRPC
+	// together. Default 4.
+	MaxLoads int
+	// LoadIdleTimeout cuts off a load whose client sends nothing for this
+	// long. Default 30s.
+	LoadIdleTimeout time.Duration
+	// SpoolDir is where loads are spooled before they reach the warehouse.
+	// Empty (the default) means the system's temporary directory.
+	SpoolDir string
+	// CursorKey signs _query cursors. Empty (the default) means a random
+	// key per process; instances behind one load balancer need the same.
+	CursorKey string
 	// ShutdownTimeout bounds the drain on SIGTERM. Default 15s.
 	ShutdownTimeout time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
@@ -72,9 +87,27 @@ type Config struct {
 	// namespaces whose near_ttl is set and is kept coherent across instances
 	// over Redis pub/sub. Zero (the default) means no near cache.
 	NearCacheBytes int64
-	// Dialect names the warehouse dialect for `migrate plan`, which
-	// connects to nothing: postgres or greenplum. Empty means postgres.
-	// Everywhere else the dialect is detected at connect.
+	// Freshness is how the service learns of writes that bypass it: auto
+	// (change capture on PostgreSQL when wal_level is logical, polling
+	// otherwise), capture, poll or off. Default auto.
+	Freshness string
+	// ReplicationDSN reaches PostgreSQL directly for change capture:
+	// replication connections cannot pass PgBouncer. Empty means
+	// PostgresDSN when PGPooler is none, and no change capture otherwise.
+	ReplicationDSN string
+	// ReplicationSlot names the deployment's replication slot; the
+	// instances of one deployment share it. Default warmcache.
+	ReplicationSlot string
+	// PollInterval is the time between two watermark polls and two reads
+	// of the namespace generations. Default 1s.
+	PollInterval time.Duration
+	// PollOverlap is how far back each poll reads again, for transactions
+	// that commit after one with a higher version. Default 10s.
+	PollOverlap time.Duration
+	// Dialect names the warehouse dialect for `migrate plan`: postgres or
+	// greenplum. Empty means the dialect of the DSN's server when it
+	// answers, else postgres. Everywhere else the dialect is detected at
+	// connect.
 	Dialect string
 	// NamespacesFile is the YAML file that declares namespaces. Empty means
 	// the built-in widgets and widgets_archive namespaces.
@@ -87,6 +120,12 @@ type Config struct {
 	// GRPCAddr is the gRPC listener. Default 127.0.0.1:9090; empty means
 	// no gRPC TCP listener.
 	GRPCAddr string
+	// DaprHTTPAddr and DaprGRPCAddr are the listeners of Dapr's state API
+	// (HTTP /v1.0/state and gRPC dapr.proto.runtime.v1.Dapr), on ports of
+	// their own as a Dapr sidecar has them (3500 and 50001). Empty, the
+	// default, means the Dapr API is not served.
+	DaprHTTPAddr string
+	DaprGRPCAddr string
 	// HTTPSocket and GRPCSocket are unix socket paths on which REST and gRPC
 	// are also served, for a sidecar's application. Empty means none.
 	HTTPSocket string
@@ -125,9 +164,16 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 		MaxBodyBytes:     1 << 20,
 		MaxLoadBytes:     64 << 20,
 		MaxBatchKeys:     1000,
+		MaxResponseBytes: 16 << 20,
+		MaxLoads:         4,
+		LoadIdleTimeout:  30 * time.Second,
 		ShutdownTimeout:  15 * time.Second,
 		LogLevel:         "info",
 		GRPCAddr:         "127.0.0.1:9090",
+		Freshness:        "auto",
+		ReplicationSlot:  "warmcache",
+		PollInterval:     time.Second,
+		PollOverlap:      10 * time.Second,
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -182,12 +228,24 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
 	num(&maxLoad, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", "largest _load body (streamed)")
 	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
+	num(&c.MaxResponseBytes, "max-response-bytes", "WARMCACHE_MAX_RESPONSE_BYTES", "largest sum of values in one _mget answer")
+	num(&c.MaxLoads, "max-loads", "WARMCACHE_MAX_LOADS", "bulk loads in progress at once, REST and gRPC together")
+	dur(&c.LoadIdleTimeout, "load-idle-timeout", "WARMCACHE_LOAD_IDLE_TIMEOUT", "cut off a load that sends nothing for this long")
+	str(&c.SpoolDir, "spool-dir", "WARMCACHE_SPOOL_DIR", "directory where loads are spooled; empty: the system's temporary directory")
+	str(&c.CursorKey, "cursor-key", "WARMCACHE_CURSOR_KEY", "secret that signs _query cursors; empty: random per process")
 	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
 	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
 	str(&c.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "loopback address serving net/http/pprof; empty: off")
-	str(&c.Dialect, "dialect", "WARMCACHE_DIALECT", "dialect for migrate plan: postgres or greenplum")
+	str(&c.Freshness, "freshness", "WARMCACHE_FRESHNESS", "how writes that bypass the cache are seen: auto, capture, poll or off")
+	str(&c.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
+	str(&c.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "replication slot of this deployment")
+	dur(&c.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", "time between two polls for writes that bypass the cache")
+	dur(&c.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", "how far back each poll reads again")
+	str(&c.Dialect, "dialect", "WARMCACHE_DIALECT", "dialect for migrate plan: postgres or greenplum (default: detected from the DSN's server, else postgres)")
 	str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "YAML file declaring namespaces")
 	str(&c.GRPCAddr, "grpc-addr", "WARMCACHE_GRPC_ADDR", "gRPC listen address; empty: no gRPC TCP listener")
+	str(&c.DaprHTTPAddr, "dapr-http-addr", "WARMCACHE_DAPR_HTTP_ADDR", "listen address of Dapr's state API over HTTP, e.g. 127.0.0.1:3500; empty: not served")
+	str(&c.DaprGRPCAddr, "dapr-grpc-addr", "WARMCACHE_DAPR_GRPC_ADDR", "listen address of Dapr's state API over gRPC, e.g. 127.0.0.1:50001; empty: not served")
 	str(&c.HTTPSocket, "http-socket", "WARMCACHE_HTTP_SOCKET", "unix socket path to also serve REST on")
 	str(&c.GRPCSocket, "grpc-socket", "WARMCACHE_GRPC_SOCKET", "unix socket path to also serve gRPC on")
 	str(&c.TLSCert, "tls-cert", "WARMCACHE_TLS_CERT", "PEM certificate for TLS on the TCP listeners")
@@ -219,6 +277,9 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	c.MaxBodyBytes = int64(maxBody)
 	c.MaxLoadBytes = int64(maxLoad)
 	c.RedisAddrs = splitList(redisAddrs)
+	if c.ReplicationDSN == "" && c.PGPooler == "none" {
+		c.ReplicationDSN = c.PostgresDSN
+	}
 	if err := c.validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
@@ -251,6 +312,12 @@ func (c *Config) validate() error {
 	}
 	oneOf("pg-exec-mode", c.PGExecMode, "auto", "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol")
 	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
+	oneOf("freshness", c.Freshness, "auto", "capture", "poll", "off")
+	if c.ReplicationSlot == "" || strings.IndexFunc(c.ReplicationSlot, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+	}) >= 0 || len(c.ReplicationSlot) > 63 {
+		errs = append(errs, fmt.Errorf("replication-slot: must be 1 to 63 lowercase letters, digits or underscores, got %q", c.ReplicationSlot))
+	}
 	oneOf("dialect", c.Dialect, "", "postgres", "greenplum")
 	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
 	if c.NearCacheBytes < 0 {
@@ -274,7 +341,8 @@ func (c *Config) validate() error {
 	for _, field := range []struct {
 		name string
 		n    int
-	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-inflight", c.MaxInflight}, {"max-body-bytes", int(c.MaxBodyBytes)}} {
+	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-inflight", c.MaxInflight}, {"max-body-bytes", int(c.MaxBodyBytes)},
+		{"max-load-bytes", int(c.MaxLoadBytes)}, {"max-response-bytes", c.MaxResponseBytes}, {"max-loads", c.MaxLoads}} {
 		if field.n <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", field.name, field.n))
 		}

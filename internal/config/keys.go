@@ -112,7 +112,9 @@ func (c *Config) checkOpenAccess() error {
 		return nil
 	}
 	var errs []error
-	for _, l := range []struct{ flag, addr string }{{"http-addr", c.HTTPAddr}, {"grpc-addr", c.GRPCAddr}} {
+	for _, l := range []struct{ flag, addr string }{
+		{"http-addr", c.HTTPAddr}, {"grpc-addr", c.GRPCAddr}, {"dapr-http-addr", c.DaprHTTPAddr}, {"dapr-grpc-addr", c.DaprGRPCAddr},
+	} {
 		if l.addr != "" && !isLoopback(l.addr) {
 			errs = append(errs, fmt.Errorf("%s: %q is not a loopback address, and no API keys are configured: "+
 				"without keys warmcache serves only on loopback (127.0.0.1, ::1) or a unix socket; "+

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -25,7 +26,7 @@ const (
 )
 
 // startFaultLoad prewarms the warm keys and starts the load of a fault test.
-func startFaultLoad(t *testing.T, svc *service) *load {
+func startFaultLoad(t testing.TB, svc *service) *load {
 	t.Helper()
 	prewarm(t, svc, keyRange(1, warmCount))
 	return startLoad(svc, workers, keyRange(1, warmCount), keyRange(1, writeCount), coldFirst, seedRows-coldFirst+1)
@@ -106,27 +107,27 @@ const (
 func TestFaultRedis(t *testing.T) {
 	cases := []struct {
 		name        string
-		stop, start func(*redisServer, *testing.T)
+		stop, start func(*testproc.Redis, testing.TB)
 	}{
-		{"stopped and restarted empty", (*redisServer).stop, (*redisServer).start},
-		{"frozen and resumed", (*redisServer).freeze, (*redisServer).thaw},
+		{"stopped and restarted empty", (*testproc.Redis).Stop, (*testproc.Redis).Start},
+		{"frozen and resumed", (*testproc.Redis).Freeze, (*testproc.Redis).Thaw},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			dsn := testenv.NewDatabase(t)
 			migrateAndSeed(t, dsn, seedRows)
-			rs := startRedis(t)
+			rs := testproc.StartRedis(t)
 			hot := &timedHot{}
 			svc := startService(t, serviceEnv{
 				"WARMCACHE_POSTGRES_DSN": dsn,
-				"WARMCACHE_REDIS_ADDRS":  rs.addr,
+				"WARMCACHE_REDIS_ADDRS":  rs.Addr,
 				"WARMCACHE_REDIS_PREFIX": redisPrefix(t),
 			}, decorators{hot: func(h warmcache.Hot) warmcache.Hot { hot.Hot = h; return hot }})
 			l := startFaultLoad(t, svc)
 			tl, results := runFault(t, l, fault{
 				tier:  "Redis",
-				stop:  func(t *testing.T) { c.stop(rs, t) },
-				start: func(t *testing.T) { c.start(rs, t) },
+				stop:  func(t testing.TB) { c.stop(rs, t) },
+				start: func(t testing.TB) { c.start(rs, t) },
 				recovered: func(up time.Time) bool {
 					return l.hitStart.Load() >= up.UnixNano()
 				},
@@ -166,7 +167,7 @@ func TestFaultRedis(t *testing.T) {
 // than half of them. A warm key is not a hit only when its hot-tier read
 // failed (it missed its deadline on busy cores), so at most hotErrors warm
 // reads may miss.
-func checkWarehouseOutage(t *testing.T, svc *service, tl timeline, results []outcome, sqlErrors, hotErrors float64) {
+func checkWarehouseOutage(t testing.TB, svc *service, tl timeline, results []outcome, sqlErrors, hotErrors float64) {
 	t.Helper()
 	limit := svc.cfg.WarmTimeout + time.Second
 	failedReads, failedWrites, warmMissed := 0, 0, 0
@@ -206,7 +207,7 @@ func checkWarehouseOutage(t *testing.T, svc *service, tl timeline, results []out
 // errorCounts are the failed calls to each tier so far.
 type errorCounts struct{ sql, hot float64 }
 
-func tierErrors(t *testing.T, svc *service) errorCounts {
+func tierErrors(t testing.TB, svc *service) errorCounts {
 	t.Helper()
 	return errorCounts{
 		sql: svc.metric(t, "warmcache_sql_queries_total", "result", "error"),
@@ -216,8 +217,8 @@ func tierErrors(t *testing.T, svc *service) errorCounts {
 
 // breakerOpens waits, while the warehouse is down, until the service's
 // circuit breaker is open.
-func breakerOpens(svc *service) func(t *testing.T) {
-	return func(t *testing.T) {
+func breakerOpens(svc *service) func(t testing.TB) {
+	return func(t testing.TB) {
 		t.Helper()
 		eventually(t, 15*time.Second, "the warehouse circuit breaker opens", func() bool {
 			return svc.metric(t, "warmcache_warehouse_breaker_open") == 1
@@ -236,17 +237,17 @@ func warehouseRecovered(l *load) func(time.Time) bool {
 // client and server connection), and starts it again. No request may hang,
 // errors must be 503 with Retry-After, and the pool must recover by itself.
 func TestFaultPgBouncer(t *testing.T) {
-	pg := startPostgres(t)
-	dsn := pg.createDatabase(t, "warmcache")
+	pg := testproc.StartPostgres(t)
+	dsn := pg.CreateDatabase(t, "warmcache")
 	migrateAndSeed(t, dsn, seedRows)
-	pb := startPgBouncer(t, pg)
+	pb := testproc.StartPgBouncer(t, pg)
 	svc := startService(t, serviceEnv{
-		"WARMCACHE_POSTGRES_DSN": pb.dsn("warmcache"),
+		"WARMCACHE_POSTGRES_DSN": pb.DSN("warmcache"),
 		"WARMCACHE_PG_POOLER":    "pgbouncer",
-		"WARMCACHE_REDIS_ADDRS":  startRedis(t).addr,
+		"WARMCACHE_REDIS_ADDRS":  testproc.StartRedis(t).Addr,
 		"WARMCACHE_REDIS_PREFIX": redisPrefix(t),
 	}, decorators{})
-	warehouseFault(t, svc, dsn, "PgBouncer", pb.stop, pb.start)
+	warehouseFault(t, svc, dsn, "PgBouncer", pb.Stop, pb.Start)
 }
 
 // TestFaultPostgres stops the service's own PostgreSQL (pg_ctl stop -m fast)
@@ -255,21 +256,21 @@ func TestFaultPgBouncer(t *testing.T) {
 // most of them from reaching the warehouse; the service must recover by
 // itself.
 func TestFaultPostgres(t *testing.T) {
-	pg := startPostgres(t)
-	dsn := pg.createDatabase(t, "warmcache")
+	pg := testproc.StartPostgres(t)
+	dsn := pg.CreateDatabase(t, "warmcache")
 	migrateAndSeed(t, dsn, seedRows)
 	svc := startService(t, serviceEnv{
 		"WARMCACHE_POSTGRES_DSN": dsn,
-		"WARMCACHE_REDIS_ADDRS":  startRedis(t).addr,
+		"WARMCACHE_REDIS_ADDRS":  testproc.StartRedis(t).Addr,
 		"WARMCACHE_REDIS_PREFIX": redisPrefix(t),
 	}, decorators{})
-	warehouseFault(t, svc, dsn, "PostgreSQL", pg.stop, pg.start)
+	warehouseFault(t, svc, dsn, "PostgreSQL", pg.Stop, pg.Start)
 }
 
 // warehouseFault runs the load against svc, takes tier away with stop and
 // brings it back with start, and checks the outage (checkWarehouseOutage)
 // and the writes (checkWrites, on the direct connection dsn).
-func warehouseFault(t *testing.T, svc *service, dsn, tier string, stop, start func(*testing.T)) {
+func warehouseFault(t testing.TB, svc *service, dsn, tier string, stop, start func(testing.TB)) {
 	t.Helper()
 	l := startFaultLoad(t, svc)
 	errorsBefore := tierErrors(t, svc)

@@ -174,9 +174,9 @@ func (tl timeline) phase(o outcome) string {
 // fault is one tier outage.
 type fault struct {
 	tier      string
-	stop      func(t *testing.T)
-	start     func(t *testing.T)      // returns when the tier answers again
-	whileDown func(t *testing.T)      // optional: waits for the service to react to the outage
+	stop      func(t testing.TB)
+	start     func(t testing.TB)      // returns when the tier answers again
+	whileDown func(t testing.TB)      // optional: waits for the service to react to the outage
 	recovered func(up time.Time) bool // the service works as before the fault
 }
 
@@ -190,7 +190,7 @@ const minOutage = 1500 * time.Millisecond
 // whileDown returned), starts it again, waits until the service has
 // recovered, and lets 200 more requests run. It returns the timeline and
 // every request's outcome.
-func runFault(t *testing.T, l *load, f fault) (timeline, []outcome) {
+func runFault(t testing.TB, l *load, f fault) (timeline, []outcome) {
 	t.Helper()
 	var tl timeline
 	defer func() {
@@ -222,7 +222,7 @@ func runFault(t *testing.T, l *load, f fault) (timeline, []outcome) {
 
 // report logs the timeline and the outcomes by phase, kind, status and
 // X-Cache, with the slowest request of each.
-func report(t *testing.T, tier string, tl timeline, results []outcome) {
+func report(t testing.TB, tier string, tl timeline, results []outcome) {
 	t.Helper()
 	t.Logf("%s stopped in %v, down for %v, restarted in %v; load ran %v, %d requests",
 		tier, tl.down.Sub(tl.stop).Round(time.Millisecond), tl.restart.Sub(tl.down).Round(time.Millisecond),
@@ -281,7 +281,7 @@ func firstSuccess(tl timeline, results []outcome, kind opKind, cache string) tim
 // PUT (with that PUT's value when the versions are equal), and the service
 // now serves exactly what SQL holds. conn is a direct connection to the
 // warehouse.
-func checkWrites(t *testing.T, svc *service, conn *pgx.Conn, keys []string, results []outcome) {
+func checkWrites(t testing.TB, svc *service, conn *pgx.Conn, keys []string, results []outcome) {
 	t.Helper()
 	acked := map[string]outcome{}
 	ackedCount := 0
@@ -350,7 +350,7 @@ func checkWrites(t *testing.T, svc *service, conn *pgx.Conn, keys []string, resu
 
 // prewarm reads every key twice and checks that the second read is a hit,
 // so that the keys are in the hot tier before a fault.
-func prewarm(t *testing.T, svc *service, keys []string) {
+func prewarm(t testing.TB, svc *service, keys []string) {
 	t.Helper()
 	for _, k := range keys {
 		for i := range 2 {

@@ -54,7 +54,7 @@ type service struct {
 
 // startService builds and serves a service for env. Everything is closed
 // when the test ends; the service's warnings are shown if the test fails.
-func startService(t *testing.T, env serviceEnv, d decorators) *service {
+func startService(t testing.TB, env serviceEnv, d decorators) *service {
 	t.Helper()
 	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
@@ -144,7 +144,7 @@ func startService(t *testing.T, env serviceEnv, d decorators) *service {
 }
 
 // redisPrefix returns a Redis key prefix no other test uses.
-func redisPrefix(t *testing.T) string {
+func redisPrefix(t testing.TB) string {
 	t.Helper()
 	return "wc-faulttest-" + testenv.RandomSuffix(t) + ":"
 }
@@ -185,7 +185,7 @@ func (s *service) do(ctx context.Context, method, path string, body []byte) repl
 
 // metric returns the sum of the samples of the named metric whose labels
 // include labels (name, value pairs); zero when there are none.
-func (s *service) metric(t *testing.T, name string, labels ...string) float64 {
+func (s *service) metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	families, err := s.reg.Gather()
 	if err != nil {
@@ -226,7 +226,7 @@ func etagVersion(h http.Header) (int64, error) {
 // migrateAndSeed creates the default namespaces' tables on the database at
 // dsn, which must be a direct connection, and inserts widgets 1..n, each at
 // a fresh version.
-func migrateAndSeed(t *testing.T, dsn string, n int) {
+func migrateAndSeed(t testing.TB, dsn string, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -252,7 +252,7 @@ func migrateAndSeed(t *testing.T, dsn string, n int) {
 
 // connect opens a connection that the test uses to look at the warehouse
 // itself; it is closed when the test ends.
-func connect(t *testing.T, dsn string) *pgx.Conn {
+func connect(t testing.TB, dsn string) *pgx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -266,7 +266,7 @@ func connect(t *testing.T, dsn string) *pgx.Conn {
 
 // eventually polls cond every 10ms until it holds, and fails the test when it
 // does not within limit. It returns how long it waited.
-func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
 	start := time.Now()
 	tick := time.NewTicker(10 * time.Millisecond)

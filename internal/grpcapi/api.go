@@ -12,6 +12,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -31,6 +33,18 @@ const ServiceName = "warmcache.v1.Cache"
 type Options struct {
 	// MaxMessageBytes bounds one received message. Zero means 4 MiB.
 	MaxMessageBytes int
+	// MaxSendBytes bounds one sent message. Zero means 16 MiB plus 64 KiB
+	// (the core's default bound on an MGet answer, and room for the keys).
+	MaxSendBytes int
+	// MaxLoadBytes bounds the messages of one Load stream, as the REST
+	// _load body is bounded. Zero means 64 MiB.
+	MaxLoadBytes int64
+	// LoadIdleTimeout cuts off a Load stream that sends nothing for this
+	// long (DEADLINE_EXCEEDED); nothing of it is written. Zero means 30s.
+	LoadIdleTimeout time.Duration
+	// MaxConcurrentStreams bounds the calls one connection may have open
+	// at once. Zero means 256.
+	MaxConcurrentStreams uint32
 }
 
 // API holds the Cache service's handlers and the transport's metrics. One
@@ -54,6 +68,18 @@ func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, 
 	if opts.MaxMessageBytes <= 0 {
 		opts.MaxMessageBytes = 4 << 20
 	}
+	if opts.MaxSendBytes <= 0 {
+		opts.MaxSendBytes = 16<<20 + 64<<10
+	}
+	if opts.MaxLoadBytes <= 0 {
+		opts.MaxLoadBytes = 64 << 20
+	}
+	if opts.LoadIdleTimeout <= 0 {
+		opts.LoadIdleTimeout = 30 * time.Second
+	}
+	if opts.MaxConcurrentStreams == 0 {
+		opts.MaxConcurrentStreams = 256
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("grpcapi: %w", err)
@@ -65,10 +91,17 @@ func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, 
 // service and reflection registered, and the API's interceptors in front.
 // extra adds server options such as TLS credentials.
 func (a *API) NewServer(extra ...grpc.ServerOption) *grpc.Server {
+	codec := newCheckedCodec()
 	opts := append([]grpc.ServerOption{
+		grpc.ForceServerCodecV2(codec),
 		grpc.MaxRecvMsgSize(a.opts.MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(a.metrics.unary, a.unaryAuth),
-		grpc.ChainStreamInterceptor(a.metrics.stream, a.streamAuth),
+		grpc.MaxSendMsgSize(a.opts.MaxSendBytes),
+		grpc.MaxConcurrentStreams(a.opts.MaxConcurrentStreams),
+		// A connection that does not finish its handshake in time is
+		// closed, as REST's ReadHeaderTimeout does.
+		grpc.ConnectionTimeout(5 * time.Second),
+		grpc.ChainUnaryInterceptor(a.metrics.unary, codec.unary, a.unaryAuth),
+		grpc.ChainStreamInterceptor(a.metrics.stream, codec.stream, a.streamAuth),
 	}, extra...)
 	s := grpc.NewServer(opts...)
 	warmcachev1.RegisterCacheServer(s, a)
@@ -135,6 +168,39 @@ func (a *API) Delete(ctx context.Context, req *warmcachev1.DeleteRequest) (*warm
 		return nil, a.toStatus(ctx, "Delete", err)
 	}
 	return &warmcachev1.DeleteResponse{}, nil
+}
+
+// Invalidate makes the caches read keys again from the warehouse, or
+// retires every cached entry of the namespace with all. It needs the write
+// scope and is audit-logged.
+func (a *API) Invalidate(ctx context.Context, req *warmcachev1.InvalidateRequest) (*warmcachev1.InvalidateResponse, error) {
+	p, err := a.principal(ctx, req.GetNamespace(), auth.ScopeWrite)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Invalidate", err)
+	}
+	var n int
+	if req.GetAll() == (len(req.GetKeys()) > 0) {
+		err = fmt.Errorf("%w: give either keys or all", errInvalidRequest)
+	} else {
+		n, err = a.svc.Invalidate(ctx, req.GetNamespace(), req.GetKeys(), req.GetAll())
+	}
+	target := strings.Join(req.GetKeys(), ",")
+	if req.GetAll() {
+		target = "*"
+	}
+	p.LogWrite(ctx, a.log, "grpc", "invalidate", req.GetNamespace(), truncateKeys(target), err)
+	if err != nil {
+		return nil, a.toStatus(ctx, "Invalidate", err)
+	}
+	return &warmcachev1.InvalidateResponse{Invalidated: int64(n)}, nil
+}
+
+// truncateKeys bounds the keys written to the audit log.
+func truncateKeys(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "..."
+	}
+	return s
 }
 
 // item converts a core item. The value's bytes are passed through as

@@ -34,6 +34,8 @@ var errorCodes = []struct {
 	{err: warmcache.ErrTooLarge, code: codes.ResourceExhausted},
 	{err: warmcache.ErrReadOnly, code: codes.FailedPrecondition},
 	{err: warmcache.ErrVersionMismatch, code: codes.FailedPrecondition},
+	{err: warmcache.ErrConflict, code: codes.Aborted, retry: time.Second},
+	{err: errLoadIdle, code: codes.DeadlineExceeded},
 	{err: warmcache.ErrOverloaded, code: codes.ResourceExhausted, message: "too many requests for the warehouse; retry later", retry: time.Second},
 	{err: warmcache.ErrUnavailable, code: codes.Unavailable, message: "a storage tier is unavailable; retry later", retry: time.Second},
 	{err: auth.ErrUnauthenticated, code: codes.Unauthenticated, message: auth.ErrUnauthenticated.Error()},

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/warmcache/warmcache/internal/testenv"
 )
 
 // protocVersionLine is the line of a generated file that names the protoc
@@ -17,7 +19,7 @@ var protocVersionLine = regexp.MustCompile(`(?m)^//\s+(- )?protoc\s+v\S+\n`)
 // committed code differs: run `make proto` and commit the result.
 func TestGeneratedCodeIsCurrent(t *testing.T) {
 	if _, err := exec.LookPath("protoc"); err != nil {
-		t.Skip("protoc is not installed (apt-get install protobuf-compiler); cannot check the generated code")
+		testenv.Unavailable(t, "protoc is not installed (apt-get install protobuf-compiler); cannot check the generated code")
 	}
 	if testing.Short() {
 		t.Skip("-short: regenerating the code builds the protoc plugins")

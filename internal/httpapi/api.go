@@ -5,13 +5,13 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +27,9 @@ type Options struct {
 	// MaxLoadBytes bounds the streamed body of a _load (bulk load), which
 	// is not held in memory. Zero means 64 MiB.
 	MaxLoadBytes int64
+	// LoadIdleTimeout cuts off a _load whose body sends nothing for this
+	// long (408); nothing of it is written. Zero means 30s.
+	LoadIdleTimeout time.Duration
 	// MaxInflight bounds the /v1 requests served at once. Zero means 1024.
 	MaxInflight int
 	// Keys checks the API key of every /v1/kv request. Nil, or a Keyring
@@ -56,7 +59,7 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 	if opts.MaxInflight <= 0 {
 		opts.MaxInflight = 1024
 	}
-	r.Use(m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
+	r.Use(routeEscaped, m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeErrorBody(w, http.StatusNotFound, "no_route", "no such route: "+r.Method+" "+r.URL.Path)
 	})
@@ -73,7 +76,8 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 		r.Use(a.authorize(opts.Keys))
 		r.Post("/_mget", a.mget)
 		r.Post("/_query", a.query)
-		r.Post("/_load", a.load(opts.MaxLoadBytes))
+		r.Post("/_load", a.load(opts.MaxLoadBytes, opts.LoadIdleTimeout))
+		r.Post("/_invalidate", a.invalidate)
 		r.Get("/{key}", a.get)
 		r.Put("/{key}", a.put)
 		r.Delete("/{key}", a.delete)
@@ -97,7 +101,12 @@ func (a *api) recoverer(next http.Handler) http.Handler {
 }
 
 func (a *api) get(w http.ResponseWriter, r *http.Request) {
-	item, err := a.svc.Get(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"))
+	namespace, key, err := nsKey(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	item, err := a.svc.Get(r.Context(), namespace, key)
 	// The hot path sets headers in their canonical form directly, sparing
 	// Header.Set's canonicalization.
 	h := w.Header()
@@ -110,7 +119,7 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	}
 	etag := formatETag(item.Entry.Version)
 	h["Etag"] = []string{etag}
-	if match := r.Header.Get("If-None-Match"); match != "" && match == etag {
+	if match := r.Header.Values("If-None-Match"); len(match) > 0 && noneMatch(match, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -125,12 +134,21 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	namespace, key, err := nsKey(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := checkJSONType(r); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	body, err := a.readBody(w, r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	item, err := a.svc.Put(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"), body, ifMatch)
+	item, err := a.svc.Put(r.Context(), namespace, key, body, ifMatch)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -146,33 +164,38 @@ func (a *api) delete(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if err := a.svc.Delete(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "key"), ifMatch); err != nil {
+	namespace, key, err := nsKey(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	if err := a.svc.Delete(r.Context(), namespace, key, ifMatch); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-type mgetRequest struct {
-	Keys []json.RawMessage `json:"keys"`
-}
-
 func (a *api) mget(w http.ResponseWriter, r *http.Request) {
-	var req mgetRequest
-	if err := a.decode(w, r, &req); err != nil {
+	namespace, err := pathParam(r, "namespace")
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	keys := make([]string, len(req.Keys))
-	for i, raw := range req.Keys {
-		k, err := keyText(raw)
-		if err != nil {
-			a.writeError(w, r, fmt.Errorf("%w: keys[%d]: %w", errInvalidRequest, i, err))
-			return
-		}
-		keys[i] = k
+	if err := checkJSONType(r); err != nil {
+		a.writeError(w, r, err)
+		return
 	}
-	items, err := a.svc.MGet(r.Context(), chi.URLParam(r, "namespace"), keys)
+	if r.ContentLength > a.maxBody {
+		a.writeError(w, r, fmt.Errorf("%w: body is larger than %d bytes", warmcache.ErrTooLarge, a.maxBody))
+		return
+	}
+	keys, err := decodeMGet(http.MaxBytesReader(w, r.Body, a.maxBody), a.svc.MaxBatchKeys())
+	if err != nil {
+		a.writeError(w, r, bodyError(err))
+		return
+	}
+	items, err := a.svc.MGet(r.Context(), namespace, keys)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -229,13 +252,12 @@ func (a *api) ready(w http.ResponseWriter, r *http.Request) {
 
 // readBody reads the whole body within the size bound.
 func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > a.maxBody {
+		return nil, fmt.Errorf("%w: body is larger than %d bytes", warmcache.ErrTooLarge, a.maxBody)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.maxBody))
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return nil, fmt.Errorf("%w: body is larger than %d bytes", warmcache.ErrTooLarge, tooLarge.Limit)
-	case err != nil:
-		return nil, fmt.Errorf("%w: reading body: %w", errInvalidRequest, err)
+	if err != nil {
+		return nil, bodyError(err)
 	}
 	return body, nil
 }
@@ -243,6 +265,9 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // decode reads a JSON request body into v, refusing unknown fields and
 // trailing data.
 func (a *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkJSONType(r); err != nil {
+		return err
+	}
 	body, err := a.readBody(w, r)
 	if err != nil {
 		return err
@@ -256,23 +281,6 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
 		return fmt.Errorf("%w: body has data after the JSON object", errInvalidRequest)
 	}
 	return nil
-}
-
-// keyText accepts a key given as a JSON string or an integer number.
-func keyText(raw json.RawMessage) (string, error) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&n); err == nil {
-		if _, err := strconv.ParseInt(n.String(), 10, 64); err == nil {
-			return n.String(), nil
-		}
-	}
-	return "", errors.New("a key must be a string or an integer")
 }
 
 // Header values shared by every response; net/http only reads them.

@@ -4,8 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/warmcache/warmcache/internal/auth"
 )
 
@@ -35,15 +33,19 @@ func (a *api) authorize(keys *auth.Keyring) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p := auth.Principal{KeyID: auth.Anonymous}
+			var err error
 			if keys != nil {
-				var err error
 				p, err = keys.Authenticate(auth.BearerToken(r.Header.Get("Authorization")))
 				if err != nil {
 					a.writeError(w, r, err)
 					return
 				}
 			}
-			namespace := chi.URLParam(r, "namespace")
+			namespace, err := pathParam(r, "namespace")
+			if err != nil {
+				a.writeError(w, r, err)
+				return
+			}
 			scope := requiredScope(r)
 			if err := p.Authorize(namespace, scope); err != nil {
 				a.writeError(w, r, err)
@@ -56,12 +58,12 @@ func (a *api) authorize(keys *auth.Keyring) func(http.Handler) http.Handler {
 			r = r.WithContext(auth.NewContext(r.Context(), p))
 			sw := &auditWriter{ResponseWriter: w, status: http.StatusOK}
 			next.ServeHTTP(sw, r)
-			var err error
+			err = nil
 			if sw.status >= 400 {
 				err = errWriteStatus(sw.status)
 			}
 			op := strings.ToLower(r.Method)
-			key := chi.URLParam(r, "key")
+			key, _ := pathParam(r, "key") // a malformed key was answered 400 and is logged as sent
 			if key == "" {
 				op = strings.TrimPrefix(r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:], "_")
 			}

@@ -26,6 +26,9 @@ var errorStatus = []struct {
 	{err: warmcache.ErrInvalidKey, status: http.StatusBadRequest, code: "invalid_key"},
 	{err: warmcache.ErrInvalidValue, status: http.StatusBadRequest, code: "invalid_value"},
 	{err: errInvalidRequest, status: http.StatusBadRequest, code: "invalid_request"},
+	{err: errUnsupportedMedia, status: http.StatusUnsupportedMediaType, code: "unsupported_media_type"},
+	{err: errBodyTimeout, status: http.StatusRequestTimeout, code: "timeout"},
+	{err: warmcache.ErrConflict, status: http.StatusConflict, code: "conflict", retryAfter: 1},
 	{err: warmcache.ErrTooLarge, status: http.StatusRequestEntityTooLarge, code: "too_large"},
 	{err: warmcache.ErrReadOnly, status: http.StatusMethodNotAllowed, code: "read_only"},
 	{err: warmcache.ErrVersionMismatch, status: http.StatusPreconditionFailed, code: "precondition_failed"},
@@ -40,6 +43,10 @@ var errorStatus = []struct {
 // errInvalidRequest marks a request that is malformed before it reaches the
 // core: an undecodable body, a bad header.
 var errInvalidRequest = errors.New("invalid request")
+
+// errUnsupportedMedia marks a body whose Content-Type the route does not
+// take.
+var errUnsupportedMedia = errors.New("unsupported media type")
 
 // writeError answers err with the JSON error shape and the status of the
 // table; an error the table does not know is a 500 whose text is logged,

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -34,7 +32,11 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	name := chi.URLParam(r, "namespace")
+	name, err := pathParam(r, "namespace")
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	ns, err := a.svc.Namespace(name)
 	if err != nil {
 		a.writeError(w, r, err)

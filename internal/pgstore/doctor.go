@@ -33,7 +33,12 @@ func (d Diagnosis) OK() bool {
 // lookup under plan_cache_mode=force_generic_plan (is a generic plan still
 // pruned to one partition?), and, when the lookup reads the table without an
 // index, with sequential scans disabled (is there an index at all?). On
-// Greenplum it reads the session settings that direct dispatch needs.
+// Greenplum it reads the session settings that direct dispatch needs. For a
+// writable namespace it also explains the write (the upsert, or the UPDATE
+// of an append-optimized table) for a key from the table, and reads the
+// version sequence's cache. It compares the planner's row count
+// (pg_class.reltuples) with a count of the table bounded to a little over
+// twice that, to tell stale statistics.
 //
 // Each namespace runs in its own transaction on one connection, which is
 // rolled back, and its prepared statements are deallocated, so the doctor
@@ -93,6 +98,18 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 	if check.GINIndex, err = ginIndex(ctx, tx, relid, ns); err != nil {
 		return check, err
 	}
+	if err := readStatistics(ctx, tx, relid, ns, &check); err != nil {
+		return check, err
+	}
+	if ns.Writable {
+		check.Writable = true
+		err := tx.QueryRow(ctx, `SELECT coalesce((SELECT s.cache_size FROM pg_sequences s
+WHERE s.sequencename = $1 AND s.schemaname = ANY (current_schemas(false))
+ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, simple, VersionSequence).Scan(&check.SequenceCache)
+		if err != nil {
+			return check, fmt.Errorf("read the version sequence: %w", err)
+		}
+	}
 
 	// A key from the table, so that the plan is the one of a real hit.
 	var key any = keyArg(ns, warmcache.Key{Text: "0"})
@@ -150,6 +167,16 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 			return check, err
 		}
 	}
+	if ns.Writable {
+		if check.WritePlan, err = explainWrite(ctx, tx, t, key); err != nil {
+			return check, err
+		}
+	}
+	if check.Dialect == Greenplum {
+		if err := s.explainBatch(ctx, tx, t, &check); err != nil {
+			return check, err
+		}
+	}
 	if slices.ContainsFunc(ParsePlan(check.Plan).Scans(), func(n PlanNode) bool { return !n.usesIndex() }) {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off", simple); err != nil {
 			return check, err
@@ -159,6 +186,121 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 		}
 	}
 	return check, nil
+}
+
+// batchSampleKeys is how many keys the doctor's batched lookup asks for.
+const batchSampleKeys = 4
+
+// explainBatch explains, on Greenplum, the batched lookup of a few keys
+// from two segments (one when the table lives on one), in the service's
+// read mode, and records on how many segments the keys live.
+func (s *Store) explainBatch(ctx context.Context, tx pgx.Tx, t *table, check *PlanCheck) error {
+	ns := t.ns
+	const simple = pgx.QueryExecModeSimpleProtocol
+	// Two keys from each of the two lowest segments that hold rows.
+	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT k::text, seg FROM (
+  SELECT %[1]s AS k, gp_segment_id AS seg, row_number() OVER (PARTITION BY gp_segment_id ORDER BY %[1]s) AS n
+  FROM (SELECT %[1]s, gp_segment_id FROM %[2]s LIMIT 1000) AS sample) AS numbered
+WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(ns.Table), batchSampleKeys/2, batchSampleKeys), simple)
+	if err != nil {
+		return fmt.Errorf("sample keys for the batched lookup: %w", err)
+	}
+	var keys []warmcache.Key
+	segments := map[int]bool{}
+	var text string
+	var seg int
+	_, err = pgx.ForEachRow(rows, []any{&text, &seg}, func() error {
+		k, err := ns.ParseKey(text)
+		if err != nil {
+			return err
+		}
+		keys = append(keys, k)
+		segments[seg] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sample keys for the batched lookup: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil // an empty table: nothing to judge
+	}
+	var arg any
+	if ns.KeyType == warmcache.KeyBigint {
+		ints := make([]int64, len(keys))
+		for i, k := range keys {
+			ints[i] = k.Int
+		}
+		arg = ints
+	} else {
+		texts := make([]string, len(keys))
+		for i, k := range keys {
+			texts[i] = k.Text
+		}
+		arg = texts
+	}
+	plan, err := tx.Query(ctx, "EXPLAIN "+t.stmts.LookupMany, s.modes.Read, arg)
+	if err != nil {
+		return fmt.Errorf("explain the batched lookup: %w", err)
+	}
+	lines, err := pgx.CollectRows(plan, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("explain the batched lookup: %w", err)
+	}
+	check.BatchPlan, check.BatchKeys, check.BatchSegments = strings.Join(lines, "\n"), len(keys), len(segments)
+	return nil
+}
+
+// explainWrite returns the EXPLAIN of the namespace's write of key, as the
+// service runs it: the upsert, or the UPDATE of an append-optimized table,
+// with the version as a parameter. EXPLAIN without ANALYZE runs nothing.
+func explainWrite(ctx context.Context, tx pgx.Tx, t *table, key any) (string, error) {
+	sql := t.stmts.Upsert
+	if t.stmts.AppendOptimized {
+		sql = t.stmts.Update
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, pgx.QueryExecModeSimpleProtocol, key, "{}", int64(1))
+	if err != nil {
+		return "", fmt.Errorf("explain the write: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain the write: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// maxStatsCount bounds the rows the doctor counts to judge statistics.
+const maxStatsCount = 1_000_000
+
+// readStatistics reads the planner's row count of the namespace's table
+// (summed over the leaves of a partitioned table), and counts the table's
+// rows up to a little over twice that (at most maxStatsCount), so that
+// Findings can tell statistics far below the real size.
+func readStatistics(ctx context.Context, tx pgx.Tx, relid uint32, ns *warmcache.Namespace, check *PlanCheck) error {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	err := tx.QueryRow(ctx, `SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::float8, coalesce(bool_and(c.reltuples < 0 OR c.relpages = 0), true)
+FROM pg_class c
+WHERE c.relkind <> 'p' AND (c.oid = $1 OR c.oid IN (SELECT relid FROM pg_partition_tree($1::oid::regclass)))`, simple, relid).
+		Scan(&check.Reltuples, &check.NeverAnalyzed)
+	if err != nil {
+		return fmt.Errorf("read statistics: %w", err)
+	}
+	limit := staleLimit(check.Reltuples)
+	if limit > maxStatsCount {
+		return nil
+	}
+	err = tx.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s LIMIT %d) AS s", tableIdent(ns.Table), limit+1), simple).Scan(&check.RowsAtLeast)
+	if err != nil {
+		return fmt.Errorf("count rows: %w", err)
+	}
+	check.StatsCounted = true
+	return nil
+}
+
+// staleLimit is the row count above which statistics of reltuples rows
+// are stale: a little over twice as many.
+func staleLimit(reltuples float64) int64 {
+	return 2*int64(reltuples) + 1000
 }
 
 // readSettings returns the current values of the named settings.

@@ -230,6 +230,31 @@ type PlanCheck struct {
 	// column (the columns layout has no containment index).
 	GINIndex string
 	Packed   bool
+
+	// Writable says whether the namespace takes writes; WritePlan is then
+	// the EXPLAIN of its write (the upsert, or the UPDATE of an
+	// append-optimized table), and SequenceCache the CACHE of the version
+	// sequence it draws from (0 when not found).
+	Writable      bool
+	WritePlan     string
+	SequenceCache int64
+	// Reltuples is the planner's row count of the table, summed over its
+	// leaf partitions; NeverAnalyzed says that no leaf has statistics.
+	Reltuples     float64
+	NeverAnalyzed bool
+	// RowsAtLeast is a count of the table's rows, stopped a little over
+	// twice Reltuples; StatsCounted says whether it was taken (a table the
+	// planner takes for more than 500,000 rows is not counted).
+	RowsAtLeast  int64
+	StatsCounted bool
+
+	// BatchPlan is the EXPLAIN, on Greenplum, of the batched lookup (the
+	// `= ANY` of folded misses and _mget) of BatchKeys keys that live on
+	// BatchSegments segments, sent in the service's read mode; empty when
+	// not checked.
+	BatchPlan     string
+	BatchKeys     int
+	BatchSegments int
 }
 
 // Findings returns the verdict on the lookup in plain words: one finding
@@ -259,8 +284,13 @@ func (c PlanCheck) Findings() []Finding {
 		c.postgresPartitions(plan, scans, kind, add)
 	}
 	c.indexUse(scans, kind, add)
+	c.statistics(add)
 	if c.Dialect == Greenplum {
+		c.greenplumBatch(add)
 		c.greenplumSettings(plan, add)
+	}
+	if c.Writable {
+		c.writes(add)
 	}
 	switch {
 	case c.GINIndex != "":
@@ -300,6 +330,31 @@ func (c PlanCheck) partitionVerdict(plan Plan, scans []PlanNode, subject string,
 			"partitioned by %q, and the key must be passed with the column's exact type", subject, c.Partitions, c.KeyColumn)
 	default:
 		add(SeverityWarn, "%s scans %d of %d partitions; a key lives in one", subject, n, c.Partitions)
+	}
+}
+
+// greenplumBatch judges how many segments the batched lookup is sent to.
+// With the keys in the query's text (the simple protocol) or a custom plan,
+// Greenplum's planner sends an `= ANY` only to the segments that hold its
+// keys, so one query for a batch is as narrow as one query per segment's
+// keys would be, and cheaper for the coordinator; a generic plan, or
+// GPORCA, sends it to every segment.
+func (c PlanCheck) greenplumBatch(add func(Severity, string, ...any)) {
+	if c.BatchPlan == "" {
+		return
+	}
+	m, ok := ParsePlan(c.BatchPlan).Motion()
+	switch {
+	case !ok:
+		add(SeverityNote, "the batched lookup plan has no Gather Motion: it runs on the coordinator alone")
+	case m.Senders <= c.BatchSegments:
+		add(SeverityOK, "a batched lookup of %d keys on %d segments is dispatched to those segments only (Gather Motion %d:%d): "+
+			"folded misses need no grouping by segment", c.BatchKeys, c.BatchSegments, m.Senders, max(m.Receivers, 1))
+	default:
+		add(SeverityWarn, "a batched lookup of %d keys on %d segments is dispatched to %d segments (Gather Motion %d:%d): "+
+			"every folded miss costs each segment a query. The keys must reach the planner as constants: the simple protocol "+
+			"(exec mode auto or simple_protocol), optimizer=off, no plan_cache_mode=force_generic_plan",
+			c.BatchKeys, c.BatchSegments, m.Senders, m.Senders, max(m.Receivers, 1))
 	}
 }
 
@@ -345,6 +400,17 @@ func (c PlanCheck) indexUse(scans []PlanNode, kind string, add func(Severity, st
 			usable = usable && s.usesIndex()
 			names = append(names, s.Index)
 		}
+		if usable && len(names) > 0 && c.Dialect == Greenplum {
+			// Greenplum's planner goes by pg_class alone: automatic
+			// statistics run on a table's first insert and autovacuum is
+			// off, so a table that grows stays a sequential scan until
+			// ANALYZE.
+			add(SeverityNote, "the lookup reads %s sequentially because the planner takes it for %.0f rows; the index %s is usable. "+
+				"Greenplum re-plans only after ANALYZE (automatic statistics run on a table's first insert, autovacuum is off): "+
+				"run ANALYZE %s after loading it by other means than warmcache load", strings.Join(dedupe(seq), ", "), c.Reltuples,
+				strings.Join(dedupe(names), ", "), c.Table)
+			return
+		}
 		if usable && len(names) > 0 {
 			add(SeverityNote, "the lookup reads %s sequentially because it is small enough that this is cheaper; "+
 				"the index %s is usable and the planner takes it as the table grows", strings.Join(dedupe(seq), ", "), strings.Join(dedupe(names), ", "))
@@ -353,6 +419,73 @@ func (c PlanCheck) indexUse(scans []PlanNode, kind string, add func(Severity, st
 	}
 	add(SeverityWarn, "the lookup reads %s sequentially: there is no usable index on %q, so every lookup reads the whole table. "+
 		"Add a primary key or an index: CREATE INDEX ON %s (%s)", strings.Join(dedupe(seq), ", "), c.KeyColumn, c.Table, c.KeyColumn)
+}
+
+// statistics judges whether the planner's row count is far below the
+// table's real size. On Greenplum that is a warning: its planner takes the
+// row count from pg_class alone, automatic statistics run only on a table's
+// first insert and autovacuum is off, so lookups stay planned for a tiny
+// table (sequential scans) until ANALYZE. PostgreSQL's planner scales the
+// count by the table's current size and autovacuum analyzes it soon, so
+// there it is a note.
+func (c PlanCheck) statistics(add func(Severity, string, ...any)) {
+	if !c.StatsCounted || c.RowsAtLeast <= staleLimit(c.Reltuples) {
+		return
+	}
+	sev, why := SeverityNote, "PostgreSQL's planner scales the estimate by the table's current size, and autovacuum analyzes it soon"
+	if c.Dialect == Greenplum {
+		sev, why = SeverityWarn, "Greenplum runs automatic statistics only on a table's first insert and has autovacuum off, "+
+			"so lookups may be planned as sequential scans until then"
+	}
+	if c.NeverAnalyzed {
+		add(sev, "%s has never been analyzed and holds at least %d rows; run ANALYZE %s after loading it "+
+			"(%s; warmcache load analyzes after each load)", c.Table, c.RowsAtLeast, c.Table, why)
+		return
+	}
+	add(sev, "statistics of %s are stale: the planner takes it for %.0f rows, it holds at least %d; run ANALYZE %s after loading it "+
+		"(%s; warmcache load analyzes after each load)", c.Table, c.Reltuples, c.RowsAtLeast, c.Table, why)
+}
+
+// writes judges the write plan and the version sequence.
+func (c PlanCheck) writes(add func(Severity, string, ...any)) {
+	if c.SequenceCache > 1 {
+		add(SeverityWarn, "the version sequence %s has CACHE %d: each session hands out values from its own block, so versions drawn "+
+			"on different connections are not ordered. Writes still keep each key's versions growing, but a key written again after "+
+			"its delete may get a version below the delete's; run ALTER SEQUENCE %s CACHE 1", VersionSequence, c.SequenceCache, VersionSequence)
+	}
+	if c.WritePlan == "" {
+		return
+	}
+	plan := ParsePlan(c.WritePlan)
+	if c.Dialect != Greenplum {
+		add(SeverityOK, "the write is planned on %s alone", c.Table)
+		return
+	}
+	var redistribute, gather PlanNode
+	for _, n := range plan.Nodes {
+		switch {
+		case n.Type == "Redistribute Motion" && redistribute.Type == "":
+			redistribute = n
+		case n.Type == "Gather Motion" && gather.Type == "":
+			gather = n
+		}
+	}
+	switch {
+	case redistribute.Type != "":
+		add(SeverityNote, "writes are not direct-dispatched: the write plan is a Gather Motion %d:%d over a Redistribute Motion %d:%d. "+
+			"Greenplum builds the row in one slice and sends it to the segment that owns the key, and every segment takes part "+
+			"in the statement, so a write costs more than a lookup however the key is passed; that is how Greenplum plans it, "+
+			"not a setting to fix",
+			gather.Senders, max(gather.Receivers, 1), redistribute.Senders, redistribute.Receivers)
+	case gather.Type != "" && gather.Senders > 1:
+		add(SeverityNote, "writes are dispatched to all %d segments (Gather Motion %d:%d)", gather.Senders, gather.Senders, max(gather.Receivers, 1))
+	case gather.Type != "":
+		add(SeverityOK, "the write is direct-dispatched to one segment (Gather Motion 1:1, custom plan): its version comes as a parameter, "+
+			"drawn on the coordinator first; nextval() inside the write would be evaluated on a segment, add a Redistribute Motion and "+
+			"ask the coordinator for every value")
+	default:
+		add(SeverityOK, "the write is dispatched to the segment that holds the key")
+	}
 }
 
 // greenplumSettings judges the session settings that key lookups need.

@@ -2,10 +2,11 @@ package pgstore
 
 import "github.com/warmcache/warmcache/internal/warmcache"
 
-// UseDeleteInsert switches namespace name to DELETE + INSERT writes, the
-// path of Greenplum's append-optimized tables, so that tests can run it on
-// PostgreSQL. It is not safe for concurrent use with the store's methods.
-func (s *Store) UseDeleteInsert(name string) error {
+// UseAppendOptimizedWrites switches namespace name to the writes of
+// Greenplum's append-optimized tables (UPDATE then INSERT, UPDATE then
+// DELETE), so that tests can run them on PostgreSQL. It is not safe for
+// concurrent use with the store's methods.
+func (s *Store) UseAppendOptimizedWrites(name string) error {
 	t, err := s.table(&warmcache.Namespace{Name: name})
 	if err != nil {
 		return err
@@ -17,3 +18,6 @@ func (s *Store) UseDeleteInsert(name string) error {
 	t.stmts = stmts
 	return nil
 }
+
+// ClassifyErrorWrap exposes classify to the external tests.
+var ClassifyErrorWrap = classify

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,7 +23,12 @@ const (
 )
 
 // LoadStatements holds the SQL of a namespace's bulk load, in the order it
-// runs inside one transaction. None takes parameters.
+// runs inside one transaction. Existing, Update and Merge take one
+// parameter, $1: the load's version, drawn once from the version sequence
+// on the coordinator (NextVersion). A row that a load inserts or changes
+// gets that version, or its old version + 1 when greater, so a key's
+// versions keep growing and one load's rows share one version, as they
+// share one commit.
 type LoadStatements struct {
 	// Stage creates the temporary staging table that COPY fills:
 	// (line bigint, key <key type>, value text).
@@ -30,29 +36,49 @@ type LoadStatements struct {
 	// Source creates the temporary table of the last line of each key,
 	// with the value as jsonb. Its row count is the number of keys.
 	Source string
+	// NextVersion draws the load's version.
+	NextVersion string
 	// Existing counts the keys of Source already in the table. It is
-	// empty with DeleteInsert.
+	// empty with AppendOptimized.
 	Existing string
-	// Remove deletes the rows whose stored value differs from Source; its
-	// row count is the number of updated keys. It is set only with
-	// DeleteInsert.
-	Remove string
+	// Update sets the new value and version on the rows whose stored value
+	// differs from Source and returns their keys: the updated keys. It is
+	// set only with AppendOptimized, whose tables accept UPDATE ...
+	// RETURNING but neither ON CONFLICT nor DELETE ... RETURNING.
+	Update string
 	// Merge writes Source into the table and returns the key of every
-	// inserted or changed row, each at a new version from the version
-	// sequence. Without DeleteInsert it is one INSERT ... ON CONFLICT (key)
-	// DO UPDATE that leaves equal values alone; with DeleteInsert, an
-	// INSERT of the keys that are not (or no longer) in the table.
+	// row it inserted or changed. Without AppendOptimized it is one INSERT
+	// ... ON CONFLICT (key) DO UPDATE that leaves equal values alone; with
+	// AppendOptimized, an INSERT of the keys that are not in the table.
 	Merge string
-	// DeleteInsert says that the merge is Remove then Merge, for tables
-	// that reject ON CONFLICT (Greenplum's append-optimized tables).
-	DeleteInsert bool
+	// Reltuples reads the planner's row count of the table (summed over
+	// its leaf partitions), for the decision to analyze.
+	Reltuples string
+	// Analyze refreshes the table's statistics after a load that changed
+	// at least a tenth of the rows the planner counts (see
+	// analyzeFraction). Greenplum runs automatic statistics only on a
+	// table's first insert and has autovacuum off, so without it a table
+	// filled by later loads stays planned as a handful of rows and key
+	// lookups turn into sequential scans.
+	Analyze string
+	// AppendOptimized says that the merge is Update then Merge, for
+	// tables that reject ON CONFLICT (Greenplum's append-optimized tables).
+	AppendOptimized bool
 }
 
 // BuildLoadStatements returns the SQL of ns's bulk load on dialect d. On
 // Greenplum the temporary tables are distributed by the key, so that the
 // merge joins rows on the segment that holds them. It needs no database and
 // fails when the namespace is incomplete.
-func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, deleteInsert bool) (LoadStatements, error) {
+//
+// The columns layout reads each source row's record with
+// json_populate_record in the select list of a subquery that OFFSET 0
+// keeps from being flattened. On Greenplum the same function in the FROM
+// list, next to the version and RETURNING, was planned on the
+// coordinator's entry process, which ran at 100% CPU for more than ten
+// minutes on 20,000 rows; in the select list the merge runs on the
+// segments and finishes at once.
+func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return LoadStatements{}, err
 	}
@@ -60,7 +86,6 @@ func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, deleteInsert bool) 
 		table   = tableIdent(ns.Table)
 		key     = ident(ns.KeyColumn)
 		version = ident(ns.VersionColumn)
-		nextval = "nextval(" + quoteLiteral(VersionSequence) + ")"
 		distrib = ""
 	)
 	if d == Greenplum {
@@ -71,15 +96,18 @@ func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, deleteInsert bool) 
 			loadStage, ns.KeyType, distrib),
 		Source: fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS SELECT DISTINCT ON (key) key, value::jsonb AS value FROM %s ORDER BY key, line DESC%s",
 			loadSource, loadStage, distrib),
-		DeleteInsert: deleteInsert,
+		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ")",
+		Reltuples: fmt.Sprintf(`SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::float8 FROM pg_class c
+WHERE c.oid = to_regclass(%[1]s) OR c.oid IN (SELECT relid FROM pg_partition_tree(to_regclass(%[1]s)))`, quoteLiteral(table)),
+		Analyze:         "ANALYZE " + table,
+		AppendOptimized: appendOptimized,
 	}
 
 	// cols are the table's value columns, vals the expressions of a source
-	// row s that fill them, and stored and incoming compare a stored row t
-	// with an incoming one.
+	// row s that fill them; from is the source; stored and incoming
+	// compare a stored row t with an incoming one.
 	var cols, vals []string
-	var from string
-	var stored, incoming, excluded string
+	var from, stored, incoming, excluded string
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
 		cols = []string{ident(ns.ValueColumn)}
@@ -91,47 +119,55 @@ func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, deleteInsert bool) 
 	case warmcache.LayoutColumns:
 		for _, c := range ns.Columns {
 			cols = append(cols, ident(c.Name))
-			vals = append(vals, "r."+ident(c.Name))
+			vals = append(vals, "(s.r)."+ident(c.Name))
 		}
 		// json_populate_record maps the object's fields onto a row of the
 		// table's type, as a single write does.
-		from = fmt.Sprintf("%s AS s, json_populate_record(NULL::%s, s.value::json) AS r", loadSource, table)
+		from = fmt.Sprintf("(SELECT key, json_populate_record(NULL::%s, value::json) AS r FROM %s OFFSET 0) AS s", table, loadSource)
 		stored = valueExpr(ns, "t.")
-		incoming = valueExpr(ns, "r.")
+		incoming = valueExpr(ns, "(s.r).")
 		excluded = valueExpr(ns, "EXCLUDED.")
 	}
-	insert := fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT s.key, %s, %s FROM %s",
-		table, key, strings.Join(cols, ", "), version, strings.Join(vals, ", "), nextval, from)
+	insert := fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT s.key, %s, $1::bigint FROM %s",
+		table, key, strings.Join(cols, ", "), version, strings.Join(vals, ", "), from)
 
-	if !deleteInsert {
+	if !appendOptimized {
 		ls.Existing = fmt.Sprintf("SELECT count(*) FROM %s AS s WHERE EXISTS (SELECT 1 FROM %s AS t WHERE t.%s = s.key)",
 			loadSource, table, key)
 		assign := make([]string, 0, len(cols)+1)
 		for _, c := range cols {
 			assign = append(assign, c+" = EXCLUDED."+c)
 		}
-		assign = append(assign, version+" = "+nextval)
+		assign = append(assign, fmt.Sprintf("%s = GREATEST(EXCLUDED.%s, t.%s + 1)", version, version, version))
 		ls.Merge = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s WHERE %s IS DISTINCT FROM %s RETURNING t.%s",
 			insert, key, strings.Join(assign, ", "), stored, excluded, key)
 		return ls, nil
 	}
-	if ns.Layout == warmcache.LayoutPacked {
-		ls.Remove = fmt.Sprintf("DELETE FROM %s AS t USING %s AS s WHERE t.%s = s.key AND %s IS DISTINCT FROM %s",
-			table, loadSource, key, stored, incoming)
-	} else {
-		ls.Remove = fmt.Sprintf("DELETE FROM %s AS t USING %s WHERE t.%s = s.key AND %s IS DISTINCT FROM %s",
-			table, from, key, stored, incoming)
+	assign := make([]string, 0, len(cols)+1)
+	for i, c := range cols {
+		assign = append(assign, c+" = "+vals[i])
 	}
+	assign = append(assign, fmt.Sprintf("%s = GREATEST($1::bigint, t.%s + 1)", version, version))
+	ls.Update = fmt.Sprintf("UPDATE %s AS t SET %s FROM %s WHERE t.%s = s.key AND %s IS DISTINCT FROM %s RETURNING t.%s",
+		table, strings.Join(assign, ", "), from, key, stored, incoming, key)
 	ls.Merge = fmt.Sprintf("%s WHERE NOT EXISTS (SELECT 1 FROM %s AS e WHERE e.%s = s.key) RETURNING t.%s",
 		insert, table, key, key)
 	return ls, nil
 }
 
+// analyzeFraction is the share of the planner's row count that a load must
+// change to be followed by ANALYZE, as PostgreSQL's autovacuum analyzes
+// after a tenth of a table changed: a small load into a large table does
+// not pay for sampling it again.
+const analyzeFraction = 0.1
+
 // Load bulk-loads rows into ns in one transaction: COPY into a temporary
 // staging table, keep the last line of each key, then merge by key (see
-// LoadStatements). Every inserted or changed row takes a new version from
-// the version sequence; a row whose stored value is equal keeps its
-// version and counts as unchanged. If rows.Err() reports an error after the
+// LoadStatements), and ANALYZE the table when the load changed at least a
+// tenth of the rows the planner counts. Every inserted
+// or changed row takes the load's version; a row whose stored value is
+// equal keeps its version and counts as unchanged. Each statement is bound
+// by Options.LoadStatementTimeout. If rows.Err() reports an error after the
 // last row, the COPY is aborted, nothing is committed, and the error wraps
 // it. A value the table rejects (a field of the wrong type) gives an error
 // that wraps warmcache.ErrInvalidValue. Other errors are the warehouse's,
@@ -143,13 +179,13 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 		return warmcache.LoadCounts{}, err
 	}
 	defer func(start time.Time) { t.metrics[opLoad].observe(start, err) }(time.Now())
-	ls, err := BuildLoadStatements(s.dialect, ns, t.stmts.DeleteInsert)
+	ls, err := BuildLoadStatements(s.dialect, ns, t.stmts.AppendOptimized)
 	if err != nil {
 		return warmcache.LoadCounts{}, err
 	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return warmcache.LoadCounts{}, fmt.Errorf("pgstore: load %s: %w", ns.Name, err)
+		return warmcache.LoadCounts{}, fmt.Errorf("pgstore: load %s: %w", ns.Name, classify(err))
 	}
 	defer func() {
 		if err != nil {
@@ -157,12 +193,16 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 		}
 	}()
 	fail := func(step string, err error) (warmcache.LoadCounts, error) {
-		if ie := writeError("load", ns, warmcache.Key{}, err); isRequestError(ie) {
-			return warmcache.LoadCounts{}, ie
+		if err = classify(err); isRequestError(err) || errors.Is(err, warmcache.ErrTooLarge) {
+			return warmcache.LoadCounts{}, err
 		}
 		return warmcache.LoadCounts{}, fmt.Errorf("pgstore: load %s: %s: %w", ns.Name, step, err)
 	}
 	const simple = pgx.QueryExecModeSimpleProtocol
+	timeout := fmt.Sprintf("SET LOCAL statement_timeout = %d", s.loadTimeout.Milliseconds())
+	if _, err = tx.Exec(ctx, timeout, simple); err != nil {
+		return fail("set statement_timeout", err)
+	}
 	if _, err = tx.Exec(ctx, ls.Stage, simple); err != nil {
 		return fail("create staging table", err)
 	}
@@ -177,41 +217,58 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 		return fail("deduplicate keys", err)
 	}
 	keys := tag.RowsAffected()
-	var existing, updated int64
-	if ls.DeleteInsert {
-		tag, err = tx.Exec(ctx, ls.Remove, simple)
+	var version, existing int64
+	if err = tx.QueryRow(ctx, ls.NextVersion, simple).Scan(&version); err != nil {
+		return fail("draw the load's version", err)
+	}
+	collect := func(sql string) (int64, error) {
+		rows, err := tx.Query(ctx, sql, simple, version)
 		if err != nil {
-			return fail("remove changed rows", err)
+			return 0, err
 		}
-		updated = tag.RowsAffected()
+		before := len(counts.Changed)
+		if ns.KeyType == warmcache.KeyBigint {
+			var k int64
+			_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
+				counts.Changed = append(counts.Changed, warmcache.Key{Text: strconv.FormatInt(k, 10), Int: k})
+				return nil
+			})
+		} else {
+			var k string
+			_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
+				counts.Changed = append(counts.Changed, warmcache.Key{Text: k})
+				return nil
+			})
+		}
+		return int64(len(counts.Changed) - before), err
+	}
+	var updated int64
+	if ls.AppendOptimized {
+		if updated, err = collect(ls.Update); err != nil {
+			return fail("update changed rows", err)
+		}
 	} else if err = tx.QueryRow(ctx, ls.Existing, simple).Scan(&existing); err != nil {
 		return fail("count existing keys", err)
 	}
-	merged, err := tx.Query(ctx, ls.Merge, simple)
-	if err != nil {
+	if _, err = collect(ls.Merge); err != nil {
 		return fail("merge", err)
 	}
-	if ns.KeyType == warmcache.KeyBigint {
-		var k int64
-		_, err = pgx.ForEachRow(merged, []any{&k}, func() error {
-			counts.Changed = append(counts.Changed, warmcache.Key{Text: strconv.FormatInt(k, 10), Int: k})
-			return nil
-		})
-	} else {
-		var k string
-		_, err = pgx.ForEachRow(merged, []any{&k}, func() error {
-			counts.Changed = append(counts.Changed, warmcache.Key{Text: k})
-			return nil
-		})
-	}
-	if err != nil {
-		return fail("merge", err)
+	changed := int64(len(counts.Changed))
+	if changed > 0 {
+		var reltuples float64
+		if err = tx.QueryRow(ctx, ls.Reltuples, simple).Scan(&reltuples); err != nil {
+			return fail("read statistics", err)
+		}
+		if float64(changed) >= analyzeFraction*reltuples {
+			if _, err = tx.Exec(ctx, ls.Analyze, simple); err != nil {
+				return fail("analyze", err)
+			}
+		}
 	}
 	if err = tx.Commit(ctx); err != nil {
 		return fail("commit", err)
 	}
-	changed := int64(len(counts.Changed))
-	if ls.DeleteInsert {
+	if ls.AppendOptimized {
 		counts.Inserted = changed - updated
 	} else {
 		counts.Inserted = keys - existing

@@ -70,14 +70,14 @@ func tableState(t *testing.T, dsn, query string) map[string][2]string {
 }
 
 func TestLoadMerge(t *testing.T) {
-	for _, deleteInsert := range []bool{false, true} {
-		t.Run(fmt.Sprintf("delete_insert=%v", deleteInsert), func(t *testing.T) {
+	for _, appendOptimized := range []bool{false, true} {
+		t.Run(fmt.Sprintf("append_optimized=%v", appendOptimized), func(t *testing.T) {
 			eachTarget(t, func(t *testing.T, tg target) {
 				widgets := widgetsNamespace()
 				dsn := newDatabase(t, schema)
 				s := mustOpenStore(t, dsn, tg, widgets)
-				if deleteInsert {
-					if err := s.UseDeleteInsert("widgets"); err != nil {
+				if appendOptimized {
+					if err := s.UseAppendOptimizedWrites("widgets"); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -147,13 +147,13 @@ func TestLoadMerge(t *testing.T) {
 
 func TestLoadRollsBack(t *testing.T) {
 	widgets, people := widgetsNamespace(), peopleNamespace()
-	for _, deleteInsert := range []bool{false, true} {
-		t.Run(fmt.Sprintf("delete_insert=%v", deleteInsert), func(t *testing.T) {
+	for _, appendOptimized := range []bool{false, true} {
+		t.Run(fmt.Sprintf("append_optimized=%v", appendOptimized), func(t *testing.T) {
 			dsn := newDatabase(t, schema)
 			s := mustOpenStore(t, dsn, target{wantMode: "cache_statement"}, widgets, people)
-			if deleteInsert {
+			if appendOptimized {
 				for _, name := range []string{"widgets", "people"} {
-					if err := s.UseDeleteInsert(name); err != nil {
+					if err := s.UseAppendOptimizedWrites(name); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -210,27 +210,29 @@ func TestLoadRollsBack(t *testing.T) {
 	}
 }
 
-// TestLoadStatementsGreenplum pins the SQL of a load on Greenplum, which
-// cannot run here: temporary tables distributed by the key, and DELETE +
-// INSERT for append-optimized tables.
+// TestLoadStatementsGreenplum pins the SQL of a load on Greenplum:
+// temporary tables distributed by the key, UPDATE + INSERT for
+// append-optimized tables, and the columns layout's record in a subquery's
+// select list (TestGreenplumLane runs them on a real cluster).
 func TestLoadStatementsGreenplum(t *testing.T) {
 	tests := []struct {
-		name         string
-		ns           *warmcache.Namespace
-		deleteInsert bool
+		name            string
+		ns              *warmcache.Namespace
+		appendOptimized bool
 	}{
 		{"greenplum_heap_packed", widgetsNamespace(), false},
+		{"greenplum_heap_columns", peopleNamespace(), false},
 		{"greenplum_ao_packed", widgetsNamespace(), true},
 		{"greenplum_ao_columns", peopleNamespace(), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ls, err := pgstore.BuildLoadStatements(pgstore.Greenplum, tt.ns, tt.deleteInsert)
+			ls, err := pgstore.BuildLoadStatements(pgstore.Greenplum, tt.ns, tt.appendOptimized)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := fmt.Sprintf("-- delete_insert: %v\n\n-- stage\n%s\n\n-- source\n%s\n\n-- existing\n%s\n\n-- remove\n%s\n\n-- merge\n%s\n",
-				ls.DeleteInsert, ls.Stage, ls.Source, orNone(ls.Existing), orNone(ls.Remove), ls.Merge)
+			got := fmt.Sprintf("-- append_optimized: %v\n\n-- stage\n%s\n\n-- source\n%s\n\n-- next_version\n%s\n\n-- existing\n%s\n\n-- update\n%s\n\n-- merge\n%s\n\n-- analyze\n%s\n",
+				ls.AppendOptimized, ls.Stage, ls.Source, ls.NextVersion, orNone(ls.Existing), orNone(ls.Update), ls.Merge, ls.Analyze)
 			golden(t, "load_"+tt.name, []byte(got))
 		})
 	}

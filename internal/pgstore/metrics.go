@@ -17,6 +17,7 @@ const (
 	opDelete
 	opQuery
 	opLoad
+	opTransaction
 	numOps
 )
 
@@ -32,6 +33,8 @@ func (o op) String() string {
 		return "query"
 	case opLoad:
 		return "load"
+	case opTransaction:
+		return "transaction"
 	default:
 		return "delete"
 	}
@@ -47,7 +50,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_sql_queries_total",
-			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete, query, load) and result: ok, including answers " +
+			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete, transaction, query, load) and result: ok, including answers " +
 				"about the request such as a failed If-Match, or error when the warehouse failed.",
 		}, []string{"namespace", "op", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -72,11 +72,22 @@ type Options struct {
 	// connect_timeout.
 	ConnectTimeout time.Duration
 
+	// Tracer is pgx's query tracer hook, called for every query of the
+	// pool, such as an OpenTelemetry tracer that makes a span of each.
+	// Nil means none.
+	Tracer pgx.QueryTracer
+
 	// StatementMem is Greenplum's statement_mem for the service's sessions:
 	// a number with an optional kB, MB or GB unit. Key lookups need little
 	// memory, and a small value leaves the resource queue room for more
 	// concurrent statements. Zero means "10MB". It is ignored on PostgreSQL.
 	StatementMem string
+
+	// LoadStatementTimeout bounds each statement of a bulk load (Load): the
+	// COPY, the merge and the ANALYZE after it, as the server's
+	// statement_timeout inside the load's transaction. Zero means 10
+	// minutes. A load that runs out of time is rolled back.
+	LoadStatementTimeout time.Duration
 }
 
 // The Pooler values.
@@ -94,6 +105,7 @@ const (
 	defaultMaxConnIdleTime = 30 * time.Minute
 	defaultConnectTimeout  = 5 * time.Second
 	defaultStatementMem    = "10MB"
+	defaultLoadTimeout     = 10 * time.Minute
 )
 
 // parseExecMode returns pgx's mode for an ExecMode option other than auto.
@@ -171,6 +183,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.StatementMem == "" {
 		o.StatementMem = defaultStatementMem
+	}
+	if o.LoadStatementTimeout <= 0 {
+		o.LoadStatementTimeout = defaultLoadTimeout
 	}
 	if !validMemory(o.StatementMem) {
 		return o, fmt.Errorf("pgstore: statement_mem %q is not a number with an optional kB, MB or GB unit", o.StatementMem)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"strconv"
 	"time"
 
@@ -122,18 +123,18 @@ func (s *Store) Query(ctx context.Context, ns *warmcache.Namespace, match []byte
 	return rows, nil
 }
 
-// queryError translates the errors of a query: a cancelled statement
-// (statement timeout) wraps context.DeadlineExceeded, invalid JSON text
-// wraps warmcache.ErrInvalidValue.
+// queryError translates the errors of a query, classified once (see
+// classify): the statement timeout also wraps context.DeadlineExceeded,
+// and the server's data errors (bad JSON text, a number out of range, a
+// NUL) wrap warmcache.ErrInvalidValue.
 func queryError(ns *warmcache.Namespace, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "57014": // query_canceled: the statement timeout
-			return fmt.Errorf("pgstore: query %s: statement timeout: %w", ns.Name, context.DeadlineExceeded)
-		case "22P02": // invalid_text_representation: the match is not JSON
-			return fmt.Errorf("%w: match: %s", warmcache.ErrInvalidValue, pgErr.Message)
-		}
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled {
+		return fmt.Errorf("pgstore: query %s: statement timeout: %w: %w", ns.Name, warmcache.ErrUnavailable, context.DeadlineExceeded)
+	}
+	err = classify(err)
+	if errors.Is(err, warmcache.ErrInvalidValue) || errors.Is(err, warmcache.ErrTooLarge) {
+		return err
 	}
 	return fmt.Errorf("pgstore: query %s: %w", ns.Name, err)
 }

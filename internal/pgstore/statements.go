@@ -24,6 +24,22 @@ const maxColumns = 50
 // dispatches to one segment. Values are JSON text: the packed layout returns
 // the value column as text, the columns layout builds an object from the
 // typed columns with json_build_object.
+//
+// Every write takes a new version from NextVersion first and passes it as
+// a parameter; the row gets GREATEST(that version, its old version + 1), so
+// a key's versions grow strictly in commit order whatever the sequence
+// hands out. Two measured Greenplum facts make it so:
+//   - a sequence created without CACHE gets CACHE 20 there, and each session
+//     draws from its own block (1, 21, 41, ...), so values from different
+//     pool connections are not ordered; the migrations say CACHE 1, and
+//     GREATEST keeps versions growing on a sequence made elsewhere;
+//   - nextval() evaluated inside a dispatched write runs on a segment, which
+//     asks the coordinator for the value, and it makes the write a
+//     Redistribute Motion under a Gather Motion of every segment: an upsert
+//     with nextval() in VALUES was about a hundred times slower than SELECT
+//     nextval() on the coordinator followed by the upsert with the version
+//     as a parameter, which is direct-dispatched to the key's segment (the
+//     README's Greenplum measurements, loadtest/gpbench).
 type StatementSet struct {
 	// Lookup reads one key ($1). It returns the value as JSON text and the
 	// version.
@@ -32,46 +48,74 @@ type StatementSet struct {
 	// value as JSON text and the version, one row per key found.
 	LookupMany string
 
-	// Upsert inserts or replaces key $1 with JSON value $2 at a new version
-	// and returns the stored value and version. It is empty when
-	// DeleteInsert is set.
+	// NextVersion draws a version from the version sequence. It reads no
+	// table, so on Greenplum it runs on the coordinator alone.
+	NextVersion string
+
+	// Upsert inserts or replaces key $1 with JSON value $2 at version $3,
+	// or at the old version + 1 when that is greater, and returns the
+	// stored value and version. It is empty with AppendOptimized.
 	Upsert string
 	// UpdateIfMatch replaces the value of key $1 with $2 when the row's
-	// version is $3, and returns the stored value and version; no row means
-	// the precondition failed. It is empty when DeleteInsert is set.
+	// version is $3, at version $4 (or the old version + 1 when greater),
+	// and returns the stored value and version; no row means the
+	// precondition failed. It is an UPDATE ... RETURNING, which
+	// append-optimized tables accept too.
 	UpdateIfMatch string
 
-	// Remove deletes key $1 and returns the removed rows' versions: the
-	// first half of a DELETE + INSERT write. It is set only with
-	// DeleteInsert.
-	Remove string
-	// Insert inserts key $1 with JSON value $2 at a new version and returns
-	// the stored value and version: the second half of a DELETE + INSERT
-	// write. It is set only with DeleteInsert.
+	// Update replaces the value of key $1 with $2 at version $3 (or the
+	// old version + 1 when greater) and returns the stored value and
+	// version; no row means the key is absent, and Insert follows in the
+	// same transaction. It is set only with AppendOptimized.
+	Update string
+	// Insert inserts key $1 with JSON value $2 at version $3 and returns
+	// the stored value and version: with AppendOptimized, the second half
+	// of a write after Update found no row; on its own, a write that only
+	// creates, which the key's unique index refuses (unique_violation)
+	// when the key exists.
 	Insert string
 
-	// Delete removes key $1 and returns a new version, newer than any the
-	// key had.
+	// Delete removes key $1 and returns the version of the delete:
+	// GREATEST($2, the row's version + 1). It is empty with
+	// AppendOptimized.
 	Delete string
-	// DeleteIfMatch is Delete when the row's version is $2.
+	// DeleteIfMatch is Delete when the row's version is $2, with the new
+	// version in $3.
 	DeleteIfMatch string
+
+	// Retire moves key $1 to the version of its delete, GREATEST($2, its
+	// version + 1), and returns it; Remove then deletes the row in the same
+	// transaction. Append-optimized tables reject DELETE ... RETURNING
+	// (SQLSTATE 0A000) but accept UPDATE ... RETURNING, which also locks
+	// the row (on Greenplum, the table) until the DELETE. Set only with
+	// AppendOptimized.
+	Retire string
+	// RetireIfMatch is Retire when the row's version is $2, with the new
+	// version in $3.
+	RetireIfMatch string
+	// Remove deletes key $1, without RETURNING. Set only with
+	// AppendOptimized.
+	Remove string
+
 	// Version returns the version of key $1, to tell an absent key from a
 	// failed precondition.
 	Version string
 
-	// DeleteInsert says that a write is Remove then Insert in one
-	// transaction, because the table rejects INSERT ... ON CONFLICT.
-	DeleteInsert bool
+	// AppendOptimized says that the table rejects INSERT ... ON CONFLICT
+	// and DELETE ... RETURNING (Greenplum's append-optimized tables): a
+	// write is Update, then Insert when no row was updated, and a delete is
+	// Retire then Remove, each pair in one transaction.
+	AppendOptimized bool
 }
 
-// Statements builds the SQL of namespace ns. deleteInsert selects writes as
-// DELETE + INSERT in one transaction, which Greenplum's append-optimized
-// tables need because they reject ON CONFLICT; otherwise a write is one
-// INSERT ... ON CONFLICT (key) DO UPDATE, which needs a unique index on the
-// key. Identifiers are quoted; a table name may be schema-qualified
+// Statements builds the SQL of namespace ns. appendOptimized selects the
+// writes of tables that reject ON CONFLICT and DELETE ... RETURNING
+// (Greenplum's append-optimized tables); otherwise a write is one INSERT
+// ... ON CONFLICT (key) DO UPDATE, which needs a unique index on the key.
+// Identifiers are quoted; a table name may be schema-qualified
 // ("schema.table"). Statements needs no database and is safe for
 // concurrent use. It fails when the namespace is incomplete.
-func Statements(ns *warmcache.Namespace, deleteInsert bool) (StatementSet, error) {
+func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, error) {
 	if err := checkNamespace(ns); err != nil {
 		return StatementSet{}, err
 	}
@@ -80,35 +124,47 @@ func Statements(ns *warmcache.Namespace, deleteInsert bool) (StatementSet, error
 		key     = ident(ns.KeyColumn)
 		version = ident(ns.VersionColumn)
 		keyType = string(ns.KeyType)
-		nextval = "nextval(" + quoteLiteral(VersionSequence) + ")"
 	)
 	byKey := fmt.Sprintf("%s = $1::%s", key, keyType)
+	// newVersion is the version a write gives an existing row.
+	newVersion := func(param string) string {
+		return fmt.Sprintf("GREATEST(%s::bigint, t.%s + 1)", param, version)
+	}
 	s := StatementSet{
 		Lookup: fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s",
 			valueExpr(ns, ""), version, table, byKey),
 		LookupMany: fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = ANY($1::%s[])",
 			key, valueExpr(ns, ""), version, table, key, keyType),
-		Delete: fmt.Sprintf("DELETE FROM %s WHERE %s RETURNING %s",
-			table, byKey, nextval),
-		DeleteIfMatch: fmt.Sprintf("DELETE FROM %s WHERE %s AND %s = $2::bigint RETURNING %s",
-			table, byKey, version, nextval),
+		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ")",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s",
 			version, table, byKey),
-		DeleteInsert: deleteInsert,
+		AppendOptimized: appendOptimized,
+	}
+	if appendOptimized {
+		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s RETURNING t.%s",
+			table, version, newVersion("$2"), byKey, version)
+		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint RETURNING t.%s",
+			table, version, newVersion("$3"), byKey, version, version)
+		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
+	} else {
+		s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s RETURNING %s",
+			table, byKey, newVersion("$2"))
+		s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint RETURNING %s",
+			table, byKey, version, newVersion("$3"))
 	}
 
-	// insertInto is the INSERT of key $1 and value $2 at a new version,
-	// without its conflict and returning clauses.
-	var insertInto string
+	// insertInto is the INSERT of key $1 and value $2 at version $3,
+	// without its conflict and returning clauses; set is the assignment
+	// of value $2 to an existing row t, and from the FROM clause it needs.
+	var insertInto, set, from string
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
 		value := ident(ns.ValueColumn)
-		insertInto = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) VALUES ($1::%s, $2::jsonb, %s)",
-			table, key, value, version, keyType, nextval)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = %s RETURNING %s, %s",
-			insertInto, key, value, value, version, nextval, valueExpr(ns, ""), version)
-		s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = $2::jsonb, %s = %s WHERE t.%s AND t.%s = $3::bigint RETURNING %s, t.%s",
-			table, value, version, nextval, byKey, version, valueExpr(ns, "t."), version)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) VALUES ($1::%s, $2::jsonb, $3::bigint)",
+			table, key, value, version, keyType)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
+			insertInto, key, value, value, version, version, version, valueExpr(ns, "t."), version)
+		set = value + " = $2::jsonb"
 	case warmcache.LayoutColumns:
 		// json_populate_record maps the object's fields onto a row of the
 		// table's type, converting each to its column's type; a missing
@@ -125,18 +181,20 @@ func Statements(ns *warmcache.Namespace, deleteInsert bool) (StatementSet, error
 			excluded[i] = col + " = EXCLUDED." + col
 			assign[i] = col + " = r." + col
 		}
-		insertInto = fmt.Sprintf("INSERT INTO %s (%s, %s, %s) SELECT $1::%s, %s, %s FROM %s",
-			table, key, strings.Join(names, ", "), version, keyType, strings.Join(fromRecord, ", "), nextval, record)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = %s RETURNING %s, %s",
-			insertInto, key, strings.Join(excluded, ", "), version, nextval, valueExpr(ns, ""), version)
-		s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s FROM %s WHERE t.%s AND t.%s = $3::bigint RETURNING %s, t.%s",
-			table, strings.Join(assign, ", "), version, nextval, record, byKey, version, valueExpr(ns, "t."), version)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT $1::%s, %s, $3::bigint FROM %s",
+			table, key, strings.Join(names, ", "), version, keyType, strings.Join(fromRecord, ", "), record)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
+			insertInto, key, strings.Join(excluded, ", "), version, version, version, valueExpr(ns, "t."), version)
+		set, from = strings.Join(assign, ", "), " FROM "+record
 	}
-	if deleteInsert {
-		s.Upsert, s.UpdateIfMatch = "", ""
-		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s RETURNING %s", table, byKey, version)
-		s.Insert = fmt.Sprintf("%s RETURNING %s, %s", insertInto, valueExpr(ns, ""), version)
+	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s WHERE t.%s AND t.%s = $3::bigint RETURNING %s, t.%s",
+		table, set, version, newVersion("$4"), from, byKey, version, valueExpr(ns, "t."), version)
+	if appendOptimized {
+		s.Upsert = ""
+		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s WHERE t.%s RETURNING %s, t.%s",
+			table, set, version, newVersion("$3"), from, byKey, valueExpr(ns, "t."), version)
 	}
+	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s", insertInto, valueExpr(ns, "t."), version)
 	return s, nil
 }
 

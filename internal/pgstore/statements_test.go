@@ -38,16 +38,20 @@ func golden(t *testing.T, name string, got []byte) {
 // formatStatements writes a statement set as labelled SQL.
 func formatStatements(s pgstore.StatementSet) []byte {
 	var b strings.Builder
-	fmt.Fprintf(&b, "-- delete_insert: %v\n", s.DeleteInsert)
+	fmt.Fprintf(&b, "-- append_optimized: %v\n", s.AppendOptimized)
 	for _, st := range []struct{ name, sql string }{
 		{"lookup", s.Lookup},
 		{"lookup_many", s.LookupMany},
+		{"next_version", s.NextVersion},
 		{"upsert", s.Upsert},
 		{"update_if_match", s.UpdateIfMatch},
-		{"remove", s.Remove},
+		{"update", s.Update},
 		{"insert", s.Insert},
 		{"delete", s.Delete},
 		{"delete_if_match", s.DeleteIfMatch},
+		{"retire", s.Retire},
+		{"retire_if_match", s.RetireIfMatch},
+		{"remove", s.Remove},
 		{"version", s.Version},
 	} {
 		sql := st.sql
@@ -82,9 +86,9 @@ func columnsNamespace() *warmcache.Namespace {
 
 func TestStatementsGolden(t *testing.T) {
 	tests := []struct {
-		name         string
-		ns           *warmcache.Namespace
-		deleteInsert bool
+		name            string
+		ns              *warmcache.Namespace
+		appendOptimized bool
 	}{
 		{"packed_bigint_heap", packedNamespace("widgets", "key", warmcache.KeyBigint, "value"), false},
 		{"packed_text", packedNamespace("app.Sessions", "id", warmcache.KeyText, "doc"), false},
@@ -94,7 +98,7 @@ func TestStatementsGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := pgstore.Statements(tt.ns, tt.deleteInsert)
+			s, err := pgstore.Statements(tt.ns, tt.appendOptimized)
 			if err != nil {
 				t.Fatalf("Statements: %v", err)
 			}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jackc/pgerrcode"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,12 +25,14 @@ var _ warmcache.Warm = (*Store)(nil)
 // namespaces' tables on PostgreSQL or Greenplum, directly or through
 // PgBouncer. A Store is safe for concurrent use.
 type Store struct {
-	pool       *pgxpool.Pool
-	dialect    Dialect
-	modes      ExecModes
-	tables     map[string]*table
-	reg        prometheus.Registerer
-	collectors []prometheus.Collector
+	pool    *pgxpool.Pool
+	dialect Dialect
+	modes   ExecModes
+	tables  map[string]*table
+	// loadTimeout is Options.LoadStatementTimeout.
+	loadTimeout time.Duration
+	reg         prometheus.Registerer
+	collectors  []prometheus.Collector
 }
 
 // table is one namespace's statements and metrics.
@@ -83,6 +87,9 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		return nil, err
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = modes.Write
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = opts.Tracer
+	}
 	if len(probe.settings) > 0 {
 		settings := strings.Join(probe.settings, "; ")
 		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
@@ -102,6 +109,8 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		modes:   modes,
 		tables:  make(map[string]*table, len(namespaces)),
 		reg:     reg,
+
+		loadTimeout: opts.LoadStatementTimeout,
 	}
 	if err := s.prepareTables(ctx, namespaces, probe, log); err != nil {
 		pool.Close()
@@ -174,7 +183,7 @@ func probeServer(ctx context.Context, cc *pgx.ConnConfig, opts Options, log *slo
 	for _, stmt := range SessionSettings(opts) {
 		err := conn.PgConn().Exec(ctx, stmt).Close()
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42704" { // undefined_object: unknown setting
+		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedObject { // an unknown setting
 			log.Warn("pgstore: greenplum server lacks a session setting; skipping it", "statement", stmt)
 			continue
 		}
@@ -233,7 +242,7 @@ func (s *Store) Close() {
 // Ping reports whether the warehouse answers, through a pooled connection.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("pgstore: ping: %w", err)
+		return fmt.Errorf("pgstore: ping: %w", classify(err))
 	}
 	return nil
 }
@@ -254,7 +263,7 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 	case errors.Is(err, pgx.ErrNoRows):
 		return warmcache.Entry{}, nil
 	case err != nil:
-		return warmcache.Entry{}, fmt.Errorf("pgstore: lookup %s/%q: %w", ns.Name, key.Text, err)
+		return warmcache.Entry{}, fmt.Errorf("pgstore: lookup %s/%q: %w", ns.Name, key.Text, classify(err))
 	}
 	return warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}, nil
 }
@@ -297,7 +306,7 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 	}
 	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, arg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, err)
+		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
 	}
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		k := textKey
@@ -309,7 +318,7 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, err)
+		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
 	}
 	for i, k := range keys {
 		entries[i] = found[k.Text]
@@ -320,120 +329,265 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 // Put upserts value, a JSON document, for key and returns the stored entry:
 // the value as the warehouse returns it on read (canonical JSON text for a
 // jsonb column, an object rebuilt from the columns for the columns layout)
-// and its new version, taken from the version sequence after the row lock so
-// that versions grow per key in commit order. With ifMatch the row must
-// exist at that version, or the error wraps warmcache.ErrVersionMismatch. A
-// value the table rejects (a wrong type, a missing required field) gives an
-// error that wraps warmcache.ErrInvalidValue. Other errors are the
-// warehouse's, wrapped.
-func (s *Store) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (e warmcache.Entry, err error) {
-	t, err := s.table(ns)
+// and its new version: one drawn from the version sequence, or the row's
+// old version + 1 when that is greater, decided under the row's lock, so
+// that a key's versions grow strictly in commit order (see StatementSet).
+// With ifMatch the row must exist at that version, or the error wraps
+// warmcache.ErrVersionMismatch. A value the table rejects (a wrong type, a
+// missing required field) gives an error that wraps
+// warmcache.ErrInvalidValue. Other errors are the warehouse's, wrapped.
+// Put is a Write of one upsert.
+func (s *Store) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
+	entries, err := s.Write(ctx, ns, []warmcache.Write{{Key: key, Value: value, IfMatch: ifMatch}})
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
-	defer func(start time.Time) { t.metrics[opPut].observe(start, err) }(time.Now())
-	if t.stmts.DeleteInsert {
-		e, err = s.putDeleteInsert(ctx, t, key, value, ifMatch)
-	} else {
-		e, err = s.putUpsert(ctx, t, key, value, ifMatch)
-	}
-	if err != nil {
-		return warmcache.Entry{}, writeError("put", ns, key, err)
-	}
-	return e, nil
+	return entries[0], nil
 }
 
-// putUpsert writes with one statement: an upsert, or an update of the
-// expected version.
-func (s *Store) putUpsert(ctx context.Context, t *table, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
-	var row pgx.Row
-	if ifMatch == nil {
-		row = s.pool.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, key), string(value))
-	} else {
-		row = s.pool.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, key), string(value), *ifMatch)
-	}
-	var e warmcache.Entry
-	err := row.Scan(&e.Value, &e.Version)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return warmcache.Entry{}, versionMismatch(key, *ifMatch)
-	}
-	if err != nil {
-		return warmcache.Entry{}, err
-	}
-	e.Value, e.Found = jsonValue(e.Value), true
-	return e, nil
-}
-
-// putDeleteInsert writes with DELETE + INSERT in one transaction, for tables
-// that reject ON CONFLICT. The DELETE returns the old version for the
-// ifMatch check.
-func (s *Store) putDeleteInsert(ctx context.Context, t *table, key warmcache.Key, value []byte, ifMatch *int64) (e warmcache.Entry, err error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return warmcache.Entry{}, err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(ctx) // the error that matters is err; a failed rollback closes the connection
-		}
-	}()
-	rows, err := tx.Query(ctx, t.stmts.Remove, s.modes.Write, keyArg(t.ns, key))
-	if err != nil {
-		return warmcache.Entry{}, err
-	}
-	old, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return warmcache.Entry{}, err
-	}
-	if ifMatch != nil && (len(old) == 0 || old[0] != *ifMatch) {
-		return warmcache.Entry{}, versionMismatch(key, *ifMatch)
-	}
-	err = tx.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, key), string(value)).Scan(&e.Value, &e.Version)
-	if err != nil {
-		return warmcache.Entry{}, err
-	}
-	if err = tx.Commit(ctx); err != nil {
-		return warmcache.Entry{}, err
-	}
-	e.Value, e.Found = jsonValue(e.Value), true
-	return e, nil
-}
-
-// Delete removes key and returns the version of the delete, taken from the
-// version sequence, so newer than any version the key had. The error wraps
-// warmcache.ErrNotFound when the key is absent, and
-// warmcache.ErrVersionMismatch when ifMatch is not nil and differs from the
-// row's version. Other errors are the warehouse's, wrapped.
-func (s *Store) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (version int64, err error) {
-	t, err := s.table(ns)
+// Delete removes key and returns the version of the delete: one drawn from
+// the version sequence, or the row's version + 1 when that is greater, so
+// newer than any version the key had. The error wraps warmcache.ErrNotFound
+// when the key is absent, and warmcache.ErrVersionMismatch when ifMatch is
+// not nil and differs from the row's version. Other errors are the
+// warehouse's, wrapped. Delete is a Write of one delete.
+func (s *Store) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (int64, error) {
+	entries, err := s.Write(ctx, ns, []warmcache.Write{{Key: key, Delete: true, IfMatch: ifMatch}})
 	if err != nil {
 		return 0, err
 	}
-	defer func(start time.Time) { t.metrics[opDelete].observe(start, err) }(time.Now())
-	var row pgx.Row
-	if ifMatch == nil {
-		row = s.pool.QueryRow(ctx, t.stmts.Delete, s.modes.Write, keyArg(ns, key))
-	} else {
-		row = s.pool.QueryRow(ctx, t.stmts.DeleteIfMatch, s.modes.Write, keyArg(ns, key), *ifMatch)
+	return entries[0].Version, nil
+}
+
+// querier runs statements on the pool or inside a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// Write applies writes to ns in their order, atomically, and returns one
+// entry per write as warmcache.Warm.Write describes. One write that fits
+// one statement (an upsert, an update of the expected version, a create, a
+// delete, on a table that is not append-optimized) runs on its own; several
+// writes, or one that takes two statements on an append-optimized table,
+// run in one transaction, which a failed write rolls back whole. Errors
+// are as for Put and Delete.
+func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) (entries []warmcache.Entry, err error) {
+	t, err := s.table(ns)
+	if err != nil {
+		return nil, err
 	}
-	err = row.Scan(&version)
+	if len(writes) == 0 {
+		return nil, nil
+	}
+	o := opTransaction
+	if len(writes) == 1 {
+		o = opPut
+		if writes[0].Delete {
+			o = opDelete
+		}
+	}
+	defer func(start time.Time) { t.metrics[o].observe(start, err) }(time.Now())
+	entries = make([]warmcache.Entry, len(writes))
+	if w := writes[0]; len(writes) == 1 && (!t.stmts.AppendOptimized || (!w.Delete && !w.IfAbsent && w.IfMatch != nil)) {
+		if entries[0], err = s.writeOne(ctx, s.pool, t, w); err != nil {
+			return nil, writeError(o.String(), ns, w.Key, err)
+		}
+		return entries, nil
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %s %s: begin: %w", o, ns.Name, classify(err))
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx)) // the error that matters is err; a failed rollback closes the connection
+		}
+	}()
+	for i, w := range writes {
+		if entries[i], err = s.writeOne(ctx, tx, t, w); err != nil {
+			return nil, writeError(o.String(), ns, w.Key, err)
+		}
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return nil, writeError(o.String()+" commit", ns, warmcache.Key{}, err)
+	}
+	return entries, nil
+}
+
+// nextVersion draws a version from the sequence, on the coordinator: see
+// StatementSet for why it is not drawn inside the write.
+func (s *Store) nextVersion(ctx context.Context, q querier, t *table) (int64, error) {
+	var v int64
+	if err := q.QueryRow(ctx, t.stmts.NextVersion, s.modes.Write).Scan(&v); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// writeOne runs one write on q, at a version drawn first. On an
+// append-optimized table every write but an update of the expected
+// version takes two statements, so q must be a transaction.
+func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.Write) (warmcache.Entry, error) {
+	version, err := s.nextVersion(ctx, q, t)
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	switch {
+	case w.Delete:
+		return s.deleteOne(ctx, q, t, w, version)
+	case w.IfAbsent:
+		return s.create(ctx, q, t, w, version)
+	case t.stmts.AppendOptimized && w.IfMatch == nil:
+		return s.putAppendOptimized(ctx, q, t, w, version)
+	}
+	var row pgx.Row
+	if w.IfMatch == nil {
+		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+	} else {
+		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), *w.IfMatch, version)
+	}
+	var e warmcache.Entry
+	err = row.Scan(&e.Value, &e.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = s.deleteMiss(ctx, t, key, ifMatch)
+		return warmcache.Entry{}, versionMismatch(w.Key, *w.IfMatch)
 	}
 	if err != nil {
-		return 0, writeError("delete", ns, key, err)
+		return warmcache.Entry{}, err
 	}
-	return version, nil
+	e.Value, e.Found = jsonValue(e.Value), true
+	return e, nil
+}
+
+// create inserts a key that must not exist. The key's unique index refuses
+// an existing key; an append-optimized table, which may have none, is
+// probed first with Retire, which locks the key (on Greenplum the table)
+// and, when it finds the key, fails the write and so is rolled back.
+func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
+	exists := fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, w.Key.Text)
+	if t.stmts.AppendOptimized {
+		rows, err := q.Query(ctx, t.stmts.Retire, s.modes.Write, keyArg(t.ns, w.Key), version)
+		if err != nil {
+			return warmcache.Entry{}, err
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return warmcache.Entry{}, err
+		}
+		if len(found) > 0 {
+			return warmcache.Entry{}, exists
+		}
+	}
+	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+		return warmcache.Entry{}, exists
+	}
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	e.Value, e.Found = jsonValue(e.Value), true
+	return e, nil
+}
+
+// putAppendOptimized writes to a table that rejects ON CONFLICT, inside the
+// transaction q: an UPDATE of the key, then an INSERT when it updated no
+// row. On Greenplum an UPDATE of an append-optimized table locks the table,
+// so two writers of a new key cannot both insert it.
+func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
+	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	updated, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (warmcache.Entry, error) {
+		var e warmcache.Entry
+		err := r.Scan(&e.Value, &e.Version)
+		return e, err
+	})
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	if len(updated) > 0 {
+		e = updated[0]
+	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version); err != nil {
+		return warmcache.Entry{}, err
+	}
+	e.Value, e.Found = jsonValue(e.Value), true
+	return e, nil
+}
+
+// deleteOne removes a key and returns an absent entry at the delete's
+// version: one statement, or on an append-optimized table Retire then
+// Remove inside the transaction q.
+func (s *Store) deleteOne(ctx context.Context, q querier, t *table, w warmcache.Write, next int64) (warmcache.Entry, error) {
+	var version int64
+	var err error
+	if t.stmts.AppendOptimized {
+		version, err = s.deleteAppendOptimized(ctx, q, t, w.Key, w.IfMatch, next)
+	} else {
+		var row pgx.Row
+		if w.IfMatch == nil {
+			row = q.QueryRow(ctx, t.stmts.Delete, s.modes.Write, keyArg(t.ns, w.Key), next)
+		} else {
+			row = q.QueryRow(ctx, t.stmts.DeleteIfMatch, s.modes.Write, keyArg(t.ns, w.Key), *w.IfMatch, next)
+		}
+		err = row.Scan(&version)
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = s.deleteMiss(ctx, q, t, w.Key, w.IfMatch)
+		switch {
+		case !errors.Is(err, warmcache.ErrNotFound) || !w.AbsentOK:
+		case w.IfMatch == nil:
+			return warmcache.Entry{}, nil
+		default:
+			// Where an absent key is no error, an expected version it
+			// cannot have is a failed precondition.
+			err = versionMismatch(w.Key, *w.IfMatch)
+		}
+	}
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	return warmcache.Entry{Version: version}, nil
+}
+
+// deleteAppendOptimized deletes from a table that rejects DELETE ...
+// RETURNING: Retire gives the row the delete's version and returns it,
+// then Remove deletes it, inside the transaction q. No row retired is
+// pgx.ErrNoRows.
+func (s *Store) deleteAppendOptimized(ctx context.Context, q querier, t *table, key warmcache.Key, ifMatch *int64, next int64) (int64, error) {
+	var rows pgx.Rows
+	var err error
+	if ifMatch == nil {
+		rows, err = q.Query(ctx, t.stmts.Retire, s.modes.Write, keyArg(t.ns, key), next)
+	} else {
+		rows, err = q.Query(ctx, t.stmts.RetireIfMatch, s.modes.Write, keyArg(t.ns, key), *ifMatch, next)
+	}
+	if err != nil {
+		return 0, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, err
+	}
+	if len(versions) == 0 {
+		return 0, pgx.ErrNoRows
+	}
+	if _, err = q.Exec(ctx, t.stmts.Remove, s.modes.Write, keyArg(t.ns, key)); err != nil {
+		return 0, err
+	}
+	return slices.Max(versions), nil
 }
 
 // deleteMiss explains a delete that removed no row: the key is absent, or
 // it is at another version than ifMatch.
-func (s *Store) deleteMiss(ctx context.Context, t *table, key warmcache.Key, ifMatch *int64) error {
+func (s *Store) deleteMiss(ctx context.Context, q querier, t *table, key warmcache.Key, ifMatch *int64) error {
 	if ifMatch == nil {
 		return fmt.Errorf("%w: key %q", warmcache.ErrNotFound, key.Text)
 	}
 	var current int64
-	err := s.pool.QueryRow(ctx, t.stmts.Version, s.modes.Write, keyArg(t.ns, key)).Scan(&current)
+	err := q.QueryRow(ctx, t.stmts.Version, s.modes.Write, keyArg(t.ns, key)).Scan(&current)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return fmt.Errorf("%w: key %q", warmcache.ErrNotFound, key.Text)
@@ -481,23 +635,17 @@ func isRequestError(err error) bool {
 		errors.Is(err, warmcache.ErrInvalidValue)
 }
 
-// writeError wraps the error of a write. Request errors pass unchanged. The
-// server's data exceptions (SQLSTATE class 22, such as a field of the wrong
-// type) and not-null violations become errors that wrap
-// warmcache.ErrInvalidValue, with a message for the client. The rest are
-// wrapped as warehouse errors.
+// writeError wraps the error of a write, classified once (see classify):
+// request errors pass unchanged, the server's data and constraint errors
+// become client errors with a message for the client, the warehouse's
+// failures wrap warmcache.ErrUnavailable, and the rest are bugs.
 func writeError(op string, ns *warmcache.Namespace, key warmcache.Key, err error) error {
 	if isRequestError(err) {
 		return err
 	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch {
-		case pgErr.Code == "23502": // not_null_violation
-			return fmt.Errorf("%w: field %q is required", warmcache.ErrInvalidValue, pgErr.ColumnName)
-		case strings.HasPrefix(pgErr.Code, "22"): // data_exception
-			return fmt.Errorf("%w: %s", warmcache.ErrInvalidValue, pgErr.Message)
-		}
+	err = classify(err)
+	if isRequestError(err) || errors.Is(err, warmcache.ErrTooLarge) || errors.Is(err, warmcache.ErrConflict) {
+		return err
 	}
 	return fmt.Errorf("pgstore: %s %s/%q: %w", op, ns.Name, key.Text, err)
 }

@@ -118,11 +118,11 @@ func TestPut(t *testing.T) {
 	})
 }
 
-func TestPutDeleteInsert(t *testing.T) {
+func TestPutAppendOptimizedWrites(t *testing.T) {
 	eachTarget(t, func(t *testing.T, tg target) {
 		widgets := widgetsNamespace()
 		s := mustOpenStore(t, newDatabase(t, schema), tg, widgets)
-		if err := s.UseDeleteInsert(widgets.Name); err != nil {
+		if err := s.UseAppendOptimizedWrites(widgets.Name); err != nil {
 			t.Fatal(err)
 		}
 		t.Run("put", func(t *testing.T) { checkPut(t, s, widgets, "10", "11") })

@@ -32,7 +32,7 @@ func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Names
 			return err
 		}
 		s.tables[ns.Name] = t
-		log.Debug("pgstore: namespace ready", "namespace", ns.Name, "table", ns.Table, "delete_insert_writes", t.stmts.DeleteInsert)
+		log.Debug("pgstore: namespace ready", "namespace", ns.Name, "table", ns.Table, "append_optimized_writes", t.stmts.AppendOptimized)
 	}
 	return nil
 }
@@ -99,7 +99,10 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 		}
 	}
 
-	deleteInsert := !srv.onConflict
+	// Without ON CONFLICT (before PostgreSQL 9.5, so Greenplum 6) or on
+	// an append-optimized table, writes take the statements that need
+	// neither ON CONFLICT nor DELETE ... RETURNING.
+	noUpsert := !srv.onConflict
 	if srv.dialect == Greenplum {
 		ao := ns.Storage.AppendOptimized
 		if !ns.Managed {
@@ -107,9 +110,9 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 				return nil, fail("read storage: %w", err)
 			}
 		}
-		deleteInsert = deleteInsert || ao
+		noUpsert = noUpsert || ao
 	}
-	if ns.Writable && !deleteInsert {
+	if ns.Writable && !noUpsert {
 		// ON CONFLICT (key) needs a unique index on the key alone; the
 		// server reports its absence only when a write is planned.
 		var unique bool
@@ -120,7 +123,7 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 			return nil, fail("no primary key or unique index on column %q alone, which writes (INSERT ... ON CONFLICT) need", ns.KeyColumn)
 		}
 	}
-	stmts, err := Statements(ns, deleteInsert)
+	stmts, err := Statements(ns, noUpsert)
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +142,16 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	}
 	if ns.Writable {
 		shapes = append(shapes,
+			shape{"next_version", stmts.NextVersion, nil, nil},
 			shape{"upsert", stmts.Upsert, nil, nil},
 			shape{"update_if_match", stmts.UpdateIfMatch, nil, nil},
-			shape{"remove", stmts.Remove, nil, nil},
+			shape{"update", stmts.Update, nil, nil},
 			shape{"insert", stmts.Insert, nil, nil},
 			shape{"delete", stmts.Delete, nil, nil},
 			shape{"delete_if_match", stmts.DeleteIfMatch, nil, nil},
+			shape{"retire", stmts.Retire, nil, nil},
+			shape{"retire_if_match", stmts.RetireIfMatch, nil, nil},
+			shape{"remove", stmts.Remove, nil, nil},
 			shape{"version", stmts.Version, nil, nil},
 		)
 	}

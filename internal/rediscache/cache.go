@@ -1,8 +1,9 @@
 // Package rediscache is the hot tier over Redis: standalone, Sentinel or
 // Cluster, through go-redis. Each entry is one Redis string that carries its
-// version, and fills go through a Lua script that refuses to replace a newer
-// version, so a slow reader cannot store a value that a later write replaced
-// or deleted.
+// version, and a fill that finds an entry cached goes through a Lua script
+// that refuses to replace a newer version, so a slow reader cannot store a
+// value that a later write replaced or deleted. A fill that finds nothing
+// cached (the common case after a miss) is a plain SET NX.
 //
 // Keys are <prefix><namespace>:<key>, with no hash tag: every command touches
 // one key, so a namespace's keys can spread over all the slots of a Cluster.
@@ -15,6 +16,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,6 +66,10 @@ type Options struct {
 	// the key after the delete. It must exceed the service's warehouse
 	// timeout. Zero means 30s.
 	TombstoneTTL time.Duration
+
+	// Instrument is called with the client once it is built, to add hooks
+	// such as OpenTelemetry tracing; an error fails New. Nil means none.
+	Instrument func(redis.UniversalClient) error
 }
 
 const (
@@ -106,6 +114,10 @@ type Cache struct {
 	errs          *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	unknownFormat *prometheus.CounterVec
+
+	// generations maps a namespace's name to its *atomic.Int64
+	// generation; absent means generation 0.
+	generations sync.Map
 
 	codecs      *codecs
 	undecodable *prometheus.CounterVec
@@ -187,6 +199,12 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
 	})
+	if opts.Instrument != nil {
+		if err := opts.Instrument(c.client); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("rediscache: instrument the client: %w", err)
+		}
+	}
 	log.Info("redis hot tier configured",
 		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
 	return c, nil
@@ -213,9 +231,44 @@ func (c *Cache) Close() error {
 	return nil
 }
 
-// key returns the Redis key of key in ns.
+// key returns the Redis key of key in ns: <prefix><namespace>:<key> in
+// generation 0, <prefix><namespace>@<generation>:<key> after.
 func (c *Cache) key(ns *warmcache.Namespace, key warmcache.Key) string {
+	if g, ok := c.generations.Load(ns.Name); ok {
+		if gen := g.(*atomic.Int64).Load(); gen > 0 {
+			return c.prefix + ns.Name + "@" + strconv.FormatInt(gen, 10) + ":" + key.Text
+		}
+	}
 	return c.prefix + ns.Name + ":" + key.Text
+}
+
+// SetGeneration moves the namespace called name to generation gen, unless
+// it is there or further already, and reports whether it moved. Every key
+// of the namespace is then named with the new generation, so that the
+// entries of earlier generations are never read again and expire by their
+// TTL: retiring a namespace's entries is this one step, never a scan.
+// Every instance must use the same generation (package freshness keeps
+// them in step through the warehouse). Safe for concurrent use.
+func (c *Cache) SetGeneration(name string, gen int64) bool {
+	g, _ := c.generations.LoadOrStore(name, new(atomic.Int64))
+	cur := g.(*atomic.Int64)
+	for {
+		old := cur.Load()
+		if gen <= old {
+			return false
+		}
+		if cur.CompareAndSwap(old, gen) {
+			return true
+		}
+	}
+}
+
+// Generation returns the generation the namespace called name is in.
+func (c *Cache) Generation(name string) int64 {
+	if g, ok := c.generations.Load(name); ok {
+		return g.(*atomic.Int64).Load()
+	}
+	return 0
 }
 
 // observe records the duration of a call that started at start and counts
@@ -310,8 +363,9 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 }
 
 // Fill stores e for key unless Redis holds an entry that wins by version
-// (see fillScript), in one atomic script: a newer version, or an absent entry
-// at the same version. An equal version otherwise renews the entry, and an
+// (see fillScript): a newer version, or an absent entry at the same version.
+// When nothing is cached, one SET NX stores it; otherwise one atomic script
+// compares the versions. An equal version otherwise renews the entry, and an
 // absent entry with version 0 never replaces a cached row. Entries expire after the namespace's TTL
 // (present), NegativeTTL (absent, version 0) or the larger of NegativeTTL and
 // the TombstoneTTL (absent, from a delete), spread by the namespace's
@@ -323,7 +377,7 @@ func (c *Cache) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache
 		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
 	}
 	start := time.Now()
-	err = c.fill.Run(ctx, c.client, []string{c.key(ns, key)}, v, px).Err()
+	err = c.fillOne(ctx, c.key(ns, key), v, px)
 	c.observe("fill", start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
@@ -359,18 +413,55 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []wa
 	return nil
 }
 
-// fillPipeline runs the fill script for each key by its digest in one
-// pipeline, and then once more by its source for the keys whose node did not
-// have the script cached.
+// fillOne stores v under the Redis key rk for px milliseconds unless the
+// key holds an entry that wins by version. A plain SET NX stores it when
+// the key holds nothing, which is the common case of a fill after a miss;
+// only when the key holds an entry does the fill script compare versions.
+// The outcome is the script's in both cases: with nothing cached, the
+// script stores the entry too.
+func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64) error {
+	stored, err := c.client.SetNX(ctx, rk, v, time.Duration(px)*time.Millisecond).Result()
+	if err != nil || stored {
+		return err
+	}
+	return c.fill.Run(ctx, c.client, []string{rk}, v, px).Err()
+}
+
+// fillPipeline stores each key with SET NX in one pipeline (see fillOne),
+// then runs the fill script, by its digest, for the keys that held an
+// entry, and once more by its source for the keys whose node did not have
+// the script cached.
 func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, values [][]byte, pxs []int64) error {
+	rks := make([]string, len(keys))
 	pipe := c.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(keys))
+	nx := make([]*redis.BoolCmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = c.fill.EvalSha(ctx, pipe, []string{c.key(ns, k)}, values[i], pxs[i])
+		rks[i] = c.key(ns, k)
+		nx[i] = pipe.SetNX(ctx, rks[i], values[i], time.Duration(pxs[i])*time.Millisecond)
+	}
+	_, _ = pipe.Exec(ctx)
+	var held []int
+	for i, cmd := range nx {
+		stored, err := cmd.Result()
+		if err != nil {
+			return err
+		}
+		if !stored {
+			held = append(held, i)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	pipe = c.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(held))
+	for j, i := range held {
+		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
-	for i, cmd := range cmds {
+	for j, cmd := range cmds {
+		i := held[j]
 		err := cmd.Err()
 		switch {
 		case err == nil:
@@ -386,7 +477,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys 
 	pipe = c.client.Pipeline()
 	cmds = cmds[:0]
 	for _, i := range retry {
-		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{c.key(ns, keys[i])}, values[i], pxs[i]))
+		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i]))
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {

@@ -398,7 +398,9 @@ func TestFillMany(t *testing.T) {
 }
 
 // TestFillAfterScriptFlush checks that fills load the script again when
-// Redis has lost it (after a restart or SCRIPT FLUSH).
+// Redis has lost it (after a restart or SCRIPT FLUSH). The keys hold an
+// older entry, so that the fills need the script: a fill of an empty key is
+// a SET NX.
 func TestFillAfterScriptFlush(t *testing.T) {
 	f := newFixture(t, rediscache.Options{})
 	ns := &warmcache.Namespace{Name: "widgets"}
@@ -415,10 +417,12 @@ func TestFillAfterScriptFlush(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			f.fill(t, ns, tt.name, present(1, `"v1"`))
+			f.fill(t, ns, tt.name+"-2", present(1, `"v1"`))
 			if err := f.raw.ScriptFlush(testContext(t)).Err(); err != nil {
 				t.Fatalf("script flush: %v", err)
 			}
-			want := present(1, `"v1"`)
+			want := present(2, `"v2"`)
 			if err := tt.fill(testContext(t), warmcache.Key{Text: tt.name}, want); err != nil {
 				t.Fatalf("fill after script flush: %v", err)
 			}

@@ -52,6 +52,27 @@ type tableData struct {
 	KeyIndex *indexData
 	// GINIndex is a jsonb_path_ops GIN index on the packed value.
 	GINIndex *indexData
+
+	// The fields of 0005_namespace_freshness.
+	// VersionColumn is the quoted version column; VersionColumnLiteral and
+	// KeyColumnLiteral are the version and key columns' names as SQL
+	// string literals, NamespaceLiteral the namespace's.
+	VersionColumn        string
+	VersionColumnLiteral string
+	KeyColumnLiteral     string
+	NamespaceLiteral     string
+	// VersionIndex is the quoted name of the index on the version column;
+	// VersionIndexQualified is it with the table's schema.
+	VersionIndex          string
+	VersionIndexQualified string
+	// triggerBase starts the names of the namespace's triggers.
+	triggerBase string
+}
+
+// Trigger returns the quoted name of the namespace's trigger for what,
+// such as "widgets_warmcache_deletes".
+func (t tableData) Trigger(what string) string {
+	return quote(t.triggerBase + "_warmcache_" + what)
 }
 
 type columnData struct {
@@ -299,6 +320,20 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 		}
 	}
 	t.Table = sanitize(schemaName, base)
+	t.VersionColumn = quote(ns.VersionColumn)
+	t.VersionColumnLiteral = literal(ns.VersionColumn)
+	t.KeyColumnLiteral = literal(ns.KeyColumn)
+	t.NamespaceLiteral = literal(ns.Name)
+	versionIndex := base + "_" + ns.VersionColumn + "_idx"
+	if len(versionIndex) > maxIdentifierLen {
+		bad("table: index name %q would be longer than %d bytes; choose shorter names", versionIndex, maxIdentifierLen)
+	}
+	if len(base)+len("_warmcache_truncate") > maxIdentifierLen {
+		bad("table: trigger name %q would be longer than %d bytes; choose a shorter table name", base+"_warmcache_truncate", maxIdentifierLen)
+	}
+	t.VersionIndex = quote(versionIndex)
+	t.VersionIndexQualified = sanitize(schemaName, versionIndex)
+	t.triggerBase = base
 
 	ident("key.column", ns.KeyColumn)
 	ident("version_column", ns.VersionColumn)
@@ -452,6 +487,9 @@ func sanitize(parts ...string) string {
 	}
 	return id.Sanitize()
 }
+
+// literal quotes s as an SQL string literal.
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // quote quotes one identifier.
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }

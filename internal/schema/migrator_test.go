@@ -83,15 +83,16 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status before Up: %v", err)
 	}
-	if len(status) != 4 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
-		t.Fatalf("Status before Up = %+v, want 4 pending steps", status)
+	if len(status) != 7 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
+		t.Fatalf("Status before Up = %+v, want 7 pending steps", status)
 	}
 
 	applied, err := m.Up(ctx)
 	if err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0002 namespace_table (people)", "0003 dictionaries"}
+	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0002 namespace_table (people)", "0003 dictionaries",
+		"0004 freshness", "0005 namespace_freshness (widgets)", "0005 namespace_freshness (people)"}
 	if got := labels(applied); !slices.Equal(got, want) {
 		t.Fatalf("Up applied %q, want %q (the unmanaged namespace gets no step)", got, want)
 	}
@@ -145,8 +146,8 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if len(status) != 4 {
-		t.Fatalf("Status has %d steps, want 4", len(status))
+	if len(status) != 7 {
+		t.Fatalf("Status has %d steps, want 7", len(status))
 	}
 	for _, s := range status {
 		if !s.Applied || s.AppliedAt.IsZero() || time.Since(s.AppliedAt) > time.Hour {
@@ -154,7 +155,44 @@ func TestMigratorPostgres(t *testing.T) {
 		}
 	}
 
+	// Writers that bypass the service: a version default, a trigger that
+	// gives an UPDATE without a version a new one, the delete log.
+	if _, err := conn.Exec(ctx, `INSERT INTO widgets (key, value) VALUES (1, '{}')`); err != nil {
+		t.Fatalf("insert without a version: %v", err)
+	}
+	v1 := queryInt(t, conn, "SELECT version FROM widgets WHERE key = 1")
+	if _, err := conn.Exec(ctx, `UPDATE widgets SET value = '{"a":1}' WHERE key = 1`); err != nil {
+		t.Fatalf("update without a version: %v", err)
+	}
+	if v2 := queryInt(t, conn, "SELECT version FROM widgets WHERE key = 1"); v2 <= v1 {
+		t.Errorf("an UPDATE without a version left it at %d (was %d), want a new one", v2, v1)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM widgets WHERE key = 1`); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if n := queryInt(t, conn, "SELECT count(*) FROM warmcache_deletes WHERE namespace = 'widgets' AND key = '1'"); n != 1 {
+		t.Errorf("the delete log has %d rows for the deleted key, want 1", n)
+	}
+
 	reverted, err := m.Down(ctx)
+	if err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if got, want := labels(reverted), []string{"0005 namespace_freshness (people)", "0005 namespace_freshness (widgets)"}; !slices.Equal(got, want) {
+		t.Fatalf("Down reverted %q, want %q", got, want)
+	}
+	if n := queryInt(t, conn, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE '%_warmcache_%'"); n != 0 {
+		t.Errorf("%d triggers remain after reverting version 5", n)
+	}
+	reverted, err = m.Down(ctx)
+	if err != nil || !slices.Equal(labels(reverted), []string{"0004 freshness"}) {
+		t.Fatalf("Down = %q, %v; want 0004 freshness", labels(reverted), err)
+	}
+	if exists(t, conn, "warmcache_deletes") || exists(t, conn, "warmcache_generations") {
+		t.Error("freshness tables remain after reverting version 4")
+	}
+
+	reverted, err = m.Down(ctx)
 	if err != nil {
 		t.Fatalf("Down: %v", err)
 	}
@@ -232,7 +270,7 @@ func TestMigratorConcurrentUp(t *testing.T) {
 		}
 	}
 	slices.Sort(total)
-	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries"}; !slices.Equal(total, want) {
+	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)"}; !slices.Equal(total, want) {
 		t.Errorf("migrators applied %q together, want each step once: %q", total, want)
 	}
 }
@@ -257,11 +295,8 @@ func TestMigratorDownRefusesUnknownScope(t *testing.T) {
 		t.Fatalf("Status: %v", err)
 	}
 	last := status[len(status)-1]
-	if len(status) != 4 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
-		t.Errorf("Status = %+v, want the unplanned gadgets step listed last as applied", status)
-	}
-	if reverted, err := partial.Down(ctx); err != nil || !slices.Equal(labels(reverted), []string{"0003 dictionaries"}) {
-		t.Fatalf("first Down = %q, %v; want the global version 3 reverted", labels(reverted), err)
+	if len(status) != 7 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
+		t.Errorf("Status = %+v, want the unplanned gadgets steps listed last as applied", status)
 	}
 	if reverted, err := partial.Down(ctx); err == nil || len(reverted) != 0 {
 		t.Fatalf("Down = %q, %v; want an error and nothing reverted", labels(reverted), err)
@@ -288,10 +323,10 @@ func TestMigratorThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenMigrator: %v", err)
 	}
-	if applied, err := m.Up(ctx); err != nil || len(applied) != 3 {
-		t.Fatalf("Up = %q, %v; want 3 steps", labels(applied), err)
+	if applied, err := m.Up(ctx); err != nil || len(applied) != 5 {
+		t.Fatalf("Up = %q, %v; want 5 steps", labels(applied), err)
 	}
-	for _, want := range []string{"0003 dictionaries", "0002 namespace_table (widgets)"} {
+	for _, want := range []string{"0005 namespace_freshness (widgets)", "0004 freshness", "0003 dictionaries", "0002 namespace_table (widgets)"} {
 		if reverted, err := m.Down(ctx); err != nil || !slices.Equal(labels(reverted), []string{want}) {
 			t.Fatalf("Down = %q, %v; want %q", labels(reverted), err, want)
 		}

@@ -55,7 +55,7 @@ func TestPlanGolden(t *testing.T) {
 			dialect: pgstore.Greenplum,
 			ns:      packed("widgets", warmcache.Storage{GINIndex: true}),
 			want: []string{
-				"-- 0001 version_sequence\n", "CREATE SEQUENCE IF NOT EXISTS warmcache_version_seq;",
+				"-- 0001 version_sequence\n", "CREATE SEQUENCE IF NOT EXISTS warmcache_version_seq CACHE 1;",
 				"-- 0002 namespace_table (widgets)\n",
 				`"key" bigint NOT NULL`, `"value" jsonb NOT NULL`, `"version" bigint NOT NULL`,
 				`PRIMARY KEY ("key")`, `DISTRIBUTED BY ("key")`, "appendoptimized=false",
@@ -235,7 +235,7 @@ func TestPlanSkipsUnmanaged(t *testing.T) {
 	for _, s := range steps {
 		labels = append(labels, s.Label())
 	}
-	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries"}
+	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)"}
 	if strings.Join(labels, "|") != strings.Join(want, "|") {
 		t.Errorf("steps = %q, want %q", labels, want)
 	}

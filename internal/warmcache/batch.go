@@ -17,6 +17,10 @@ type batcher[I, V any] struct {
 	run      func(ctx context.Context, keys []Key, ins []I) ([]V, error)
 	lanes    int
 	maxBatch int
+	// traced makes a batch carry its first caller's context values, such
+	// as the trace its tier calls belong to; without it a batch runs under
+	// a bare context, which costs nothing.
+	traced bool
 
 	mu      sync.Mutex
 	queue   []*batchCall[I, V]
@@ -84,7 +88,13 @@ func (b *batcher[I, V]) runBatch(batch []*batchCall[I, V]) {
 	for i, c := range batch {
 		keys[i], ins[i] = c.key, c.in
 	}
-	vals, err := b.run(context.Background(), keys, ins)
+	// The batch runs for all its callers, under the run function's own
+	// deadlines: none's cancellation applies.
+	ctx := context.Background()
+	if b.traced {
+		ctx = context.WithoutCancel(batch[0].ctx)
+	}
+	vals, err := b.run(ctx, keys, ins)
 	for i, c := range batch {
 		if err != nil {
 			c.err = err

@@ -62,6 +62,15 @@ func (b *breaker) done(ok bool) {
 	b.openedAt, b.probing = b.now(), false
 }
 
+// release records that a call allow let through ended without telling
+// anything about the warehouse (its caller went away): the failure count
+// stays as it is, and a half-open probe may be taken again.
+func (b *breaker) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probing = false
+}
+
 // open reports whether the breaker refuses calls now.
 func (b *breaker) open() bool {
 	ok, _ := b.allow0()

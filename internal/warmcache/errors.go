@@ -23,8 +23,16 @@ var (
 	ErrReadOnly = errors.New("namespace is read-only")
 	// ErrVersionMismatch means an If-Match precondition did not hold.
 	ErrVersionMismatch = errors.New("version mismatch")
-	// ErrUnavailable means a tier needed for the request cannot answer now.
+	// ErrUnavailable means a tier needed for the request cannot answer now:
+	// it cannot be reached, has no resources, is shutting down, or timed
+	// out. Only a warehouse error that wraps it (or the warehouse deadline
+	// running out) counts as a failure for the circuit breaker; an adapter
+	// wraps it once, when it classifies the driver's error.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrConflict means the warehouse rolled the write back for a
+	// concurrent one (a serialization failure or deadlock); retrying may
+	// succeed.
+	ErrConflict = errors.New("conflict with a concurrent write")
 	// ErrOverloaded means the request was refused to protect a tier.
 	ErrOverloaded = errors.New("overloaded")
 )

@@ -3,6 +3,9 @@ package warmcache
 // CheckValue exposes checkValue to the external tests.
 var CheckValue = checkValue
 
+// CheckMatch exposes checkMatch to the external tests.
+var CheckMatch = checkMatch
+
 // Queued reports how many reads wait for a warehouse lane in namespace
 // widgets.
 func Queued(s *Service) int {

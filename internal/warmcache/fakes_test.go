@@ -2,7 +2,8 @@ package warmcache_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,7 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-var errDown = errors.New("tier down")
+var errDown = fmt.Errorf("%w: tier down", warmcache.ErrUnavailable)
 
 func newMemHot() *memHot { return &memHot{entries: map[string]warmcache.Entry{}} }
 
@@ -144,32 +145,35 @@ func (w *memWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys 
 	return out, nil
 }
 
-func (w *memWarm) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
+func (w *memWarm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cur := w.rows[key.Text]
-	if ifMatch != nil && (!cur.Found || cur.Version != *ifMatch) {
-		return warmcache.Entry{}, warmcache.ErrVersionMismatch
+	rows := maps.Clone(w.rows)
+	version := w.version
+	out := make([]warmcache.Entry, len(writes))
+	for i, wr := range writes {
+		cur := rows[wr.Key.Text]
+		switch {
+		case wr.IfMatch != nil && (!cur.Found || cur.Version != *wr.IfMatch):
+			return nil, warmcache.ErrVersionMismatch
+		case wr.IfAbsent && cur.Found:
+			return nil, warmcache.ErrVersionMismatch
+		case wr.Delete && !cur.Found && wr.AbsentOK:
+			continue
+		case wr.Delete && !cur.Found:
+			return nil, warmcache.ErrNotFound
+		}
+		version++
+		if wr.Delete {
+			delete(rows, wr.Key.Text)
+			out[i] = warmcache.Entry{Version: version}
+			continue
+		}
+		out[i] = warmcache.Entry{Value: append([]byte(nil), wr.Value...), Version: version, Found: true}
+		rows[wr.Key.Text] = out[i]
 	}
-	w.version++
-	e := warmcache.Entry{Value: append([]byte(nil), value...), Version: w.version, Found: true}
-	w.rows[key.Text] = e
-	return e, nil
-}
-
-func (w *memWarm) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (int64, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	cur := w.rows[key.Text]
-	if !cur.Found {
-		return 0, warmcache.ErrNotFound
-	}
-	if ifMatch != nil && cur.Version != *ifMatch {
-		return 0, warmcache.ErrVersionMismatch
-	}
-	delete(w.rows, key.Text)
-	w.version++
-	return w.version, nil
+	w.rows, w.version = rows, version
+	return out, nil
 }
 
 func (w *memWarm) Ping(context.Context) error { return nil }

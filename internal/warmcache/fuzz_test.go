@@ -3,8 +3,13 @@ package warmcache_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -13,7 +18,8 @@ import (
 // FuzzParseKey checks that every key ParseKey accepts is canonical, bounded
 // and safe to send to SQL, for both key types. Seeds: testdata/fuzz/FuzzParseKey.
 func FuzzParseKey(f *testing.F) {
-	for _, s := range []string{"42", "-0", "0042", "9223372036854775807", "abc", "a\x00b", "", "\xff"} {
+	for _, s := range []string{"42", "-0", "0042", "9223372036854775807", "abc", "a\x00b", "", "\xff",
+		"a\u0085b", "a\u202eb", "\u2066x", "' OR 1=1 --", "%31"} {
 		f.Add(s)
 	}
 	bigint := &warmcache.Namespace{KeyType: warmcache.KeyBigint}
@@ -32,9 +38,9 @@ func FuzzParseKey(f *testing.F) {
 			if k.Text != raw || len(raw) == 0 || len(raw) > 64 || !utf8.ValidString(raw) {
 				t.Fatalf("text key %q accepted as %q", raw, k.Text)
 			}
-			for _, c := range []byte(raw) {
-				if c < 0x20 || c == 0x7f {
-					t.Fatalf("text key %q with a control character accepted", raw)
+			for _, r := range raw {
+				if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
+					t.Fatalf("text key %q with the control or bidirectional character U+%04X accepted", raw, r)
 				}
 			}
 		}
@@ -55,9 +61,10 @@ func FuzzCheckValue(f *testing.F) {
 			if err := warmcache.CheckValue(ns, value, maxBytes, maxDepth); err != nil {
 				continue
 			}
-			if len(value) > maxBytes || !json.Valid(value) {
+			if len(value) > maxBytes || !json.Valid(value) || !utf8.Valid(value) {
 				t.Fatalf("%s: accepted %q", ns.Name, value)
 			}
+			checkStorable(t, value)
 			if depth(t, value) > maxDepth {
 				t.Fatalf("%s: accepted %q nested deeper than %d", ns.Name, value, maxDepth)
 			}
@@ -96,4 +103,131 @@ func depth(t *testing.T, value []byte) int {
 			d--
 		}
 	}
+}
+
+// checkStorable fails when an accepted JSON document holds what the
+// warehouse cannot store: a NUL in a string, or a number out of numeric's
+// range. It walks the document with the JSON decoder, independently of the
+// service's scanner.
+func checkStorable(t *testing.T, doc []byte) {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		switch v := tok.(type) {
+		case string:
+			if strings.ContainsRune(v, 0) {
+				t.Fatalf("accepted %q with a NUL", doc)
+			}
+		case json.Number:
+			mant, exp, _ := strings.Cut(strings.ToLower(v.String()), "e")
+			if len(mant) > 1002 {
+				t.Fatalf("accepted %q with a number of %d characters", doc, len(mant))
+			}
+			if exp != "" {
+				if e, err := strconv.Atoi(exp); err != nil || e > 1000 || e < -1000 {
+					t.Fatalf("accepted %q with exponent %s", doc, exp)
+				}
+			}
+		}
+	}
+}
+
+// FuzzCheckMatch checks the filter of a non-key query: every match
+// accepted is a JSON object within the size and depth bounds, storable as
+// jsonb (no NUL, numbers in range, valid UTF-8), and compacted without
+// changing its meaning. Seeds: testdata/fuzz/FuzzCheckMatch.
+func FuzzCheckMatch(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `{"a":"\u0000"}`, "{\"a\":\"\xff\"}", `{"a":1e999999}`, `[1]`, `{"a":{"b":[1,2]}}`,
+		`{"name":"x' OR '1'='1"}`, `{"a":-0.5E-3}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, match []byte) {
+		got, err := warmcache.CheckMatch(match)
+		if err != nil {
+			if !errors.Is(err, warmcache.ErrInvalidValue) && !errors.Is(err, warmcache.ErrTooLarge) {
+				t.Fatalf("match %q: error %v is not a client error", match, err)
+			}
+			return
+		}
+		trimmed := bytes.TrimSpace(match)
+		if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(got) || !utf8.Valid(got) {
+			t.Fatalf("match %q accepted as %q", match, got)
+		}
+		if depth(t, got) > warmcache.MaxMatchDepth {
+			t.Fatalf("match %q nested deeper than %d accepted", match, warmcache.MaxMatchDepth)
+		}
+		checkStorable(t, got)
+		a, errA := decodeExact(trimmed)
+		b, errB := decodeExact(got)
+		if errA != nil || errB != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("match %q compacted to %q, another document", match, got)
+		}
+	})
+}
+
+// decodeExact decodes a JSON document keeping its numbers as their text, so
+// that numbers beyond float64 (which jsonb's numeric keeps) compare too.
+func decodeExact(doc []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// FuzzCSVReader feeds arbitrary CSV to the load reader: it never panics,
+// ends (every call makes progress or ends), every record it yields has a
+// value that is valid JSON, and a record over the bound ends the reading
+// with ErrTooLarge rather than being held. Seeds: testdata/fuzz/FuzzCSVReader.
+func FuzzCSVReader(f *testing.F) {
+	for _, s := range []string{"id,value\n1,{}\n", "id,name\n1,\"a\"\"b\"\n2,\n", "id,name\n1,\"unterminated\n",
+		"key,a,b\n1,2\n", "x\n", "", "id,value\n1,\"" + strings.Repeat("y", 300) + "\"\n"} {
+		f.Add([]byte(s))
+	}
+	const maxRecord = 128
+	f.Fuzz(func(t *testing.T, src []byte) {
+		r := warmcache.NewCSVReader(bytes.NewReader(src), "id", maxRecord)
+		for range len(src) + 2 {
+			rec, err := r.Read()
+			var le *warmcache.LineError
+			switch {
+			case errors.Is(err, io.EOF):
+				return
+			case errors.As(err, &le):
+				continue
+			case err != nil:
+				if !errors.Is(err, warmcache.ErrInvalidValue) && !errors.Is(err, warmcache.ErrTooLarge) {
+					t.Fatalf("CSV %q: error %v is neither a bad line nor a client error", src, err)
+				}
+				return
+			}
+			if len(rec.Key)+len(rec.Value) > 4*maxRecord+csvSlack {
+				t.Fatalf("CSV %q: a record of %d bytes passed the bound of %d", src, len(rec.Key)+len(rec.Value), maxRecord)
+			}
+			if !bytes.HasPrefix(rec.Value, []byte("{")) && !bytesHasValueColumn(src) {
+				t.Fatalf("CSV %q: value %q is not an object", src, rec.Value)
+			}
+		}
+		t.Fatalf("CSV of %d bytes yielded more records than it has bytes", len(src))
+	})
+}
+
+// csvSlack is what encoding/csv may read ahead of the record it parses.
+const csvSlack = 4096
+
+// bytesHasValueColumn reports whether the CSV's header names a value
+// column, whose cells are taken as they are.
+func bytesHasValueColumn(src []byte) bool {
+	header, _, _ := bytes.Cut(src, []byte("\n"))
+	for _, name := range bytes.Split(header, []byte(",")) {
+		if string(bytes.Trim(name, "\"\r")) == "value" {
+			return true
+		}
+	}
+	return false
 }

@@ -159,19 +159,31 @@ const (
 // there is any, nothing is committed and the error is a *LoadError that
 // wraps ErrInvalidValue; the result still counts the lines.
 //
-// The warm tier loads the rows in one transaction (see Loader). After the
-// commit, every changed key is read back from the warehouse and written to
-// the hot tier at its new version, so a reload never leaves an older value
-// there: versions order this fill against concurrent reads, as for Put. The
-// refresh goes on if ctx is cancelled after the commit, and retries the hot
-// tier with backoff for up to 30s in all (a Redis failover); keys it could
-// not refresh are counted in NotRefreshed and logged.
+// A load never holds a warehouse connection while it waits for its
+// source: the validated records are first spooled to an unlinked temporary
+// file (bounded by MaxLoadBytes of keys and values), and only once the
+// source has ended well does the warm tier load them, in one transaction
+// (see Loader). So a source that stalls or breaks off leaves nothing
+// written. At most MaxLoads loads are in progress at once (a load over the
+// bound fails at once with ErrOverloaded), and at most MaxLoadWrites of
+// them write to the warehouse at once (the others wait, without a
+// connection). With DirectLoads the source is streamed into the
+// transaction as it is read instead, for trusted local sources.
+//
+// After the commit, every changed key is read back from the warehouse and
+// written to the hot tier at its new version, so a reload never leaves an
+// older value there: versions order this fill against concurrent reads, as
+// for Put. The refresh goes on if ctx is cancelled after the commit, and
+// retries the hot tier with backoff for up to 30s in all (a Redis
+// failover); keys it could not refresh are counted in NotRefreshed and
+// logged.
 //
 // Load has no deadline of its own: ctx bounds it. Errors wrap
-// ErrUnknownNamespace, ErrReadOnly, ErrInvalidValue, ErrTooLarge (a value
-// over MaxValueBytes is a bad line, not this error), ErrUnavailable (the
-// warm tier has no bulk load, or failed), or are src's read errors. Load is
-// safe for concurrent use.
+// ErrUnknownNamespace, ErrReadOnly, ErrInvalidValue, ErrTooLarge (the
+// records exceed MaxLoadBytes; a value over MaxValueBytes is a bad line),
+// ErrOverloaded (too many loads), ErrUnavailable (the warm tier has no bulk
+// load, or is failing), ErrConflict, or are src's read errors, unchanged.
+// Load is safe for concurrent use.
 func (s *Service) Load(ctx context.Context, namespace string, src RecordReader) (LoadResult, error) {
 	start := time.Now()
 	ns, err := s.Namespace(namespace)
@@ -185,21 +197,48 @@ func (s *Service) Load(ctx context.Context, namespace string, src RecordReader) 
 	if !ok {
 		return LoadResult{}, fmt.Errorf("%w: the warehouse does not take bulk loads", ErrUnavailable)
 	}
+	select {
+	case s.loadSlots <- struct{}{}:
+		defer func() { <-s.loadSlots }()
+	default:
+		return LoadResult{}, fmt.Errorf("%w: more than %d loads in progress", ErrOverloaded, cap(s.loadSlots))
+	}
 	rows := &checkedRows{svc: s, ns: ns, src: src}
-	counts, err := loader.Load(ctx, ns, rows)
+	var source LoadRows = rows
+	if !s.opts.DirectLoads {
+		sp, err := s.spool(ns, rows)
+		if err != nil {
+			return LoadResult{Lines: rows.lines, BadLines: rows.bad, Duration: time.Since(start)}, err
+		}
+		defer sp.close()
+		source = sp
+	}
+	select {
+	case s.loadWrites <- struct{}{}:
+		defer func() { <-s.loadWrites }()
+	case <-ctx.Done():
+		return LoadResult{Lines: rows.lines}, ctx.Err()
+	}
+	if ok, wait := s.breaker.allow(); !ok {
+		return LoadResult{Lines: rows.lines}, fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
+	}
+	counts, err := loader.Load(ctx, ns, source)
 	res := LoadResult{Lines: rows.lines, BadLines: rows.bad}
 	var loadErr *LoadError
 	switch {
 	case errors.As(err, &loadErr):
+		s.breaker.release()
 		res.Duration = time.Since(start)
 		return res, loadErr
 	case rows.readErr != nil:
+		s.breaker.release()
 		return res, rows.readErr
-	case err != nil && ctx.Err() != nil:
-		return res, ctx.Err()
 	case err != nil:
-		return res, fmt.Errorf("%w: warehouse load: %w", ErrUnavailable, err)
+		// The warm tier classified err; a cancelled load counts for
+		// nothing, a failing warehouse as a failure.
+		return res, s.warmOutcome(ctx, ctx, err)
 	}
+	s.breaker.done(true)
 	res.Inserted, res.Updated, res.Unchanged = counts.Inserted, counts.Updated, counts.Unchanged
 	refreshStart := time.Now()
 	res.Refreshed, res.NotRefreshed = s.refreshLoaded(context.WithoutCancel(ctx), ns, counts.Changed)
@@ -280,6 +319,7 @@ type checkedRows struct {
 	badN    int64
 	readErr error
 	done    bool
+	bytes   int64 // of the keys and values read so far
 }
 
 // Next reads records until a good one, the end, or a read error. After the
@@ -299,11 +339,17 @@ func (c *checkedRows) Next() bool {
 			continue
 		}
 		if err != nil {
-			c.readErr = fmt.Errorf("warmcache: load: read line %d: %w", c.lines+1, err)
+			c.readErr = fmt.Errorf("reading record %d: %w", c.lines+1, err)
 			c.done = true
 			return false
 		}
 		c.lines++
+		c.bytes += int64(len(rec.Key) + len(rec.Value))
+		if max := c.svc.opts.MaxLoadBytes; max > 0 && c.bytes > max {
+			c.readErr = fmt.Errorf("%w: a load is at most %d bytes of keys and values; nothing was loaded", ErrTooLarge, max)
+			c.done = true
+			return false
+		}
 		key, err := c.ns.ParseKey(rec.Key)
 		if err == nil {
 			err = checkValue(c.ns, rec.Value, c.svc.opts.MaxValueBytes, c.svc.opts.MaxValueDepth)

@@ -127,15 +127,53 @@ func keyFromJSON(raw json.RawMessage) (string, error) {
 // other column becomes a field of a JSON object, as a JSON string (the
 // columns layout converts strings to its column types), and an empty cell
 // leaves its field out. A record with the wrong number of fields, or an
-// unparsable one, is a *LineError. It is not safe for concurrent use.
-func NewCSVReader(r io.Reader, keyColumn string) RecordReader {
-	cr := csv.NewReader(r)
+// unparsable one, is a *LineError. A record (the header too) longer than
+// maxRecord bytes (zero means DefaultMaxLineBytes) ends the reading with an
+// error that wraps ErrTooLarge and names the bound: the reader holds one
+// record at a time, never more than about maxRecord bytes of it. It is not
+// safe for concurrent use.
+func NewCSVReader(r io.Reader, keyColumn string, maxRecord int) RecordReader {
+	if maxRecord <= 0 {
+		maxRecord = DefaultMaxLineBytes
+	}
+	bounded := &recordBound{r: r, max: int64(maxRecord) + csvReadAhead}
+	cr := csv.NewReader(bounded)
 	cr.ReuseRecord = true
-	return &csvReader{r: cr, keyColumn: keyColumn}
+	return &csvReader{r: cr, bound: bounded, maxRecord: maxRecord, keyColumn: keyColumn}
+}
+
+// csvReadAhead is how far encoding/csv's buffered reader may read past the
+// record it parses (its bufio buffer).
+const csvReadAhead = 4096
+
+// errRecordTooLong stops a CSV record over its bound.
+var errRecordTooLong = errors.New("record too long")
+
+// recordBound counts the bytes read since the last record began and fails
+// once they pass max, so that encoding/csv, which gathers a whole record
+// (quoted fields span lines), stops growing its buffers.
+type recordBound struct {
+	r   io.Reader
+	max int64
+	n   int64
+}
+
+func (b *recordBound) Read(p []byte) (int, error) {
+	if b.n >= b.max {
+		return 0, errRecordTooLong
+	}
+	if int64(len(p)) > b.max-b.n {
+		p = p[:b.max-b.n]
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	return n, err
 }
 
 type csvReader struct {
 	r         *csv.Reader
+	bound     *recordBound
+	maxRecord int
 	keyColumn string
 	header    []string
 	keyAt     int
@@ -149,6 +187,10 @@ func (c *csvReader) Read() (LoadRecord, error) {
 		}
 	}
 	rec, err := c.r.Read()
+	c.bound.n = 0 // a new record begins; what was read ahead counts within csvReadAhead
+	if errors.Is(err, errRecordTooLong) {
+		return LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", ErrTooLarge, c.maxRecord)
+	}
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
@@ -156,13 +198,20 @@ func (c *csvReader) Read() (LoadRecord, error) {
 		}
 		return LoadRecord{}, err
 	}
+	if recordBytes(rec) > c.maxRecord {
+		return LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", ErrTooLarge, c.maxRecord)
+	}
 	line, _ := c.r.FieldPos(0)
 	out := LoadRecord{Line: int64(line), Key: rec[c.keyAt]}
 	if c.valueAt >= 0 {
 		out.Value = []byte(rec[c.valueAt])
 		return out, nil
 	}
+	// The object names every non-empty cell by its column, so it is larger
+	// than the record; it is bounded too, at maxBuiltValue(maxRecord).
 	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a cell's & < > stay one byte each
 	b.WriteByte('{')
 	first := true
 	for i, name := range c.header {
@@ -173,19 +222,45 @@ func (c *csvReader) Read() (LoadRecord, error) {
 			b.WriteByte(',')
 		}
 		first = false
-		name, _ := json.Marshal(name)
-		cell, _ := json.Marshal(rec[i])
-		b.Write(name)
+		writeJSONString(enc, &b, name)
 		b.WriteByte(':')
-		b.Write(cell)
+		writeJSONString(enc, &b, rec[i])
+		if b.Len() > maxBuiltValue(c.maxRecord) {
+			return LoadRecord{}, &LineError{Line: int64(line), Err: fmt.Errorf("%w: the JSON object of a CSV record is longer than %d bytes", ErrTooLarge, maxBuiltValue(c.maxRecord))}
+		}
 	}
 	b.WriteByte('}')
 	out.Value = b.Bytes()
 	return out, nil
 }
 
+// maxBuiltValue bounds the JSON object built from one CSV record of at most
+// maxRecord bytes: room for the column names and escapes beside the cells.
+func maxBuiltValue(maxRecord int) int { return 4 * maxRecord }
+
+// recordBytes is the size of a parsed record: its cells and the commas
+// between them.
+func recordBytes(rec []string) int {
+	n := len(rec) - 1
+	for _, f := range rec {
+		n += len(f)
+	}
+	return n
+}
+
+// writeJSONString appends s to b as a JSON string through enc, which writes
+// to b and ends what it encodes with a newline.
+func writeJSONString(enc *json.Encoder, b *bytes.Buffer, s string) {
+	_ = enc.Encode(s) // a string always encodes
+	b.Truncate(b.Len() - 1)
+}
+
 func (c *csvReader) readHeader() error {
 	h, err := c.r.Read()
+	c.bound.n = 0
+	if errors.Is(err, errRecordTooLong) {
+		return fmt.Errorf("%w: the CSV header is longer than %d bytes", ErrTooLarge, c.maxRecord)
+	}
 	if errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: the CSV has no header line", ErrInvalidValue)
 	}

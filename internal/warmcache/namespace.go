@@ -132,8 +132,10 @@ func (k Key) String() string { return k.Text }
 
 const defaultMaxKeyBytes = 256
 
-// ParseKey validates raw as a key of the namespace. Errors wrap ErrInvalidKey
-// and are written for the client.
+// ParseKey validates raw as a key of the namespace. A text key is valid
+// UTF-8 without control characters (C0, DEL and C1) or bidirectional
+// formatting characters. Errors wrap ErrInvalidKey and are written for the
+// client.
 func (ns *Namespace) ParseKey(raw string) (Key, error) {
 	max := ns.MaxKeyBytes
 	if max <= 0 {
@@ -156,13 +158,31 @@ func (ns *Namespace) ParseKey(raw string) (Key, error) {
 		if !utf8.ValidString(raw) {
 			return Key{}, fmt.Errorf("%w: key is not valid UTF-8", ErrInvalidKey)
 		}
-		for i := 0; i < len(raw); i++ {
-			if raw[i] < 0x20 || raw[i] == 0x7f {
-				return Key{}, fmt.Errorf("%w: key contains a control character", ErrInvalidKey)
+		for _, r := range raw {
+			switch {
+			case r < 0x20 || (r >= 0x7f && r <= 0x9f):
+				return Key{}, fmt.Errorf("%w: key contains the control character U+%04X", ErrInvalidKey, r)
+			case isBidiControl(r):
+				return Key{}, fmt.Errorf("%w: key contains the bidirectional formatting character U+%04X", ErrInvalidKey, r)
 			}
 		}
 		return Key{Text: raw}, nil
 	}
+}
+
+// isBidiControl reports whether r reorders or isolates text when shown
+// (Unicode's Bidi_Control characters), which lets a key display as
+// another one in logs and tools.
+func isBidiControl(r rune) bool {
+	switch {
+	case r == 0x061c, r == 0x200e, r == 0x200f: // ALM, LRM, RLM
+		return true
+	case r >= 0x202a && r <= 0x202e: // LRE, RLE, PDF, LRO, RLO
+		return true
+	case r >= 0x2066 && r <= 0x2069: // LRI, RLI, FSI, PDI
+		return true
+	}
+	return false
 }
 
 // truncate shortens s for an error message.

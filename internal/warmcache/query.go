@@ -3,6 +3,8 @@ package warmcache
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -43,10 +45,14 @@ const (
 	MaxQueryLimit = 1000
 	// maxMatchBytes bounds the containment document of a query.
 	maxMatchBytes = 64 << 10
+	// MaxMatchDepth bounds the nesting of a query's containment document.
+	MaxMatchDepth = 32
 )
 
-// cursorPrefix marks the version of the cursor format.
-const cursorPrefix = "k1:"
+// cursorPrefix marks the version of the cursor format: the key's text, a
+// dot, and an HMAC-SHA256 (truncated to 16 bytes) of the namespace and the
+// key under the service's cursor key, each base64url.
+const cursorPrefix = "k2:"
 
 // Query answers a non-key query on namespace: the rows whose value contains
 // match, a JSON object such as {"widget":{"debug":"on"}}, in key order,
@@ -60,9 +66,10 @@ const cursorPrefix = "k1:"
 // warehouse applies as a statement timeout, and within the bound of
 // concurrent warehouse reads. Errors wrap ErrUnknownNamespace,
 // ErrInvalidValue (match is not a JSON object, the cursor is not one this
-// service issued), ErrTooLarge (limit or match too large), ErrUnavailable
-// (the warm tier has no query, or failed), ErrOverloaded, or
-// context.DeadlineExceeded (the statement timeout). Query is safe for
+// service issued or was forged, or the warehouse refused its data: NUL,
+// invalid UTF-8, a number out of range), ErrTooLarge (limit or match too
+// large), ErrUnavailable (the warm tier has no query, or failed),
+// ErrOverloaded, or context.DeadlineExceeded (the statement timeout). Query is safe for
 // concurrent use.
 func (s *Service) Query(ctx context.Context, namespace string, match []byte, limit int, cursor string) (QueryPage, error) {
 	ns, err := s.Namespace(namespace)
@@ -87,7 +94,7 @@ func (s *Service) Query(ctx context.Context, namespace string, match []byte, lim
 	}
 	var after *Key
 	if cursor != "" {
-		k, err := ns.decodeCursor(cursor)
+		k, err := s.decodeCursor(ns, cursor)
 		if err != nil {
 			return QueryPage{}, err
 		}
@@ -114,12 +121,15 @@ func (s *Service) Query(ctx context.Context, namespace string, match []byte, lim
 		case wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
 			return QueryPage{}, fmt.Errorf("query on namespace %q: %w", ns.Name, context.DeadlineExceeded)
 		}
-		return QueryPage{}, fmt.Errorf("%w: warehouse query: %w", ErrUnavailable, err)
+		// The warm tier classified err: a client error (a match the
+		// warehouse cannot take), the warehouse failing (ErrUnavailable),
+		// or a bug.
+		return QueryPage{}, err
 	}
 	page := QueryPage{Rows: rows}
 	if len(rows) > limit {
 		page.Rows = rows[:limit]
-		page.Next = encodeCursor(rows[limit-1].Key)
+		page.Next = s.encodeCursor(ns, rows[limit-1].Key)
 	}
 	return page, nil
 }
@@ -136,8 +146,11 @@ func checkMatch(match []byte) ([]byte, error) {
 	if trimmed[0] != '{' || !json.Valid(trimmed) {
 		return nil, fmt.Errorf("%w: match must be a JSON object", ErrInvalidValue)
 	}
-	if d := jsonDepth(trimmed); d > 32 {
-		return nil, fmt.Errorf("%w: match is nested deeper than 32 levels", ErrInvalidValue)
+	if err := checkJSONText(trimmed, "match"); err != nil {
+		return nil, err
+	}
+	if d := jsonDepth(trimmed); d > MaxMatchDepth {
+		return nil, fmt.Errorf("%w: match is nested deeper than %d levels", ErrInvalidValue, MaxMatchDepth)
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, trimmed); err != nil {
@@ -146,21 +159,45 @@ func checkMatch(match []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// encodeCursor returns the opaque cursor that resumes after key.
-func encodeCursor(k Key) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + k.Text))
+// cursorMAC returns the tag that signs a cursor of key in ns.
+func (s *Service) cursorMAC(ns *Namespace, key string) []byte {
+	m := hmac.New(sha256.New, s.cursorKey)
+	m.Write([]byte(ns.Name))
+	m.Write([]byte{0})
+	m.Write([]byte(key))
+	return m.Sum(nil)[:16]
 }
 
-// decodeCursor reads a cursor of encodeCursor as a key of ns.
-func (ns *Namespace) decodeCursor(cursor string) (Key, error) {
-	b, err := base64.RawURLEncoding.DecodeString(cursor)
+// encodeCursor returns the signed, opaque cursor that resumes after key.
+func (s *Service) encodeCursor(ns *Namespace, k Key) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix+k.Text)) + "." +
+		base64.RawURLEncoding.EncodeToString(s.cursorMAC(ns, k.Text))
+}
+
+// decodeCursor reads a cursor of encodeCursor as a key of ns. A cursor
+// that this service (or one sharing its cursor key) did not issue for ns
+// is refused: its signature does not match.
+func (s *Service) decodeCursor(ns *Namespace, cursor string) (Key, error) {
+	bad := fmt.Errorf("%w: the cursor is not one this service issued", ErrInvalidValue)
+	if len(cursor) > 4*defaultMaxKeyBytes {
+		return Key{}, bad
+	}
+	body, tag, ok := strings.Cut(cursor, ".")
+	if !ok {
+		return Key{}, bad
+	}
+	b, err := base64.RawURLEncoding.DecodeString(body)
+	if err != nil {
+		return Key{}, bad
+	}
+	mac, err := base64.RawURLEncoding.DecodeString(tag)
 	text, ok := strings.CutPrefix(string(b), cursorPrefix)
-	if err != nil || !ok {
-		return Key{}, fmt.Errorf("%w: the cursor is not one this service issued", ErrInvalidValue)
+	if err != nil || !ok || !hmac.Equal(mac, s.cursorMAC(ns, text)) {
+		return Key{}, bad
 	}
 	k, err := ns.ParseKey(text)
 	if err != nil {
-		return Key{}, fmt.Errorf("%w: the cursor is not one this service issued", ErrInvalidValue)
+		return Key{}, bad
 	}
 	return k, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,12 +46,8 @@ func (w *tableWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, key
 	return out, nil
 }
 
-func (w *tableWarm) Put(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, value []byte, ifMatch *int64) (warmcache.Entry, error) {
-	return warmcache.Entry{}, errors.New("not used")
-}
-
-func (w *tableWarm) Delete(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, ifMatch *int64) (int64, error) {
-	return 0, errors.New("not used")
+func (w *tableWarm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
+	return nil, errors.New("not used")
 }
 
 func (w *tableWarm) Ping(context.Context) error { return nil }
@@ -203,7 +200,7 @@ func TestQueryPagesWithoutHotTier(t *testing.T) {
 			}
 			break
 		}
-		if strings.Contains(page.Next, strconv.Itoa(int(page.Rows[len(page.Rows)-1].Key.Int))) {
+		if body, _, _ := strings.Cut(page.Next, "."); strings.Contains(body, strconv.Itoa(int(page.Rows[len(page.Rows)-1].Key.Int))) {
 			t.Errorf("cursor %q shows the key in clear text", page.Next)
 		}
 		cursor = page.Next
@@ -241,6 +238,15 @@ func TestQueryErrors(t *testing.T) {
 		{"limit over the maximum", svc, "items", `{}`, warmcache.MaxQueryLimit + 1, "", warmcache.ErrTooLarge},
 		{"forged cursor", svc, "items", `{}`, 0, "bm90LWEtY3Vyc29y", warmcache.ErrInvalidValue},
 		{"cursor not base64", svc, "items", `{}`, 0, "%%%", warmcache.ErrInvalidValue},
+		// base64url of "k2:5" with a tag of 16 zero bytes, and the old
+		// unsigned form of key 5: neither was signed by this service.
+		{"cursor with a forged tag", svc, "items", `{}`, 0, "azI6NQ.AAAAAAAAAAAAAAAAAAAAAA", warmcache.ErrInvalidValue},
+		{"unsigned cursor", svc, "items", `{}`, 0, "azE6NQ", warmcache.ErrInvalidValue},
+		{"NUL in match", svc, "items", `{"a":"\u0000"}`, 0, "", warmcache.ErrInvalidValue},
+		{"invalid UTF-8 in match", svc, "items", "{\"a\":\"\xff\"}", 0, "", warmcache.ErrInvalidValue},
+		{"huge exponent in match", svc, "items", `{"a":1e999999999}`, 0, "", warmcache.ErrInvalidValue},
+		{"number of 2000 digits in match", svc, "items", `{"a":` + strings.Repeat("9", 2000) + `}`, 0, "", warmcache.ErrInvalidValue},
+		{"match too deep", svc, "items", strings.Repeat(`{"a":`, 33) + `1` + strings.Repeat(`}`, 33), 0, "", warmcache.ErrInvalidValue},
 		{"statement timeout", slow, "items", `{}`, 0, "", context.DeadlineExceeded},
 		{"warehouse without queries", plain, "items", `{}`, 0, "", warmcache.ErrUnavailable},
 	}
@@ -334,8 +340,110 @@ func TestLoadBadLines(t *testing.T) {
 	if len(warm.rows) != 0 {
 		t.Fatalf("the warehouse holds %d rows after a load with bad lines, want 0", len(warm.rows))
 	}
-	if len(warm.lastLoad) != 1 {
-		t.Errorf("the loader saw %d rows, want only the one before the first bad line", len(warm.lastLoad))
+	if warm.lastLoad != nil {
+		t.Errorf("the loader was called with %d rows; a load with bad lines must not reach the warehouse", len(warm.lastLoad))
+	}
+}
+
+// brokenReader yields good records, then fails as a client that stalls or
+// disconnects does.
+type brokenReader struct {
+	n, after int
+	err      error
+}
+
+func (b *brokenReader) Read() (warmcache.LoadRecord, error) {
+	if b.n == b.after {
+		return warmcache.LoadRecord{}, b.err
+	}
+	b.n++
+	return warmcache.LoadRecord{Line: int64(b.n), Key: strconv.Itoa(b.n), Value: []byte(`{"ok":true}`)}, nil
+}
+
+// A source that breaks off after good records never reaches the
+// warehouse: the records are spooled, and the read error is returned as
+// it is, for the transport to answer.
+func TestLoadBrokenSourceWritesNothing(t *testing.T) {
+	warm := newTableWarm()
+	svc := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, warm, itemsNamespace())
+	stalled := errors.New("i/o timeout")
+	_, err := svc.Load(context.Background(), "items", &brokenReader{after: 1000, err: stalled})
+	if !errors.Is(err, stalled) {
+		t.Fatalf("Load error = %v, want the source's error", err)
+	}
+	if warm.lastLoad != nil || len(warm.rows) != 0 {
+		t.Fatalf("the loader saw %d rows and the warehouse holds %d after a broken source, want none", len(warm.lastLoad), len(warm.rows))
+	}
+	// The same records, ending well, are loaded from the spool in order.
+	res, err := svc.Load(context.Background(), "items", &brokenReader{after: 1000, err: io.EOF})
+	if err != nil || res.Inserted != 1000 || len(warm.lastLoad) != 1000 || warm.lastLoad[999].Line != 1000 {
+		t.Fatalf("Load = %+v, %v; loader saw %d rows; want 1000 inserted in order", res, err, len(warm.lastLoad))
+	}
+}
+
+// Over MaxLoadBytes of keys and values a load fails with ErrTooLarge,
+// naming the bound, and writes nothing.
+func TestLoadByteBound(t *testing.T) {
+	warm := newTableWarm()
+	hot := &countingHot{entries: map[string]warmcache.Entry{}}
+	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{itemsNamespace()}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+		warmcache.Options{MaxLoadBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Load(context.Background(), "items", &brokenReader{after: 100, err: io.EOF})
+	if !errors.Is(err, warmcache.ErrTooLarge) || !strings.Contains(err.Error(), "1000 bytes") {
+		t.Fatalf("Load error = %v, want ErrTooLarge naming 1000 bytes", err)
+	}
+	if warm.lastLoad != nil {
+		t.Fatal("an oversized load reached the warehouse")
+	}
+}
+
+// blockingReader blocks until released, as an idle client does.
+type blockingReader struct{ release chan struct{} }
+
+func (b *blockingReader) Read() (warmcache.LoadRecord, error) {
+	<-b.release
+	return warmcache.LoadRecord{}, io.EOF
+}
+
+// Loads over MaxLoads fail at once with ErrOverloaded instead of queueing.
+func TestLoadConcurrencyBound(t *testing.T) {
+	warm := newTableWarm()
+	hot := &countingHot{entries: map[string]warmcache.Entry{}}
+	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{itemsNamespace()}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler),
+		warmcache.Options{MaxLoads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := &blockingReader{release: make(chan struct{})}
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 2)
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			started <- struct{}{}
+			_, _ = svc.Load(context.Background(), "items", idle)
+		}()
+	}
+	<-started
+	<-started
+	// The two idle loads hold both slots once they are in Read; poll
+	// until a third is refused (never more than a bounded number of tries).
+	var refused error
+	for range 1000 {
+		_, refused = svc.Load(context.Background(), "items", &brokenReader{after: 0, err: io.EOF})
+		if errors.Is(refused, warmcache.ErrOverloaded) {
+			break
+		}
+		runtime.Gosched()
+	}
+	close(idle.release)
+	wg.Wait()
+	if !errors.Is(refused, warmcache.ErrOverloaded) || !strings.Contains(refused.Error(), "more than 2 loads") {
+		t.Fatalf("a third load with two in progress: %v, want ErrOverloaded naming the bound", refused)
 	}
 }
 
@@ -410,7 +518,7 @@ func TestCSVReader(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := warmcache.NewCSVReader(strings.NewReader(tt.src), "id")
+			r := warmcache.NewCSVReader(strings.NewReader(tt.src), "id", 0)
 			var got []string
 			for {
 				rec, err := r.Read()
@@ -432,7 +540,40 @@ func TestCSVReader(t *testing.T) {
 			}
 		})
 	}
-	if _, err := warmcache.NewCSVReader(strings.NewReader("a,b\n1,2\n"), "id").Read(); !errors.Is(err, warmcache.ErrInvalidValue) {
+	if _, err := warmcache.NewCSVReader(strings.NewReader("a,b\n1,2\n"), "id", 0).Read(); !errors.Is(err, warmcache.ErrInvalidValue) {
 		t.Fatalf("Read without a key column = %v, want ErrInvalidValue", err)
+	}
+}
+
+// A cursor is signed: a service with the same cursor key resumes it, one
+// with another key (or a per-process random key) refuses it.
+func TestQueryCursorSigned(t *testing.T) {
+	warm := newTableWarm()
+	opts := func(key string) warmcache.Options { return warmcache.Options{CursorKey: []byte(key)} }
+	mk := func(o warmcache.Options) *warmcache.Service {
+		svc, err := warmcache.NewService(&countingHot{entries: map[string]warmcache.Entry{}}, warm, []*warmcache.Namespace{itemsNamespace()},
+			prometheus.NewRegistry(), slog.New(slog.DiscardHandler), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	a, same, other, random := mk(opts("k-one")), mk(opts("k-one")), mk(opts("k-two")), mk(warmcache.Options{})
+	for i := int64(1); i <= 3; i++ {
+		k := warmcache.Key{Text: strconv.FormatInt(i, 10), Int: i}
+		warm.keys = append(warm.keys, k)
+		warm.rows[k.Text] = warmcache.Entry{Value: []byte(`{"x":1}`), Version: i, Found: true}
+	}
+	page, err := a.Query(context.Background(), "items", []byte(`{"x":1}`), 1, "")
+	if err != nil || page.Next == "" {
+		t.Fatalf("first page: %+v, %v", page, err)
+	}
+	if p, err := same.Query(context.Background(), "items", []byte(`{"x":1}`), 1, page.Next); err != nil || len(p.Rows) != 1 || p.Rows[0].Key.Text != "2" {
+		t.Fatalf("the same key resumes at %+v, %v; want key 2", p, err)
+	}
+	for name, svc := range map[string]*warmcache.Service{"another key": other, "a random key": random} {
+		if _, err := svc.Query(context.Background(), "items", []byte(`{"x":1}`), 1, page.Next); !errors.Is(err, warmcache.ErrInvalidValue) {
+			t.Errorf("%s accepted the cursor: %v", name, err)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package warmcache
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +43,10 @@ type Options struct {
 	MaxWarmInflight int
 	// MaxBatchKeys bounds the keys of one MGet. Zero means 1000.
 	MaxBatchKeys int
+	// MaxResponseBytes bounds the values of one MGet answer; an MGet over
+	// it fails with ErrTooLarge once the values read so far pass it. Zero
+	// means 16 MiB.
+	MaxResponseBytes int
 	// MaxValueBytes bounds a stored value. Zero means 1 MiB.
 	MaxValueBytes int
 	// MaxValueDepth bounds the nesting of a stored value. Zero means 64.
@@ -64,10 +70,39 @@ type Options struct {
 	// Invalidations carries writes to other instances' near caches. Nil
 	// means this instance is alone.
 	Invalidations Invalidations
+	// Generations moves a namespace to a new generation, for Invalidate
+	// of a whole namespace. Nil means that Invalidate cannot do it.
+	Generations Generations
 	// MaxBatchFold bounds how many concurrent single-key reads are folded
 	// into one Redis pipeline or one warehouse `= ANY($1)` query. Zero means
 	// 64; one turns folding off, so that every read makes its own round trip.
 	MaxBatchFold int
+	// MaxLoads bounds the bulk loads in progress at once, over every
+	// transport; a load over the bound fails at once with ErrOverloaded.
+	// Zero means 4.
+	MaxLoads int
+	// MaxLoadWrites bounds the loads writing to the warehouse at once, each
+	// on one connection; the others wait without one. Zero means 2.
+	MaxLoadWrites int
+	// MaxLoadBytes bounds the keys and values of one load, which are
+	// spooled to disk before the warehouse sees them. Zero means 64 MiB;
+	// negative means no bound.
+	MaxLoadBytes int64
+	// SpoolDir is where loads are spooled, in unlinked files. Empty means
+	// os.TempDir().
+	SpoolDir string
+	// DirectLoads streams a load into the warehouse as its source is read,
+	// holding a connection meanwhile, instead of spooling it first. Only
+	// for trusted local sources, such as the load command's file.
+	DirectLoads bool
+	// CursorKey signs the cursors of Query, so that a client cannot forge
+	// one. Instances behind one load balancer need the same key. Nil means
+	// a random key per process: a cursor is then valid only on the
+	// instance that issued it, until it restarts.
+	CursorKey []byte
+	// Tracer marks the core's steps in the request's trace. Nil means no
+	// tracing, at the cost of one comparison per step.
+	Tracer Tracer
 	// WarmLanes bounds the folded warehouse reads a namespace runs at once;
 	// reads that arrive while all lanes are busy wait and go together in the
 	// next query. Keep it near the warehouse pool's size. Zero means 4.
@@ -89,11 +124,17 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxWarmInflight, 32)
 	def(&o.MaxBatchKeys, 1000)
 	def(&o.MaxValueBytes, 1<<20)
+	def(&o.MaxResponseBytes, 16<<20)
 	def(&o.MaxValueDepth, 64)
 	def(&o.BreakerThreshold, 5)
 	def(&o.MaxRefreshes, 8)
 	def(&o.MaxBatchFold, 64)
 	def(&o.WarmLanes, 4)
+	def(&o.MaxLoads, 4)
+	def(&o.MaxLoadWrites, 2)
+	if o.MaxLoadBytes == 0 {
+		o.MaxLoadBytes = 64 << 20
+	}
 	if o.BreakerCooldown <= 0 {
 		o.BreakerCooldown = time.Second
 	}
@@ -118,6 +159,10 @@ type Service struct {
 	refreshing sync.Map // key -> struct{}: revalidations under way
 	refreshes  chan struct{}
 	batches    map[string]*nsBatchers
+	ready      readiness
+	cursorKey  []byte
+	loadSlots  chan struct{}
+	loadWrites chan struct{}
 
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
@@ -154,7 +199,7 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		}, []string{"namespace", "tier", "result"}),
 		hotWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_cache_fills_total",
-			Help: "Hot-tier updates by namespace, reason (read, write) and result (ok, error).",
+			Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service) and result (ok, error).",
 		}, []string{"namespace", "reason", "result"}),
 		flightJoin: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_fill_coalesced_total",
@@ -170,7 +215,16 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		Help:    "Keys per folded read, by tier (redis, sql).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 	}, []string{"tier"})
+	s.cursorKey = s.opts.CursorKey
+	if len(s.cursorKey) == 0 {
+		s.cursorKey = make([]byte, 32)
+		if _, err := rand.Read(s.cursorKey); err != nil {
+			return nil, fmt.Errorf("warmcache: cursor key: %w", err)
+		}
+	}
 	s.warmSlots = make(chan struct{}, s.opts.MaxWarmInflight)
+	s.loadSlots = make(chan struct{}, s.opts.MaxLoads)
+	s.loadWrites = make(chan struct{}, s.opts.MaxLoadWrites)
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
 		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
@@ -211,6 +265,16 @@ func (s *Service) Namespace(name string) (*Namespace, error) {
 	return ns, nil
 }
 
+// NamespaceNames returns the names of the namespaces, sorted.
+func (s *Service) NamespaceNames() []string {
+	names := make([]string, 0, len(s.namespaces))
+	for name := range s.namespaces {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
 func (s *Service) key(namespace, rawKey string) (*Namespace, Key, error) {
 	ns, err := s.Namespace(namespace)
 	if err != nil {
@@ -234,18 +298,25 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	}
 	near := s.near(ns)
 	if near != nil {
-		if e, ok := near.Get(ns, key); ok {
+		_, end := s.step(ctx, "near", ns)
+		e, ok := near.Get(ns, key)
+		if ok {
+			end("hit")
 			s.lookups.WithLabelValues(ns.Name, "near", nearResult(e)).Inc()
+			s.outcome(ctx, ns, string(SourceNear), e.Found)
 			return s.answer(ns, Item{Key: key, Entry: e, Source: SourceNear})
 		}
+		end("miss")
 		s.lookups.WithLabelValues(ns.Name, "near", "miss").Inc()
 	}
 	item := Item{Key: key, Source: SourceHot}
+	mark := s.flights.mark()
 	e, hit, hotErr := s.hotGet(ctx, ns, key)
 	if hit && s.expired(e) {
 		if s.servableStale(ns, e) {
 			s.serveStale(ns, key, e)
 			item.Entry, item.Source = e, SourceStale
+			s.outcome(ctx, ns, string(SourceStale), true)
 			return item, nil
 		}
 		hit = false
@@ -253,9 +324,19 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	if !hit {
 		item.Source = SourceWarm
 		var shared bool
-		e, shared, err = s.flights.do(ctx, flightKey(ns, key), func(ctx context.Context) (Entry, error) {
-			return s.load(ctx, ns, key, hotErr == nil, Entry{})
+		fk := flightKey(ns, key)
+		fctx, end := s.step(ctx, "flight", ns)
+		e, shared, err = s.flights.do(fctx, fk, func(ctx context.Context) (Entry, error) {
+			return s.load(ctx, ns, key, hotErr == nil, s.flights.endedSince(fk, mark), Entry{})
 		})
+		switch {
+		case err != nil:
+			end("error")
+		case shared:
+			end("joined")
+		default:
+			end("led")
+		}
 		if shared {
 			s.flightJoin.WithLabelValues(ns.Name).Inc()
 		}
@@ -267,6 +348,7 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	if near != nil {
 		near.Set(ns, key, e)
 	}
+	s.outcome(ctx, ns, string(item.Source), e.Found)
 	return s.answer(ns, item)
 }
 
@@ -287,21 +369,38 @@ func (s *Service) near(ns *Namespace) Near {
 }
 
 // written updates the caches after a committed write: the hot tier, this
-// instance's near cache, and the other instances' near caches.
-func (s *Service) written(ctx context.Context, ns *Namespace, key Key, e Entry) {
-	s.fill(ctx, ns, "write", []Key{key}, []Entry{e})
-	if near := s.near(ns); near != nil {
-		near.Invalidate(ns, key, e.Version)
-		if e.Found {
-			near.Set(ns, key, e)
+// instance's near cache, and the other instances' near caches. Entries at
+// version zero (the delete of a key that was already absent) change
+// nothing.
+func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
+	var fk []Key
+	var fe []Entry
+	for i, e := range entries {
+		if e.Version != 0 {
+			fk, fe = append(fk, keys[i]), append(fe, e)
 		}
 	}
-	if s.opts.Invalidations != nil && ns.NearTTL > 0 {
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
-		defer cancel()
-		if err := s.opts.Invalidations.Publish(pctx, ns, key, e.Version); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
-				slog.String("namespace", ns.Name), slog.Any("err", err))
+	if len(fk) == 0 {
+		return
+	}
+	s.fill(ctx, ns, "write", fk, fe)
+	near := s.near(ns)
+	for i, key := range fk {
+		e := fe[i]
+		if near != nil {
+			near.Invalidate(ns, key, e.Version)
+			if e.Found {
+				near.Set(ns, key, e)
+			}
+		}
+		if s.opts.Invalidations != nil && ns.NearTTL > 0 {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+			err := s.opts.Invalidations.Publish(pctx, ns, key, e.Version)
+			cancel()
+			if err != nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+					slog.String("namespace", ns.Name), slog.Any("err", err))
+			}
 		}
 	}
 }
@@ -350,7 +449,7 @@ func (s *Service) revalidate(ns *Namespace, key Key, stale Entry) {
 		ctx, cancel := context.WithTimeout(context.Background(), s.opts.WarmTimeout)
 		defer cancel()
 		_, _, err := s.flights.do(ctx, fk, func(ctx context.Context) (Entry, error) {
-			return s.load(ctx, ns, key, true, stale)
+			return s.load(ctx, ns, key, true, true, stale)
 		})
 		if err != nil {
 			s.log.LogAttrs(ctx, slog.LevelDebug, "revalidation failed", slog.String("namespace", ns.Name), slog.Any("err", err))
@@ -360,19 +459,23 @@ func (s *Service) revalidate(ns *Namespace, key Key, stale Entry) {
 
 // hotGet reads the hot tier under its own deadline and counts the result. A
 // hot-tier error is logged and reported as a miss, so that reads go on from
-// the warehouse while the hot tier is down.
+// the warehouse while the hot tier is down. A folded read spares itself a
+// timer of its own: every batch runs under the hot-tier deadline, and a
+// read waits for its own batch and for the batches ahead of it on the
+// lanes (with up to MaxBatchFold keys each, one batch ahead at most unless
+// more than lanes × MaxBatchFold reads wait).
 func (s *Service) hotGet(ctx context.Context, ns *Namespace, key Key) (Entry, bool, error) {
-	hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
-	defer cancel()
 	var e Entry
 	var hit bool
 	var err error
 	if s.opts.MaxBatchFold > 1 {
 		var r hotResult
-		r, err = s.batches[ns.Name].hot.do(hctx, key, struct{}{})
+		r, err = s.batches[ns.Name].hot.do(ctx, key, struct{}{})
 		e, hit = r.entry, r.hit
 	} else {
+		hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
 		e, hit, err = s.hot.Get(hctx, ns, key)
+		cancel()
 	}
 	s.countHot(ns, e, hit, err)
 	if err != nil {
@@ -394,15 +497,18 @@ func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
 	s.lookups.WithLabelValues(ns.Name, "redis", result).Inc()
 }
 
-// load is the body of a shared fill: it checks the hot tier again (a fill
-// that finished just before this flight started may have stored the key),
-// reads the warehouse, and fills the hot tier. hotOK is false when the hot
-// tier just failed, and then it is neither rechecked nor filled. stale is
-// the expired entry being revalidated, if any: when the warehouse no longer
-// has the key, the absent entry takes the stale entry's version so that it
-// replaces it.
-func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, stale Entry) (Entry, error) {
-	if hotOK {
+// load is the body of a shared fill: it checks the hot tier again when
+// recheck is set (a fill that finished just before this flight started may
+// have stored the key), reads the warehouse, and fills the hot tier. A read
+// sets recheck only when another flight of the key ended after its own
+// hot-tier read began (flightGroup.endedSince): otherwise no fill of this
+// instance can have landed since, and the check would cost a Redis round
+// trip per miss for nothing. hotOK is false when the hot tier just failed,
+// and then it is neither rechecked nor filled. stale is the expired entry
+// being revalidated, if any: when the warehouse no longer has the key, the
+// absent entry takes the stale entry's version so that it replaces it.
+func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK, recheck bool, stale Entry) (Entry, error) {
+	if hotOK && recheck {
 		// A revalidation checks too: the request that saw the stale entry
 		// may have come just after another revalidation refilled it.
 		if e, hit, err := s.hotGet(ctx, ns, key); err == nil && hit && !s.expired(e) {
@@ -435,7 +541,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, key Key, hotOK bool, 
 // under the hot-tier deadline; the warehouse's under warmRead's bounds.
 func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
 	return &nsBatchers{
-		hot: &batcher[struct{}, hotResult]{lanes: 2, maxBatch: s.opts.MaxBatchFold,
+		hot: &batcher[struct{}, hotResult]{lanes: 2, maxBatch: s.opts.MaxBatchFold, traced: s.opts.Tracer != nil,
 			run: func(ctx context.Context, keys []Key, _ []struct{}) ([]hotResult, error) {
 				s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
 				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
@@ -458,12 +564,12 @@ func (s *Service) newBatchers(ns *Namespace) *nsBatchers {
 				}
 				return out, nil
 			}},
-		warm: &batcher[struct{}, Entry]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
+		warm: &batcher[struct{}, Entry]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold, traced: s.opts.Tracer != nil,
 			run: func(ctx context.Context, keys []Key, _ []struct{}) ([]Entry, error) {
 				s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
 				return s.warmRead(ctx, ns, keys)
 			}},
-		fill: &batcher[Entry, struct{}]{lanes: 8, maxBatch: s.opts.MaxBatchFold,
+		fill: &batcher[Entry, struct{}]{lanes: 8, maxBatch: s.opts.MaxBatchFold, traced: s.opts.Tracer != nil,
 			run: func(ctx context.Context, keys []Key, entries []Entry) ([]struct{}, error) {
 				ctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
 				defer cancel()
@@ -516,14 +622,8 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 			break
 		}
 	}
-	if err != nil && ctx.Err() != nil {
-		// The caller went away; that says nothing about the warehouse.
-		s.breaker.done(true)
-		return nil, ctx.Err()
-	}
-	s.breaker.done(err == nil)
-	if err != nil {
-		return nil, fmt.Errorf("%w: warehouse read: %w", ErrUnavailable, err)
+	if err := s.warmOutcome(ctx, wctx, err); err != nil {
+		return nil, err
 	}
 	return entries, nil
 }
@@ -532,17 +632,19 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 // not returned: the warehouse already answered, and versions keep a later
 // fill from being overtaken by this one.
 func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys []Key, entries []Entry) {
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
-	defer cancel()
 	var err error
-	switch {
-	case len(keys) == 1 && s.opts.MaxBatchFold > 1:
-		// Concurrent fills of single keys ride in one pipeline.
-		_, err = s.batches[ns.Name].fill.do(hctx, keys[0], entries[0])
-	case len(keys) == 1:
-		err = s.hot.Fill(hctx, ns, keys[0], entries[0])
-	default:
-		err = s.hot.FillMany(hctx, ns, keys, entries)
+	if len(keys) == 1 && s.opts.MaxBatchFold > 1 {
+		// Concurrent fills of single keys ride in one pipeline, under the
+		// deadline that the batcher sets for each batch (see hotGet).
+		_, err = s.batches[ns.Name].fill.do(context.WithoutCancel(ctx), keys[0], entries[0])
+	} else {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+		if len(keys) == 1 {
+			err = s.hot.Fill(hctx, ns, keys[0], entries[0])
+		} else {
+			err = s.hot.FillMany(hctx, ns, keys, entries)
+		}
+		cancel()
 	}
 	result := "ok"
 	if err != nil {
@@ -555,7 +657,8 @@ func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys [
 
 // MGet reads several keys. The items follow the order of the distinct keys
 // in rawKeys; absent keys have Found false. Errors wrap ErrUnknownNamespace,
-// ErrInvalidKey, ErrTooLarge, ErrUnavailable or ErrOverloaded.
+// ErrInvalidKey, ErrTooLarge (more than MaxBatchKeys keys, or values over
+// MaxResponseBytes), ErrUnavailable or ErrOverloaded.
 func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) ([]Item, error) {
 	ns, err := s.Namespace(namespace)
 	if err != nil {
@@ -592,54 +695,110 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 		}
 		probe, probeAt = append(probe, k), append(probeAt, i)
 	}
-	if len(probe) == 0 {
-		return items, nil
+	// The hot tier and the warehouse are read mgetChunk keys at a time,
+	// so that the answer's bound is checked before more values are read.
+	size := 0
+	for i := range items {
+		size += len(items[i].Entry.Value)
 	}
-	hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
-	entries, hits, hotErr := s.hot.GetMany(hctx, ns, probe)
-	cancel()
-	var missed []Key
-	var missedAt []int
-	for j, k := range probe {
-		i := probeAt[j]
-		if hotErr == nil && hits[j] {
-			e := entries[j]
-			switch {
-			case !s.expired(e):
-				s.countHot(ns, e, true, nil)
-				items[i].Entry, items[i].Source = e, SourceHot
-				if near != nil {
-					near.Set(ns, k, e)
-				}
-				continue
-			case s.servableStale(ns, e):
-				s.countHot(ns, e, true, nil)
-				s.serveStale(ns, k, e)
-				items[i].Entry, items[i].Source = e, SourceStale
-				continue
-			}
-		}
-		s.countHot(ns, Entry{}, false, hotErr)
-		missed, missedAt = append(missed, k), append(missedAt, i)
-	}
-	if len(missed) == 0 {
-		return items, nil
-	}
-	loaded, err := s.warmRead(ctx, ns, missed)
-	if err != nil {
+	if err := s.checkAnswerSize(size); err != nil {
 		return nil, err
 	}
-	if hotErr == nil {
-		s.fill(ctx, ns, "read", missed, loaded)
+	hotOK := true
+	var missed []Key
+	var missedAt []int
+	read := 0
+	for start, n := 0, 0; start < len(probe); start += n {
+		n = s.mgetChunk(size, read)
+		chunk, chunkAt := probe[start:min(start+n, len(probe))], probeAt[start:min(start+n, len(probe))]
+		read += len(chunk)
+		hctx, cancel := context.WithTimeout(ctx, s.opts.HotTimeout)
+		entries, hits, hotErr := s.hot.GetMany(hctx, ns, chunk)
+		cancel()
+		if hotErr != nil {
+			hotOK = false
+		}
+		for j, k := range chunk {
+			i := chunkAt[j]
+			if hotErr == nil && hits[j] {
+				e := entries[j]
+				switch {
+				case !s.expired(e):
+					s.countHot(ns, e, true, nil)
+					items[i].Entry, items[i].Source = e, SourceHot
+					size += len(e.Value)
+					if near != nil {
+						near.Set(ns, k, e)
+					}
+					continue
+				case s.servableStale(ns, e):
+					s.countHot(ns, e, true, nil)
+					s.serveStale(ns, k, e)
+					items[i].Entry, items[i].Source = e, SourceStale
+					size += len(e.Value)
+					continue
+				}
+			}
+			s.countHot(ns, Entry{}, false, hotErr)
+			missed, missedAt = append(missed, k), append(missedAt, i)
+		}
+		if err := s.checkAnswerSize(size); err != nil {
+			return nil, err
+		}
 	}
-	for j, i := range missedAt {
-		items[i].Entry, items[i].Source = loaded[j], SourceWarm
-		if near != nil {
-			near.Set(ns, missed[j], loaded[j])
+	for start, n := 0, 0; start < len(missed); start += n {
+		n = s.mgetChunk(size, read)
+		chunk, chunkAt := missed[start:min(start+n, len(missed))], missedAt[start:min(start+n, len(missed))]
+		read += len(chunk)
+		loaded, err := s.warmRead(ctx, ns, chunk)
+		if err != nil {
+			return nil, err
+		}
+		if hotOK {
+			s.fill(ctx, ns, "read", chunk, loaded)
+		}
+		for j, i := range chunkAt {
+			items[i].Entry, items[i].Source = loaded[j], SourceWarm
+			size += len(loaded[j].Value)
+			if near != nil {
+				near.Set(ns, chunk[j], loaded[j])
+			}
+		}
+		if err := s.checkAnswerSize(size); err != nil {
+			return nil, err
 		}
 	}
 	return items, nil
 }
+
+// mgetChunk returns how many keys of an MGet to read from a tier next,
+// given the bytes of the read values so far: as many as the rest of
+// MaxResponseBytes holds at the average size so far, from 16 (the most
+// that can overshoot the bound, by 16 values) to 256.
+func (s *Service) mgetChunk(size, read int) int {
+	const least, most = 16, 256
+	if read == 0 || size == 0 {
+		return least
+	}
+	avg := max(size/read, 1)
+	return min(max((s.opts.MaxResponseBytes-size)/avg, least), most)
+}
+
+// checkAnswerSize refuses an MGet answer whose values exceed
+// MaxResponseBytes.
+func (s *Service) checkAnswerSize(size int) error {
+	if size > s.opts.MaxResponseBytes {
+		return fmt.Errorf("%w: the values of these keys exceed %d bytes, the bound of one answer; ask for fewer keys", ErrTooLarge, s.opts.MaxResponseBytes)
+	}
+	return nil
+}
+
+// MaxBatchKeys returns the bound on the keys of one MGet, for transports
+// that check it while they decode a request.
+func (s *Service) MaxBatchKeys() int { return s.opts.MaxBatchKeys }
+
+// MaxResponseBytes returns the bound on the values of one MGet answer.
+func (s *Service) MaxResponseBytes() int { return s.opts.MaxResponseBytes }
 
 // nearResult is the lookup result of a near-cache entry.
 func nearResult(e Entry) string {
@@ -654,59 +813,23 @@ func nearResult(e Entry) string {
 // Errors wrap ErrUnknownNamespace, ErrInvalidKey, ErrInvalidValue,
 // ErrTooLarge, ErrReadOnly, ErrVersionMismatch or ErrUnavailable.
 func (s *Service) Put(ctx context.Context, namespace, rawKey string, value []byte, ifMatch *int64) (Item, error) {
-	ns, key, err := s.writable(namespace, rawKey)
+	items, err := s.Transact(ctx, namespace, []Op{{Key: rawKey, Value: value, IfMatch: ifMatch}})
 	if err != nil {
 		return Item{}, err
 	}
-	if err := checkValue(ns, value, s.opts.MaxValueBytes, s.opts.MaxValueDepth); err != nil {
-		return Item{}, err
-	}
-	var e Entry
-	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
-		e, err = s.warm.Put(ctx, ns, key, value, ifMatch)
-		return err
-	})
-	if err != nil {
-		return Item{}, err
-	}
-	s.written(ctx, ns, key, e)
-	return Item{Key: key, Entry: e, Source: SourceWarm}, nil
+	return items[0], nil
 }
 
 // Delete removes key: first in the warehouse, then, once committed, the hot
 // tier records the key as absent at the delete's version. Errors wrap
 // ErrNotFound, ErrVersionMismatch and the errors of Put.
 func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch *int64) error {
-	ns, key, err := s.writable(namespace, rawKey)
-	if err != nil {
-		return err
-	}
-	var version int64
-	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
-		version, err = s.warm.Delete(ctx, ns, key, ifMatch)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.written(ctx, ns, key, Entry{Version: version})
-	return nil
-}
-
-func (s *Service) writable(namespace, rawKey string) (*Namespace, Key, error) {
-	ns, key, err := s.key(namespace, rawKey)
-	if err != nil {
-		return nil, Key{}, err
-	}
-	if !ns.Writable {
-		return nil, Key{}, fmt.Errorf("%w: %q", ErrReadOnly, ns.Name)
-	}
-	return ns, key, nil
+	_, err := s.Transact(ctx, namespace, []Op{{Key: rawKey, Delete: true, IfMatch: ifMatch}})
+	return err
 }
 
 // warmWrite runs one warehouse write under the warehouse deadline and the
-// circuit breaker. It keeps the client errors of a write and marks the rest
-// as the warehouse being unavailable.
+// circuit breaker (see warmOutcome).
 func (s *Service) warmWrite(ctx context.Context, write func(context.Context) error) error {
 	if ok, wait := s.breaker.allow(); !ok {
 		return fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
@@ -715,18 +838,34 @@ func (s *Service) warmWrite(ctx context.Context, write func(context.Context) err
 	// commit is always followed by its cache update.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WarmTimeout)
 	defer cancel()
-	err := write(wctx)
-	for _, client := range []error{ErrNotFound, ErrVersionMismatch, ErrInvalidValue} {
-		if errors.Is(err, client) {
-			s.breaker.done(true)
-			return err
-		}
+	return s.warmOutcome(context.WithoutCancel(ctx), wctx, write(wctx))
+}
+
+// warmOutcome tells the circuit breaker how a warehouse call that it let
+// through ended, and returns the call's error for the client. The adapter
+// has classified err once; this only reads the class:
+//   - the caller went away (ctx done): nothing is counted;
+//   - the warehouse is failing (err wraps ErrUnavailable) or the warehouse
+//     deadline ran out: a failure, answered as ErrUnavailable;
+//   - any other answer, a client error or a bug: the warehouse answered,
+//     a success; the error passes unchanged.
+func (s *Service) warmOutcome(ctx, wctx context.Context, err error) error {
+	switch {
+	case err == nil:
+		s.breaker.done(true)
+		return nil
+	case ctx.Err() != nil:
+		s.breaker.release()
+		return ctx.Err()
+	case errors.Is(err, ErrUnavailable):
+		s.breaker.done(false)
+		return err
+	case wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded):
+		s.breaker.done(false)
+		return fmt.Errorf("%w: the warehouse did not answer within %v: %w", ErrUnavailable, s.opts.WarmTimeout, err)
 	}
-	s.breaker.done(err == nil)
-	if err != nil {
-		return fmt.Errorf("%w: warehouse write: %w", ErrUnavailable, err)
-	}
-	return nil
+	s.breaker.done(true)
+	return err
 }
 
 // TierState is the readiness of one tier.
@@ -737,15 +876,62 @@ type TierState struct {
 	Err error
 }
 
-// Readiness pings both tiers, each under its own deadline, and reports
-// each one's state.
+// readinessTTL is how long a readiness answer is reused: probes, however
+// many, cost at most one ping of each tier per readinessTTL.
+const readinessTTL = time.Second
+
+// readiness caches the last answer of Readiness and runs one probe at a
+// time.
+type readiness struct {
+	mu      sync.Mutex
+	at      time.Time
+	states  []TierState
+	running chan struct{} // closed when the probe under way ends; nil if none
+}
+
+// Readiness reports each tier's state. It pings both tiers, each under its
+// own deadline, at most once per second: callers within a second of the
+// last probe get its answer, and callers during a probe wait for it. So a
+// flood of readiness probes never takes more than one warehouse connection.
+// The probe runs to its end even if its caller goes away.
 func (s *Service) Readiness(ctx context.Context) []TierState {
-	hctx, cancel := context.WithTimeout(ctx, 4*s.opts.HotTimeout)
+	r := &s.ready
+	r.mu.Lock()
+	if r.states != nil && s.opts.Now().Sub(r.at) < readinessTTL {
+		states := r.states
+		r.mu.Unlock()
+		return states
+	}
+	running := r.running
+	if running == nil {
+		running = make(chan struct{})
+		r.running = running
+		go s.probe(running)
+	}
+	r.mu.Unlock()
+	select {
+	case <-running:
+	case <-ctx.Done():
+		return []TierState{{Tier: "redis", Err: ctx.Err()}, {Tier: "sql", Err: ctx.Err()}}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.states
+}
+
+// probe pings both tiers and records the answer.
+func (s *Service) probe(done chan struct{}) {
+	hctx, cancel := context.WithTimeout(context.Background(), 4*s.opts.HotTimeout)
 	defer cancel()
-	wctx, wcancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
+	wctx, wcancel := context.WithTimeout(context.Background(), s.opts.WarmTimeout)
 	defer wcancel()
-	return []TierState{
+	states := []TierState{
 		{Tier: "redis", Err: s.hot.Ping(hctx)},
 		{Tier: "sql", Err: s.warm.Ping(wctx)},
 	}
+	r := &s.ready
+	r.mu.Lock()
+	r.states, r.at, r.running = states, s.opts.Now(), nil
+	r.mu.Unlock()
+	close(done)
 }

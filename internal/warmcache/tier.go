@@ -46,18 +46,33 @@ type Warm interface {
 	Lookup(ctx context.Context, ns *Namespace, key Key) (Entry, error)
 	// LookupMany reads keys in one query. The result has the length of keys.
 	LookupMany(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, error)
-	// Put upserts value for key and returns the stored entry: the value as
-	// the warehouse will return it on read, and its new version. When
-	// ifMatch is not nil the row must exist with that version, or the error
-	// wraps ErrVersionMismatch.
-	Put(ctx context.Context, ns *Namespace, key Key, value []byte, ifMatch *int64) (Entry, error)
-	// Delete removes key and returns the version of the delete, which is
-	// newer than any version the key had. The error wraps ErrNotFound when
-	// the key is absent, and ErrVersionMismatch when ifMatch is not nil and
-	// differs from the row's version.
-	Delete(ctx context.Context, ns *Namespace, key Key, ifMatch *int64) (int64, error)
+	// Write applies writes in their order, atomically: all of them commit,
+	// or none. It returns one entry per write: for an upsert the value as
+	// the warehouse will return it on read and its new version; for a
+	// delete an absent entry at the delete's version, newer than any
+	// version the key had, or at version zero when the key was already
+	// absent and the write allows it (AbsentOK). A failed precondition
+	// (IfMatch, IfAbsent) wraps ErrVersionMismatch, the delete of an absent
+	// key ErrNotFound, a value the table rejects ErrInvalidValue.
+	Write(ctx context.Context, ns *Namespace, writes []Write) ([]Entry, error)
 	// Ping reports whether the tier answers.
 	Ping(ctx context.Context) error
+}
+
+// Write is one change of a Warm.Write: an upsert of Value, or a delete.
+type Write struct {
+	Key Key
+	// Value is the JSON value of an upsert.
+	Value []byte
+	// Delete makes the write a delete.
+	Delete bool
+	// IfMatch, when not nil, is the version the row must have.
+	IfMatch *int64
+	// IfAbsent makes an upsert only create: the key must not exist.
+	IfAbsent bool
+	// AbsentOK makes the delete of an absent key succeed (without IfMatch)
+	// instead of failing with ErrNotFound.
+	AbsentOK bool
 }
 
 // Near is an optional in-process cache in front of the hot tier (L1): small,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -46,7 +47,10 @@ func (r *Report) WriteThroughputChart(path string) error {
 		}
 	}
 	if b := r.PgbenchSat; b != nil {
-		add("pgbench", b.Throughput)
+		add("pgbench\ndirect", b.Throughput)
+	}
+	if b := r.PoolerReference(); b != nil {
+		add("pgbench via\nPgBouncer", b.Throughput)
 	}
 	if b := r.RedisGet; b != nil {
 		add("redis GET", b.Throughput)
@@ -162,4 +166,81 @@ func maxOf(vs plotter.Values) float64 {
 		m = math.Max(m, v)
 	}
 	return m
+}
+
+// procColors are the colours of the process groups in the CPU chart.
+var procColors = map[string]color.Color{
+	ProcServer:    colorBar,
+	ProcRedis:     colorP99,
+	ProcPostgres:  colorP50,
+	ProcPgBouncer: colorP90,
+	ProcLoad:      color.RGBA{R: 0xaa, G: 0xaa, B: 0xaa, A: 0xff},
+}
+
+// WriteCPUChart draws the CPU time per request of each process group,
+// stacked, for every attack whose CPU was measured, into a PNG file at
+// path. It returns an error when nothing was measured or the file cannot
+// be written.
+func (r *Report) WriteCPUChart(path string) error {
+	var rows []cpuRow
+	for _, row := range r.cpuRows() {
+		// mget's requests carry many keys each and would flatten the rest.
+		if row.name != "`"+MGet+"`" {
+			rows = append(rows, row)
+		}
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("bench: CPU chart: no CPU measured")
+	}
+	names := make([]string, len(rows))
+	for i, row := range rows {
+		n := strings.ReplaceAll(row.name, "`", "")
+		n = strings.Replace(n, "pgbench -M ", "pgbench\n", 1)
+		n = strings.Replace(n, " via PgBouncer", "\nPgBouncer", 1)
+		n = strings.Replace(n, " direct", "\ndirect", 1)
+		names[i] = n
+	}
+	p := plot.New()
+	p.Title.Text = "CPU per request by process at saturation (µs)"
+	p.Y.Label.Text = "µs per request"
+	p.Y.Min = 0
+	var below *plotter.BarChart
+	top := 0.0
+	totals := make([]float64, len(rows))
+	for _, g := range ProcOrder {
+		vals := make(plotter.Values, len(rows))
+		any := false
+		for i, row := range rows {
+			if v := row.cpu.PerRequest(g); !math.IsNaN(v) {
+				vals[i] = v
+				totals[i] += v
+				any = true
+			}
+		}
+		if !any {
+			continue
+		}
+		bars, err := plotter.NewBarChart(vals, vg.Points(24))
+		if err != nil {
+			return fmt.Errorf("bench: CPU chart: %w", err)
+		}
+		bars.Color = procColors[g]
+		bars.LineStyle.Width = 0
+		if below != nil {
+			bars.StackOn(below)
+		}
+		below = bars
+		p.Add(bars)
+		p.Legend.Add(g, bars)
+	}
+	for _, t := range totals {
+		top = math.Max(top, t)
+	}
+	p.Legend.Top = true
+	p.NominalX(names...)
+	p.Y.Max = top * 1.35 // room for the legend
+	if err := p.Save(vg.Points(860), vg.Points(380), path); err != nil {
+		return fmt.Errorf("bench: save %s: %w", path, err)
+	}
+	return nil
 }

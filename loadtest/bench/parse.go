@@ -29,6 +29,19 @@ func ParsePgbenchTPS(out string) (float64, error) {
 	return tps, nil
 }
 
+var pgbenchTransactions = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
+
+// ParsePgbenchTransactions returns the number of transactions that pgbench
+// printed ("number of transactions actually processed: N"), or an error
+// when the line is missing.
+func ParsePgbenchTransactions(out string) (uint64, error) {
+	m := pgbenchTransactions.FindStringSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("bench: no transaction count in the pgbench output")
+	}
+	return strconv.ParseUint(m[1], 10, 64)
+}
+
 // ParsePgbenchLog reads a pgbench per-transaction log (--log) and returns
 // each transaction's latency. A log written with --rate has a seventh
 // field, the schedule lag, which is subtracted: the result is the time from
@@ -244,4 +257,27 @@ func ProfiledCores(top string) (float64, bool) {
 	}
 	pct, err := strconv.ParseFloat(m[2], 64)
 	return pct / 100, err == nil
+}
+
+var pprofTotal = regexp.MustCompile(`Showing nodes accounting for [^,]+, [0-9.]+% of ([0-9.]+)([a-zA-Z]*) total`)
+
+// AllocTotal returns the total of a `go tool pprof -top` output of an
+// allocation profile: bytes for alloc_space (pprof prints units such as
+// "1.50GB" and "512kB"), a count for alloc_objects. It returns false when
+// the header is missing.
+func AllocTotal(top string) (float64, bool) {
+	m := pprofTotal.FindStringSubmatch(top)
+	if m == nil {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, false
+	}
+	unit := map[string]float64{"": 1, "B": 1, "kB": 1 << 10, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40, "k": 1e3, "M": 1e6, "G": 1e9}
+	mul, ok := unit[m[2]]
+	if !ok {
+		return 0, false
+	}
+	return v * mul, true
 }

@@ -166,3 +166,32 @@ Duration: 4s, Total samples = 1.91s (47.74%)
 		t.Error("ProfiledCores found a header in text without one")
 	}
 }
+
+func TestParsePgbenchTransactions(t *testing.T) {
+	out := "transaction type: lookup.sql\nnumber of transactions actually processed: 123456\nlatency average = 1.0 ms\n"
+	n, err := bench.ParsePgbenchTransactions(out)
+	if err != nil || n != 123456 {
+		t.Fatalf("ParsePgbenchTransactions = %d, %v; want 123456", n, err)
+	}
+	if _, err := bench.ParsePgbenchTransactions("tps = 5"); err == nil {
+		t.Fatal("no error without the count line")
+	}
+}
+
+func TestAllocTotal(t *testing.T) {
+	for _, tc := range []struct {
+		top  string
+		want float64
+		ok   bool
+	}{
+		{"Showing nodes accounting for 98.02MB, 89.36% of 109.70MB total\n", 109.70 * (1 << 20), true},
+		{"Showing nodes accounting for 512kB, 50% of 1024kB total\n", 1024 * 1024, true},
+		{"Showing nodes accounting for 1089751, 91.09% of 1196371 total\n", 1196371, true},
+		{"Type: alloc_space\n", 0, false},
+	} {
+		got, ok := bench.AllocTotal(tc.top)
+		if ok != tc.ok || math.Abs(got-tc.want) > 1 {
+			t.Errorf("AllocTotal(%q) = %g, %v; want %g, %v", tc.top, got, ok, tc.want, tc.ok)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -12,12 +13,17 @@ import (
 // Scenario names.
 const (
 	Floor    = "floor"
+	FloorMW  = "floor-mw" // the floor behind the service's REST middleware
 	Hot      = "hot"
 	L1       = "l1"
 	Miss     = "miss"
 	Mixed    = "mixed"
 	MGet     = "mget"
 	Stampede = "stampede"
+	// GRPCFloor and GRPC are Get calls: a constant gRPC server, and the
+	// service's Cache.Get on Redis hits.
+	GRPCFloor = "grpc-floor"
+	GRPC      = "grpc"
 )
 
 // X-Cache header values that the report counts.
@@ -48,6 +54,19 @@ type Run struct {
 	Sources map[string]uint64
 	// Errors are the distinct errors, at most a few.
 	Errors []string
+	// CPU is what each process used during the attack; nil when not
+	// measured.
+	CPU *CPU
+	// Fold is how the service folded reads during the attack (and its
+	// warm-up); nil when not measured.
+	Fold *Fold
+}
+
+// Fold counts the service's folded reads (its warmcache_batch_keys
+// histogram) over an attack: batches and keys per tier.
+type Fold struct {
+	SQLQueries, SQLKeys     float64
+	RedisBatches, RedisKeys float64
 }
 
 // KeysPerSecond is Throughput times KeysPerRequest.
@@ -80,6 +99,9 @@ type Baseline struct {
 	Latency    Latency
 	// NoP90 is set when the tool does not report a 90th percentile.
 	NoP90 bool
+	// CPU is what each process used during the run; nil when not
+	// measured.
+	CPU *CPU
 }
 
 // StampedeRun is the outcome of N concurrent requests for one cold key.
@@ -97,12 +119,22 @@ type StampedeRun struct {
 	Latency    Latency
 }
 
-// Profile is a CPU profile of the service taken during a hot attack.
+// Profile is a CPU and an allocation profile of the service taken during
+// an extra attack on one path.
 type Profile struct {
+	// Path is the scenario the attack ran (hot, l1, miss, grpc).
+	Path    string
 	Command string
-	// Top and TopCum are `go tool pprof -top` output, sorted by flat and by
-	// cumulative time.
+	// Top and TopCum are `go tool pprof -top` output of the CPU profile,
+	// sorted by flat and by cumulative time.
 	Top, TopCum string
+	// Allocs is `go tool pprof -top -sample_index=alloc_space` output of
+	// the allocations made during the attack; AllocObjects the same by
+	// alloc_objects.
+	Allocs, AllocObjects string
+	// Requests is the number of requests answered during the profile, so
+	// that allocations can be read per request.
+	Requests uint64
 }
 
 // profileFrames are the frames whose cumulative share the report shows,
@@ -139,6 +171,11 @@ type Environment struct {
 	HotKeys      int
 	MGetBatch    int
 	Command      string
+	// PGAddr and PgBouncerAddr are the warehouse's addresses, direct and
+	// through the pooler.
+	PGAddr, PgBouncerAddr string
+	// GRPCConns is the number of client connections of a gRPC attack.
+	GRPCConns int
 	// LoadStart and LoadEnd are the machine's 1-minute load averages
 	// (/proc/loadavg) when the run started and ended; empty when unknown.
 	LoadStart, LoadEnd string
@@ -150,14 +187,26 @@ type Report struct {
 	// Saturation and Fixed hold the runs by scenario name.
 	Saturation map[string]Run
 	Fixed      map[string]Run
-	// PgbenchSat and PgbenchRate are the warehouse baselines at saturation
-	// and at the miss scenario's fixed rate.
+	// PgbenchSat and PgbenchRate are the direct warehouse baselines
+	// (pgbench -M prepared) at saturation and at the miss scenario's fixed
+	// rate.
 	PgbenchSat, PgbenchRate *Baseline
-	RedisGet                *Baseline
-	Stampede                *StampedeRun
-	Profile                 *Profile
+	// Pooler holds pgbench through the same PgBouncer as the service, one
+	// run per protocol; the fastest is the miss path's reference.
+	Pooler   []*Baseline
+	RedisGet *Baseline
+	Stampede *StampedeRun
+	Profiles []Profile
 	// Notes are remarks from the run (skipped steps, failures).
 	Notes []string
+
+	// Before is an earlier run (of an earlier build) to compare with, as
+	// read from its results.json; nil for none.
+	Before *Report `json:"-"`
+	// BeforeLabel says what Before measured, such as the build's commit.
+	BeforeLabel string `json:"-"`
+
+	chartDir string // where WriteMarkdown links the charts
 }
 
 // Verdicts of a target.
@@ -175,16 +224,40 @@ type TargetRow struct {
 	Verdict  string
 }
 
+// PoolerReference returns the fastest pgbench run through PgBouncer, the
+// reference of the miss path, or nil when none was measured.
+func (r *Report) PoolerReference() *Baseline {
+	var best *Baseline
+	for _, b := range r.Pooler {
+		if b != nil && (best == nil || b.Throughput > best.Throughput) {
+			best = b
+		}
+	}
+	return best
+}
+
 // Targets evaluates the issue's targets against the report.
 func (r *Report) Targets() []TargetRow {
 	floor, hasFloor := r.Saturation[Floor]
-	rows := make([]TargetRow, 0, 5)
+	rows := make([]TargetRow, 0, 8)
 
 	row := TargetRow{Scenario: "`hot` (Redis hit) throughput at saturation", Target: "≥ 0.70 × `floor`"}
-	if hot, ok := r.Saturation[Hot]; ok && hasFloor {
+	hot, hasHot := r.Saturation[Hot]
+	if hasHot && hasFloor {
 		ratio := Ratio(hot.Throughput, floor.Throughput)
 		row.Measured = fmt.Sprintf("%s × (%s vs %s req/s; %s `hit`)", FormatRatio(ratio), FormatRate(hot.Throughput), FormatRate(floor.Throughput), FormatPercent(hot.SourceFraction(SourceHot)))
 		row.Verdict = verdict(ratio >= 0.70, ratio)
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: "`hot`: the service's CPU per hit", Target: "≤ 1.5 × the `floor` server's CPU per request"}
+	if hasHot && hasFloor {
+		h, f := hot.CPU.PerRequest(ProcServer), floor.CPU.PerRequest(ProcServer)
+		ratio := Ratio(h, f)
+		if !math.IsNaN(ratio) {
+			row.Measured = fmt.Sprintf("%s × (%s vs %s)", FormatRatio(ratio), FormatMicros(h), FormatMicros(f))
+			row.Verdict = verdict(ratio <= 1.5, ratio)
+		}
 	}
 	rows = append(rows, fill(row))
 
@@ -202,10 +275,14 @@ func (r *Report) Targets() []TargetRow {
 	}
 	rows = append(rows, fill(row))
 
-	row = TargetRow{Scenario: "`miss` lookups/s with a cold cache, 1M keys", Target: "≥ 1.0 × `pgbench -M prepared` at the same concurrency"}
-	if miss, ok := r.Saturation[Miss]; ok && r.PgbenchSat != nil {
-		ratio := Ratio(miss.Throughput, r.PgbenchSat.Throughput)
-		row.Measured = fmt.Sprintf("%s × (%s vs %s lookups/s; %s `miss`)", FormatRatio(ratio), FormatRate(miss.Throughput), FormatRate(r.PgbenchSat.Throughput), FormatPercent(miss.SourceFraction(SourceMiss)))
+	ref := r.PoolerReference()
+	row = TargetRow{Scenario: "`miss` lookups/s with a cold cache, 1M keys", Target: "≥ 1.0 × pgbench through the same PgBouncer at the same concurrency"}
+	if miss, ok := r.Saturation[Miss]; ok && ref != nil {
+		ratio := Ratio(miss.Throughput, ref.Throughput)
+		row.Measured = fmt.Sprintf("%s × (%s vs %s lookups/s, %s; %s `miss`)", FormatRatio(ratio), FormatRate(miss.Throughput), FormatRate(ref.Throughput), ref.Name, FormatPercent(miss.SourceFraction(SourceMiss)))
+		if d := r.PgbenchSat; d != nil {
+			row.Measured += fmt.Sprintf("; %s × direct `pgbench -M prepared`", FormatRatio(Ratio(miss.Throughput, d.Throughput)))
+		}
 		row.Verdict = verdict(ratio >= 1.0, ratio)
 	}
 	rows = append(rows, fill(row))
@@ -225,6 +302,16 @@ func (r *Report) Targets() []TargetRow {
 			row.Measured += fmt.Sprintf(" (`floor`: %s, %s ×)", FormatDuration(f.Latency.P99), FormatRatio(Ratio(float64(hot.Latency.P99), float64(f.Latency.P99))))
 		}
 		row.Verdict = verdict(hot.Latency.P99 <= 2*time.Millisecond, 1)
+	}
+	rows = append(rows, fill(row))
+
+	row = TargetRow{Scenario: "`grpc` (Get, Redis hit) throughput at saturation", Target: "≥ 0.70 × `grpc-floor`, as REST hits"}
+	if g, ok := r.Saturation[GRPC]; ok {
+		if gf, ok := r.Saturation[GRPCFloor]; ok {
+			ratio := Ratio(g.Throughput, gf.Throughput)
+			row.Measured = fmt.Sprintf("%s × (%s vs %s calls/s; %s `hit`)", FormatRatio(ratio), FormatRate(g.Throughput), FormatRate(gf.Throughput), FormatPercent(g.SourceFraction(SourceHot)))
+			row.Verdict = verdict(ratio >= 0.70, ratio)
+		}
 	}
 	rows = append(rows, fill(row))
 	return rows
@@ -363,11 +450,12 @@ func formatSources(m map[string]uint64) string {
 }
 
 // Scenario order in the tables.
-var scenarioOrder = []string{Floor, Hot, L1, Miss, Mixed, MGet}
+var scenarioOrder = []string{Floor, FloorMW, Hot, L1, Miss, Mixed, MGet, GRPCFloor, GRPC}
 
 // WriteMarkdown writes the report as markdown. Charts are linked from
 // chartDir, relative to the markdown file.
 func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
+	r.chartDir = chartDir
 	ew := &errWriter{w: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
 	e := r.Env
@@ -390,6 +478,8 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	}
 	p("\n")
 
+	r.writeBeforeAfter(p)
+
 	p("## Throughput at saturation\n\n")
 	p("Each attack: %d vegeta workers without pacing (each sends its next request when the previous one is answered), %s after a %s warm-up, keep-alive connections over loopback. ",
 		e.Workers, e.Duration, e.Warmup)
@@ -404,12 +494,18 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		p("| `%s` | %s | %s | %s | %s | %s | %s |\n", name, FormatRate(run.Throughput), FormatRate(run.KeysPerSecond()),
 			FormatRatio(ratio), base, formatSources(run.Sources), FormatPercent(run.Success))
 	}
-	for _, b := range []*Baseline{r.PgbenchSat, r.RedisGet} {
-		if b != nil {
-			p("| %s (baseline) | %s | %s | | | | |\n", b.Name, FormatRate(b.Throughput), FormatRate(b.Throughput))
-		}
+	for _, b := range r.baselines() {
+		p("| %s (baseline) | %s | %s | | | | |\n", b.Name, FormatRate(b.Throughput), FormatRate(b.Throughput))
 	}
 	p("\n![throughput at saturation](%s/throughput.png)\n\n", chartDir)
+	for _, name := range scenarioOrder {
+		if f := r.Saturation[name].Fold; f != nil {
+			p("Folding during `%s` (its warm-up included): %s keys per warehouse query (%s queries), %s keys per Redis read batch (%s batches).\n\n",
+				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
+		}
+	}
+
+	r.writeCPU(p)
 
 	p("## Latency at a fixed rate\n\n")
 	p("Each attack: a constant rate (vegeta's pacer, open loop: a slow answer does not delay the next request) for %s after a %s warm-up at the same rate on the same keep-alive connections; ", e.Duration, e.Warmup)
@@ -448,42 +544,16 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	}
 
 	p("## Baselines\n\n")
-	for _, b := range []*Baseline{r.PgbenchSat, r.PgbenchRate, r.RedisGet} {
+	for _, b := range append(r.baselines(), r.PgbenchRate) {
 		if b != nil {
 			p("- %s, %d clients: `%s`\n", b.Name, b.Clients, b.Command)
 		}
 	}
-	p("- `floor`: the harness's own server process (`loadtest floor`): the same chi router and `http.Server` settings as the service, answering every `GET /v1/kv/{namespace}/{key}` with a constant %d-byte JSON body.\n\n", e.FloorBytes)
+	p("- `floor`: the harness's own server process (`loadtest floor`): a chi router on an `http.Server` configured as the service's, without the service's middleware, answering every `GET /v1/kv/{namespace}/{key}` with a constant %d-byte JSON body.\n", e.FloorBytes)
+	p("- `floor-mw`: the same process and body on a second listener, behind the service's own REST handler (`httpapi.NewHandler`: its middleware chain, router and authorization), on a route of its own; the difference to `floor` is what the middleware costs.\n")
+	p("- `grpc-floor`: the same process on a third listener, a `grpc.Server` with the service's message bound, answering `warmcache.v1.Cache/Get` with a constant %d-byte value and no interceptors.\n\n", e.FloorBytes)
 
-	if pr := r.Profile; pr != nil {
-		p("## Profile\n\n")
-		p("CPU profile of the service during a separate `hot` attack at saturation (not the measured one), from its pprof listener:\n\n")
-		p("```sh\n%s\n```\n\n", pr.Command)
-		shares := SharesByPackage(pr.Top)
-		if len(shares) > 0 {
-			p("Flat CPU by package (from the rows below):\n\n| package | flat |\n|---|---:|\n")
-			for i, s := range shares {
-				if i == 12 {
-					break
-				}
-				p("| `%s` | %.1f%% |\n", s.Package, s.Percent)
-			}
-			p("\n")
-		}
-		if cores, ok := ProfiledCores(pr.Top); ok {
-			p("During the profile the service kept %.2f cores busy on average (of %d shared with the load generator, Redis and the rest).\n\n", cores, e.CPUs)
-		}
-		var cum []string
-		for _, f := range profileFrames {
-			if pct, ok := CumulativeShare(pr.TopCum, f.fn); ok {
-				cum = append(cum, fmt.Sprintf("| %s | `%s` | %.1f%% |\n", f.what, shortFrame(f.fn), pct))
-			}
-		}
-		if len(cum) > 0 {
-			p("Cumulative CPU of selected frames (from `-top -cum`):\n\n| what | frame | cum |\n|---|---|---:|\n%s\n", strings.Join(cum, ""))
-		}
-		p("```\n%s\n```\n\n", strings.TrimRight(pr.Top, "\n"))
-	}
+	r.writeProfiles(p)
 
 	p("## Setup\n\n")
 	via := "directly (127.0.0.1:5432)"
@@ -513,13 +583,17 @@ func (r *Report) throughputBaseline(name string, run Run) (float64, string) {
 	switch name {
 	case Floor:
 		return 1, "`floor`"
-	case Hot, L1, Mixed:
+	case FloorMW, Hot, L1, Mixed:
 		if hasFloor {
 			return Ratio(run.Throughput, floor.Throughput), "`floor` req/s"
 		}
+	case GRPCFloor, GRPC:
+		if gf, ok := r.Saturation[GRPCFloor]; ok {
+			return Ratio(run.Throughput, gf.Throughput), "`grpc-floor` calls/s"
+		}
 	case Miss:
-		if r.PgbenchSat != nil {
-			return Ratio(run.Throughput, r.PgbenchSat.Throughput), "pgbench lookups/s"
+		if ref := r.PoolerReference(); ref != nil {
+			return Ratio(run.Throughput, ref.Throughput), "pgbench via PgBouncer lookups/s"
 		}
 	case MGet:
 		if hot, ok := r.Saturation[Hot]; ok {
@@ -533,7 +607,7 @@ func (r *Report) latencyBaseline(name string, run Run) (float64, string) {
 	switch name {
 	case Floor:
 		return 1, "`floor`"
-	case Hot, L1, Mixed, MGet:
+	case FloorMW, Hot, L1, Mixed, MGet:
 		if f, ok := r.Fixed[Floor]; ok && f.Latency.Count > 0 {
 			return Ratio(float64(run.Latency.P99), float64(f.Latency.P99)), "`floor` p99"
 		}
@@ -557,4 +631,239 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// baselines are the saturation baselines in table order.
+func (r *Report) baselines() []*Baseline {
+	var out []*Baseline
+	if r.PgbenchSat != nil {
+		out = append(out, r.PgbenchSat)
+	}
+	for _, b := range r.Pooler {
+		if b != nil {
+			out = append(out, b)
+		}
+	}
+	if r.RedisGet != nil {
+		out = append(out, r.RedisGet)
+	}
+	return out
+}
+
+// cpuRow is one line of the CPU table.
+type cpuRow struct {
+	name string
+	cpu  *CPU
+	// ref is the row whose server CPU this one is compared with.
+	ref string
+}
+
+func (r *Report) cpuRows() []cpuRow {
+	var rows []cpuRow
+	for _, name := range scenarioOrder {
+		run, ok := r.Saturation[name]
+		if !ok || run.CPU == nil {
+			continue
+		}
+		ref := ""
+		switch name {
+		case FloorMW, Hot, L1, Mixed:
+			ref = "`" + Floor + "`"
+		case GRPC:
+			ref = "`" + GRPCFloor + "`"
+		case Miss:
+			if b := r.PoolerReference(); b != nil {
+				ref = b.Name
+			}
+		}
+		rows = append(rows, cpuRow{name: "`" + name + "`", cpu: run.CPU, ref: ref})
+	}
+	for _, b := range r.baselines() {
+		if b.CPU != nil {
+			rows = append(rows, cpuRow{name: b.Name, cpu: b.CPU})
+		}
+	}
+	return rows
+}
+
+// writeCPU writes the CPU per request of every process during each
+// saturation attack.
+func (r *Report) writeCPU(p func(string, ...any)) {
+	rows := r.cpuRows()
+	if len(rows) == 0 {
+		return
+	}
+	byName := map[string]*CPU{}
+	for _, row := range rows {
+		byName[row.name] = row.cpu
+	}
+	p("## CPU per request\n\n")
+	defer p("![CPU per request by process](%s/cpu.png)\n\n", r.chartDir)
+	p("CPU time (user + system, from `/proc/<pid>/stat` before and after each saturation attack) divided by the requests answered in it. ")
+	p("`server` is the process under test (warmcache, the floor process, or PostgreSQL's backends for pgbench); ")
+	p("`postgres` sums the backends of the benchmark database (through PgBouncer: its server connections); `load` is the load generator (the harness, or pgbench). ")
+	p("Ratios compare the `server` column with the reference row's, or, for `miss` against pgbench, the total without the load generator.\n\n")
+	p("| attack | server | server µs/req | redis | postgres | pgbouncer | total (no load) | load | server cores | ratio | reference |\n")
+	p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	for _, row := range rows {
+		c := row.cpu
+		ratio := math.NaN()
+		if ref, ok := byName[row.ref]; ok {
+			if row.name == "`"+Miss+"`" {
+				ratio = Ratio(c.TotalPerRequest(false), ref.TotalPerRequest(false))
+			} else {
+				ratio = Ratio(c.PerRequest(ProcServer), ref.PerRequest(ProcServer))
+			}
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.name, orNA(c.Server),
+			FormatMicros(c.PerRequest(ProcServer)), FormatMicros(c.PerRequest(ProcRedis)), FormatMicros(c.PerRequest(ProcPostgres)),
+			FormatMicros(c.PerRequest(ProcPgBouncer)), FormatMicros(c.TotalPerRequest(false)), FormatMicros(c.PerRequest(ProcLoad)),
+			formatCores(c.Cores(ProcServer)), FormatRatio(ratio), orDash(row.ref))
+	}
+	p("\n")
+}
+
+func formatCores(c float64) string {
+	if math.IsNaN(c) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", c)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// writeProfiles writes the top entries of each path's CPU and allocation
+// profiles.
+func (r *Report) writeProfiles(p func(string, ...any)) {
+	if len(r.Profiles) == 0 {
+		return
+	}
+	p("## Profiles\n\n")
+	p("CPU and allocation profiles of the service, each taken from its pprof listener during a separate attack on one path at saturation (not the measured one). ")
+	p("Allocation profiles are deltas over the attack (`/debug/pprof/allocs?seconds=N`).\n\n")
+	for _, pr := range r.Profiles {
+		p("### `%s`\n\n", pr.Path)
+		p("```sh\n%s\n```\n\n", pr.Command)
+		if cores, ok := ProfiledCores(pr.Top); ok {
+			p("The service kept %.2f cores busy on average during the profile.\n\n", cores)
+		}
+		if shares := SharesByPackage(pr.Top); len(shares) > 0 {
+			p("Flat CPU by package (from the rows below):\n\n| package | flat |\n|---|---:|\n")
+			for i, s := range shares {
+				if i == 10 {
+					break
+				}
+				p("| `%s` | %.1f%% |\n", s.Package, s.Percent)
+			}
+			p("\n")
+		}
+		var cum []string
+		for _, f := range profileFrames {
+			if pct, ok := CumulativeShare(pr.TopCum, f.fn); ok {
+				cum = append(cum, fmt.Sprintf("| %s | `%s` | %.1f%% |\n", f.what, shortFrame(f.fn), pct))
+			}
+		}
+		if len(cum) > 0 {
+			p("Cumulative CPU of selected frames (from `-top -cum`):\n\n| what | frame | cum |\n|---|---|---:|\n%s\n", strings.Join(cum, ""))
+		}
+		p("CPU, top entries:\n\n```\n%s\n```\n\n", strings.TrimRight(pr.Top, "\n"))
+		if pr.Allocs != "" {
+			if total, ok := AllocTotal(pr.Allocs); ok && pr.Requests > 0 {
+				p("Allocated during the profile: %s, about %s per request (%s requests).\n\n", formatBytes(total), formatBytes(total/float64(pr.Requests)), FormatRate(float64(pr.Requests)))
+			}
+			p("Allocations by space, top entries:\n\n```\n%s\n```\n\n", strings.TrimRight(pr.Allocs, "\n"))
+		}
+		if pr.AllocObjects != "" {
+			if total, ok := AllocTotal(pr.AllocObjects); ok && pr.Requests > 0 {
+				p("Allocated objects: about %.1f per request.\n\n", total/float64(pr.Requests))
+			}
+			p("Allocations by count, top entries:\n\n```\n%s\n```\n\n", strings.TrimRight(pr.AllocObjects, "\n"))
+		}
+	}
+}
+
+func formatBytes(b float64) string {
+	switch {
+	case math.IsNaN(b):
+		return "n/a"
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	default:
+		return fmt.Sprintf("%.0f B", b)
+	}
+}
+
+func formatPerBatch(keys, batches float64) string {
+	if !(batches > 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f", keys/batches)
+}
+
+// writeBeforeAfter compares the targets and the service's CPU per request
+// with the Before run, each side's ratios from its own run.
+func (r *Report) writeBeforeAfter(p func(string, ...any)) {
+	b := r.Before
+	if b == nil {
+		return
+	}
+	p("## Before and after\n\n")
+	p("The same harness on %s, run on %s (`%s`), against this run. Every ratio is from its own run, against that run's floors and baselines.\n\n",
+		orNA(r.BeforeLabel), b.Env.Start.UTC().Format("2006-01-02 15:04 UTC"), b.Env.Command)
+	p("| target | before | after |\n|---|---|---|\n")
+	before := b.Targets()
+	for i, t := range r.Targets() {
+		was := "—"
+		if i < len(before) && before[i].Scenario == t.Scenario {
+			was = before[i].Measured + " (" + before[i].Verdict + ")"
+		}
+		p("| %s | %s | %s (%s) |\n", t.Scenario, was, t.Measured, t.Verdict)
+	}
+	p("\nCPU per request of each process during the saturation attacks, before → after:\n\n")
+	p("| attack | server | redis | postgres | pgbouncer | total (no load) |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, name := range []string{Hot, L1, Miss, GRPC, Mixed} {
+		a, okA := r.Saturation[name]
+		w, okB := b.Saturation[name]
+		if !okA || !okB || a.CPU == nil || w.CPU == nil {
+			continue
+		}
+		cell := func(f func(*CPU) float64) string {
+			return FormatMicros(f(w.CPU)) + " → " + FormatMicros(f(a.CPU))
+		}
+		group := func(g string) func(*CPU) float64 { return func(c *CPU) float64 { return c.PerRequest(g) } }
+		p("| `%s` | %s | %s | %s | %s | %s |\n", name, cell(group(ProcServer)), cell(group(ProcRedis)), cell(group(ProcPostgres)),
+			cell(group(ProcPgBouncer)), cell(func(c *CPU) float64 { return c.TotalPerRequest(false) }))
+	}
+	p("\n")
+	if f, g := b.Saturation[Miss].Fold, r.Saturation[Miss].Fold; f != nil && g != nil {
+		p("Keys per warehouse query during `miss`: %s → %s; keys per Redis read batch: %s → %s.\n\n",
+			formatPerBatch(f.SQLKeys, f.SQLQueries), formatPerBatch(g.SQLKeys, g.SQLQueries),
+			formatPerBatch(f.RedisKeys, f.RedisBatches), formatPerBatch(g.RedisKeys, g.RedisBatches))
+	}
+}
+
+// WriteJSON writes the report as JSON, for a later run to compare with
+// (Before).
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// ReadJSON reads a report that WriteJSON wrote.
+func ReadJSON(rd io.Reader) (*Report, error) {
+	var r Report
+	if err := json.NewDecoder(rd).Decode(&r); err != nil {
+		return nil, fmt.Errorf("bench: read report: %w", err)
+	}
+	return &r, nil
 }

@@ -85,11 +85,19 @@ func sampleReport() *bench.Report {
 		Env: bench.Environment{Start: time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC), CPUs: 2, GoVersion: "go1.26", PostgreSQL: "15", Redis: "7",
 			Rows: 1_000_000, ValueBytes: 444, FloorBytes: 460, Workers: 32, Duration: 4 * time.Second, Command: "make bench"},
 		Saturation: map[string]bench.Run{
-			bench.Floor: {Scenario: bench.Floor, Throughput: 20000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"floor": 10}},
-			bench.Hot:   {Scenario: bench.Hot, Throughput: 15000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
-			bench.L1:    {Scenario: bench.L1, Throughput: 16000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
-			bench.Miss:  {Scenario: bench.Miss, Throughput: 3000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10}},
-			bench.MGet:  {Scenario: bench.MGet, Throughput: 1000, Success: 1, KeysPerRequest: 50},
+			bench.Floor: {Scenario: bench.Floor, Throughput: 20000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"floor": 10},
+				CPU: &bench.CPU{Server: "floor", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 20 * time.Millisecond, bench.ProcLoad: 30 * time.Millisecond}}},
+			bench.FloorMW: {Scenario: bench.FloorMW, Throughput: 18000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"floor": 10},
+				CPU: &bench.CPU{Server: "floor", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 24 * time.Millisecond}}},
+			bench.Hot: {Scenario: bench.Hot, Throughput: 15000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10},
+				CPU: &bench.CPU{Server: "warmcache", Requests: 1000, Wall: 2 * time.Second, Used: map[string]time.Duration{bench.ProcServer: 40 * time.Millisecond, bench.ProcRedis: 6 * time.Millisecond}}},
+			bench.GRPCFloor: {Scenario: bench.GRPCFloor, Throughput: 10000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"floor": 10}},
+			bench.GRPC:      {Scenario: bench.GRPC, Throughput: 8000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
+			bench.L1:        {Scenario: bench.L1, Throughput: 16000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10}},
+			bench.Miss: {Scenario: bench.Miss, Throughput: 3000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10},
+				Fold: &bench.Fold{SQLQueries: 100, SQLKeys: 450, RedisBatches: 200, RedisKeys: 500},
+				CPU:  &bench.CPU{Server: "warmcache", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 100 * time.Millisecond, bench.ProcPostgres: 50 * time.Millisecond, bench.ProcLoad: 90 * time.Millisecond}}},
+			bench.MGet: {Scenario: bench.MGet, Throughput: 1000, Success: 1, KeysPerRequest: 50},
 		},
 		Fixed: map[string]bench.Run{
 			bench.Floor: {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
@@ -99,8 +107,16 @@ func sampleReport() *bench.Report {
 		PgbenchSat:  &bench.Baseline{Name: "pgbench", Command: "pgbench -M prepared", Clients: 32, Throughput: 12000},
 		PgbenchRate: &bench.Baseline{Name: "pgbench", Command: "pgbench -R 1500", Clients: 32, Rate: 1500, Latency: bench.Latency{P50: ms(0.3), P90: ms(1), P99: ms(3), Count: 6000}},
 		RedisGet:    &bench.Baseline{Name: "redis GET", Command: "redis-benchmark", Clients: 32, Throughput: 90000},
-		Stampede:    &bench.StampedeRun{Requests: 500, OK: 500, SQLQueries: 1, IndexScans: 1, Sources: map[string]uint64{"miss": 500}},
-		Profile:     &bench.Profile{Command: "go tool pprof -top", Top: "      flat  flat%   sum%        cum   cum%\n     150ms 30.61% 30.61%      150ms 30.61%  internal/runtime/syscall/linux.Syscall6\n"},
+		Pooler: []*bench.Baseline{
+			{Name: "pgbench extended", Command: "pgbench -M extended", Clients: 32, Throughput: 7000},
+			{Name: "pgbench simple", Command: "pgbench -M simple", Clients: 32, Throughput: 8000,
+				CPU: &bench.CPU{Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcPostgres: 60 * time.Millisecond, bench.ProcPgBouncer: 15 * time.Millisecond, bench.ProcLoad: 20 * time.Millisecond}}},
+		},
+		Stampede: &bench.StampedeRun{Requests: 500, OK: 500, SQLQueries: 1, IndexScans: 1, Sources: map[string]uint64{"miss": 500}},
+		Profiles: []bench.Profile{{Path: bench.Hot, Command: "go tool pprof -top", Requests: 1000,
+			Top:    "      flat  flat%   sum%        cum   cum%\n     150ms 30.61% 30.61%      150ms 30.61%  internal/runtime/syscall/linux.Syscall6\n",
+			Allocs: "Type: alloc_space\nShowing nodes accounting for 1.50MB, 90.00% of 2MB total\n      flat  flat%   sum%        cum   cum%\n",
+		}},
 	}
 }
 
@@ -108,10 +124,12 @@ func TestTargets(t *testing.T) {
 	rows := sampleReport().Targets()
 	want := []struct{ prefix, verdict string }{
 		{"0.75 ×", bench.Pass},        // hot: 15000 / 20000
+		{"2.00 ×", bench.Missed},      // hot CPU: 40 µs / 20 µs per request
 		{"0.80 ×", bench.NotMeasured}, // l1: no hit-l1 answers, whatever the ratio
-		{"0.25 ×", bench.Missed},      // miss: 3000 / 12000
+		{"0.38 ×", bench.Missed},      // miss: 3000 / 8000 (the faster PgBouncer run)
 		{"1 (service counter)", bench.Pass},
 		{"1.500 ms", bench.Pass},
+		{"0.80 ×", bench.Pass}, // grpc: 8000 / 10000
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d target rows, want %d", len(rows), len(want))
@@ -128,8 +146,10 @@ func TestTargetsWithNearCacheAndMissingRuns(t *testing.T) {
 	r.Saturation[bench.L1] = bench.Run{Scenario: bench.L1, Throughput: 19000, Sources: map[string]uint64{"hit-l1": 99, "hit": 1}}
 	r.Stampede.SQLQueries = 3
 	delete(r.Saturation, bench.Miss)
+	r.Saturation[bench.Hot].CPU.Used[bench.ProcServer] = 25 * time.Millisecond // 25 µs per request: 1.25 × the floor's
+	delete(r.Saturation, bench.GRPCFloor)
 	rows := r.Targets()
-	for i, want := range []string{bench.Pass, bench.Pass, bench.NotMeasured, bench.Missed, bench.Pass} {
+	for i, want := range []string{bench.Pass, bench.Pass, bench.Pass, bench.NotMeasured, bench.Missed, bench.Pass, bench.NotMeasured} {
 		if rows[i].Verdict != want {
 			t.Errorf("row %d (%s): verdict %q, want %q (measured %q)", i, rows[i].Scenario, rows[i].Verdict, want, rows[i].Measured)
 		}
@@ -145,6 +165,17 @@ func TestWriteMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"| `hot` (Redis hit) throughput at saturation | ≥ 0.70 × `floor` | 0.75 ×",
 		"| `mget` | 1,000 | 50,000 | 3.33 | `hot` keys/s |",
+		"| `miss` | 3,000 | 3,000 | 0.38 | pgbench via PgBouncer lookups/s |",
+		"| `grpc` | 8,000 | 8,000 | 0.80 | `grpc-floor` calls/s |",
+		// CPU per request: hot's server against the floor's (40 vs 20 µs);
+		// miss's total without the load generator against pgbench's
+		// (150 vs 75 µs).
+		"| `hot` | warmcache | 40.0 µs | 6.0 µs | n/a | n/a | 46.0 µs | n/a | 0.02 | 2.00 | `floor` |",
+		"| `floor-mw` | floor | 24.0 µs |",
+		"| `miss` | warmcache | 100.0 µs | n/a | 50.0 µs | n/a | 150.0 µs | 90.0 µs | 0.10 | 2.00 | pgbench simple |",
+		"| pgbench simple | n/a | n/a | n/a | 60.0 µs | 15.0 µs | 75.0 µs | 20.0 µs |",
+		"Allocated during the profile: 2.0 MiB, about 2.0 KiB per request (1,000 requests).",
+		"Folding during `miss` (its warm-up included): 4.50 keys per warehouse query (100 queries), 2.50 keys per Redis read batch (200 batches).",
 		"| `miss` | 1,500 | 1.000 ms | 3.000 ms | 9.000 ms | 20.0 ms | 3.00 | pgbench p99 |",
 		"![throughput at saturation](results/throughput.png)",
 		"| `internal/runtime/syscall/linux` | 30.6% |",
@@ -168,6 +199,7 @@ func TestWriteCharts(t *testing.T) {
 		write func(string) error
 	}{
 		{"throughput.png", r.WriteThroughputChart},
+		{"cpu.png", r.WriteCPUChart},
 		{"latency-hot.png", func(p string) error { return r.WriteLatencyChart(p, false) }},
 		{"latency-miss.png", func(p string) error { return r.WriteLatencyChart(p, true) }},
 	} {
@@ -192,5 +224,45 @@ func TestThroughputChartNeedsTheFloor(t *testing.T) {
 	delete(r.Saturation, bench.Floor)
 	if err := r.WriteThroughputChart(filepath.Join(t.TempDir(), "t.png")); err == nil {
 		t.Fatal("chart without a floor succeeded")
+	}
+}
+
+func TestBeforeAndAfter(t *testing.T) {
+	before := sampleReport()
+	before.Saturation[bench.Hot].CPU.Used[bench.ProcServer] = 60 * time.Millisecond
+	r := sampleReport()
+	r.Before, r.BeforeLabel = before, "abc1234"
+	var buf bytes.Buffer
+	if err := r.WriteMarkdown(&buf, "results"); err != nil {
+		t.Fatal(err)
+	}
+	md := buf.String()
+	for _, want := range []string{
+		"## Before and after",
+		"The same harness on abc1234",
+		"| `hot`: the service's CPU per hit | 3.00 × (60.0 µs vs 20.0 µs) (miss) | 2.00 × (40.0 µs vs 20.0 µs) (miss) |",
+		"| `hot` | 60.0 µs → 40.0 µs |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(md)
+	}
+}
+
+func TestReportJSONRoundTrip(t *testing.T) {
+	r := sampleReport()
+	var buf bytes.Buffer
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	got, err := bench.ReadJSON(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Saturation[bench.Hot].CPU.PerRequest(bench.ProcServer) != 40 || got.PoolerReference().Throughput != 8000 || got.Env.Workers != 32 {
+		t.Errorf("round trip lost data: %+v", got)
 	}
 }

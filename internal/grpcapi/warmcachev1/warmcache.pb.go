@@ -836,6 +836,114 @@ func (x *LoadResponse) GetNotRefreshed() int64 {
 	return 0
 }
 
+type InvalidateRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// keys are read again from the warehouse; a key it no longer has is
+	// cached as absent. Give either keys or all.
+	Keys []string `protobuf:"bytes,2,rep,name=keys,proto3" json:"keys,omitempty"`
+	// all retires every cached entry of the namespace (a new generation).
+	All           bool `protobuf:"varint,3,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateRequest) Reset() {
+	*x = InvalidateRequest{}
+	mi := &file_warmcache_v1_warmcache_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateRequest) ProtoMessage() {}
+
+func (x *InvalidateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_warmcache_v1_warmcache_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateRequest.ProtoReflect.Descriptor instead.
+func (*InvalidateRequest) Descriptor() ([]byte, []int) {
+	return file_warmcache_v1_warmcache_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *InvalidateRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *InvalidateRequest) GetKeys() []string {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *InvalidateRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type InvalidateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// invalidated is the number of distinct keys invalidated; 0 with all.
+	Invalidated   int64 `protobuf:"varint,1,opt,name=invalidated,proto3" json:"invalidated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidateResponse) Reset() {
+	*x = InvalidateResponse{}
+	mi := &file_warmcache_v1_warmcache_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidateResponse) ProtoMessage() {}
+
+func (x *InvalidateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_warmcache_v1_warmcache_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidateResponse.ProtoReflect.Descriptor instead.
+func (*InvalidateResponse) Descriptor() ([]byte, []int) {
+	return file_warmcache_v1_warmcache_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *InvalidateResponse) GetInvalidated() int64 {
+	if x != nil {
+		return x.Invalidated
+	}
+	return 0
+}
+
 var File_warmcache_v1_warmcache_proto protoreflect.FileDescriptor
 
 const file_warmcache_v1_warmcache_proto_rawDesc = "" +
@@ -894,14 +1002,22 @@ const file_warmcache_v1_warmcache_proto_rawDesc = "" +
 	"\aupdated\x18\x03 \x01(\x03R\aupdated\x12\x1c\n" +
 	"\tunchanged\x18\x04 \x01(\x03R\tunchanged\x12\x1c\n" +
 	"\trefreshed\x18\x05 \x01(\x03R\trefreshed\x12#\n" +
-	"\rnot_refreshed\x18\x06 \x01(\x03R\fnotRefreshed2\x86\x03\n" +
+	"\rnot_refreshed\x18\x06 \x01(\x03R\fnotRefreshed\"W\n" +
+	"\x11InvalidateRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\x12\x10\n" +
+	"\x03all\x18\x03 \x01(\bR\x03all\"6\n" +
+	"\x12InvalidateResponse\x12 \n" +
+	"\vinvalidated\x18\x01 \x01(\x03R\vinvalidated2\xd7\x03\n" +
 	"\x05Cache\x12:\n" +
 	"\x03Get\x12\x18.warmcache.v1.GetRequest\x1a\x19.warmcache.v1.GetResponse\x12=\n" +
 	"\x04MGet\x12\x19.warmcache.v1.MGetRequest\x1a\x1a.warmcache.v1.MGetResponse\x12:\n" +
 	"\x03Put\x12\x18.warmcache.v1.PutRequest\x1a\x19.warmcache.v1.PutResponse\x12C\n" +
 	"\x06Delete\x12\x1b.warmcache.v1.DeleteRequest\x1a\x1c.warmcache.v1.DeleteResponse\x12@\n" +
 	"\x05Query\x12\x1a.warmcache.v1.QueryRequest\x1a\x1b.warmcache.v1.QueryResponse\x12?\n" +
-	"\x04Load\x12\x19.warmcache.v1.LoadRequest\x1a\x1a.warmcache.v1.LoadResponse(\x01BIZGgithub.com/warmcache/warmcache/internal/grpcapi/warmcachev1;warmcachev1b\x06proto3"
+	"\x04Load\x12\x19.warmcache.v1.LoadRequest\x1a\x1a.warmcache.v1.LoadResponse(\x01\x12O\n" +
+	"\n" +
+	"Invalidate\x12\x1f.warmcache.v1.InvalidateRequest\x1a .warmcache.v1.InvalidateResponseBIZGgithub.com/warmcache/warmcache/internal/grpcapi/warmcachev1;warmcachev1b\x06proto3"
 
 var (
 	file_warmcache_v1_warmcache_proto_rawDescOnce sync.Once
@@ -915,22 +1031,24 @@ func file_warmcache_v1_warmcache_proto_rawDescGZIP() []byte {
 	return file_warmcache_v1_warmcache_proto_rawDescData
 }
 
-var file_warmcache_v1_warmcache_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_warmcache_v1_warmcache_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_warmcache_v1_warmcache_proto_goTypes = []any{
-	(*Item)(nil),           // 0: warmcache.v1.Item
-	(*GetRequest)(nil),     // 1: warmcache.v1.GetRequest
-	(*GetResponse)(nil),    // 2: warmcache.v1.GetResponse
-	(*MGetRequest)(nil),    // 3: warmcache.v1.MGetRequest
-	(*MGetResponse)(nil),   // 4: warmcache.v1.MGetResponse
-	(*PutRequest)(nil),     // 5: warmcache.v1.PutRequest
-	(*PutResponse)(nil),    // 6: warmcache.v1.PutResponse
-	(*DeleteRequest)(nil),  // 7: warmcache.v1.DeleteRequest
-	(*DeleteResponse)(nil), // 8: warmcache.v1.DeleteResponse
-	(*QueryRequest)(nil),   // 9: warmcache.v1.QueryRequest
-	(*QueryResponse)(nil),  // 10: warmcache.v1.QueryResponse
-	(*LoadRecord)(nil),     // 11: warmcache.v1.LoadRecord
-	(*LoadRequest)(nil),    // 12: warmcache.v1.LoadRequest
-	(*LoadResponse)(nil),   // 13: warmcache.v1.LoadResponse
+	(*Item)(nil),               // 0: warmcache.v1.Item
+	(*GetRequest)(nil),         // 1: warmcache.v1.GetRequest
+	(*GetResponse)(nil),        // 2: warmcache.v1.GetResponse
+	(*MGetRequest)(nil),        // 3: warmcache.v1.MGetRequest
+	(*MGetResponse)(nil),       // 4: warmcache.v1.MGetResponse
+	(*PutRequest)(nil),         // 5: warmcache.v1.PutRequest
+	(*PutResponse)(nil),        // 6: warmcache.v1.PutResponse
+	(*DeleteRequest)(nil),      // 7: warmcache.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 8: warmcache.v1.DeleteResponse
+	(*QueryRequest)(nil),       // 9: warmcache.v1.QueryRequest
+	(*QueryResponse)(nil),      // 10: warmcache.v1.QueryResponse
+	(*LoadRecord)(nil),         // 11: warmcache.v1.LoadRecord
+	(*LoadRequest)(nil),        // 12: warmcache.v1.LoadRequest
+	(*LoadResponse)(nil),       // 13: warmcache.v1.LoadResponse
+	(*InvalidateRequest)(nil),  // 14: warmcache.v1.InvalidateRequest
+	(*InvalidateResponse)(nil), // 15: warmcache.v1.InvalidateResponse
 }
 var file_warmcache_v1_warmcache_proto_depIdxs = []int32{
 	0,  // 0: warmcache.v1.GetResponse.item:type_name -> warmcache.v1.Item
@@ -944,14 +1062,16 @@ var file_warmcache_v1_warmcache_proto_depIdxs = []int32{
 	7,  // 8: warmcache.v1.Cache.Delete:input_type -> warmcache.v1.DeleteRequest
 	9,  // 9: warmcache.v1.Cache.Query:input_type -> warmcache.v1.QueryRequest
 	12, // 10: warmcache.v1.Cache.Load:input_type -> warmcache.v1.LoadRequest
-	2,  // 11: warmcache.v1.Cache.Get:output_type -> warmcache.v1.GetResponse
-	4,  // 12: warmcache.v1.Cache.MGet:output_type -> warmcache.v1.MGetResponse
-	6,  // 13: warmcache.v1.Cache.Put:output_type -> warmcache.v1.PutResponse
-	8,  // 14: warmcache.v1.Cache.Delete:output_type -> warmcache.v1.DeleteResponse
-	10, // 15: warmcache.v1.Cache.Query:output_type -> warmcache.v1.QueryResponse
-	13, // 16: warmcache.v1.Cache.Load:output_type -> warmcache.v1.LoadResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
+	14, // 11: warmcache.v1.Cache.Invalidate:input_type -> warmcache.v1.InvalidateRequest
+	2,  // 12: warmcache.v1.Cache.Get:output_type -> warmcache.v1.GetResponse
+	4,  // 13: warmcache.v1.Cache.MGet:output_type -> warmcache.v1.MGetResponse
+	6,  // 14: warmcache.v1.Cache.Put:output_type -> warmcache.v1.PutResponse
+	8,  // 15: warmcache.v1.Cache.Delete:output_type -> warmcache.v1.DeleteResponse
+	10, // 16: warmcache.v1.Cache.Query:output_type -> warmcache.v1.QueryResponse
+	13, // 17: warmcache.v1.Cache.Load:output_type -> warmcache.v1.LoadResponse
+	15, // 18: warmcache.v1.Cache.Invalidate:output_type -> warmcache.v1.InvalidateResponse
+	12, // [12:19] is the sub-list for method output_type
+	5,  // [5:12] is the sub-list for method input_type
 	5,  // [5:5] is the sub-list for extension type_name
 	5,  // [5:5] is the sub-list for extension extendee
 	0,  // [0:5] is the sub-list for field type_name
@@ -970,7 +1090,7 @@ func file_warmcache_v1_warmcache_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_warmcache_v1_warmcache_proto_rawDesc), len(file_warmcache_v1_warmcache_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,12 +26,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Cache_Get_FullMethodName    = "/warmcache.v1.Cache/Get"
-	Cache_MGet_FullMethodName   = "/warmcache.v1.Cache/MGet"
-	Cache_Put_FullMethodName    = "/warmcache.v1.Cache/Put"
-	Cache_Delete_FullMethodName = "/warmcache.v1.Cache/Delete"
-	Cache_Query_FullMethodName  = "/warmcache.v1.Cache/Query"
-	Cache_Load_FullMethodName   = "/warmcache.v1.Cache/Load"
+	Cache_Get_FullMethodName        = "/warmcache.v1.Cache/Get"
+	Cache_MGet_FullMethodName       = "/warmcache.v1.Cache/MGet"
+	Cache_Put_FullMethodName        = "/warmcache.v1.Cache/Put"
+	Cache_Delete_FullMethodName     = "/warmcache.v1.Cache/Delete"
+	Cache_Query_FullMethodName      = "/warmcache.v1.Cache/Query"
+	Cache_Load_FullMethodName       = "/warmcache.v1.Cache/Load"
+	Cache_Invalidate_FullMethodName = "/warmcache.v1.Cache/Invalidate"
 )
 
 // CacheClient is the client API for Cache service.
@@ -62,6 +63,10 @@ type CacheClient interface {
 	// Load bulk-loads a stream of records into one namespace, named in the
 	// first message.
 	Load(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[LoadRequest, LoadResponse], error)
+	// Invalidate makes the caches read the given keys again from the
+	// warehouse, or, with all, retires every cached entry of the namespace at
+	// once. It needs the write scope, and is audit-logged like a write.
+	Invalidate(ctx context.Context, in *InvalidateRequest, opts ...grpc.CallOption) (*InvalidateResponse, error)
 }
 
 type cacheClient struct {
@@ -135,6 +140,16 @@ func (c *cacheClient) Load(ctx context.Context, opts ...grpc.CallOption) (grpc.C
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cache_LoadClient = grpc.ClientStreamingClient[LoadRequest, LoadResponse]
 
+func (c *cacheClient) Invalidate(ctx context.Context, in *InvalidateRequest, opts ...grpc.CallOption) (*InvalidateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InvalidateResponse)
+	err := c.cc.Invoke(ctx, Cache_Invalidate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CacheServer is the server API for Cache service.
 // All implementations must embed UnimplementedCacheServer
 // for forward compatibility.
@@ -163,6 +178,10 @@ type CacheServer interface {
 	// Load bulk-loads a stream of records into one namespace, named in the
 	// first message.
 	Load(grpc.ClientStreamingServer[LoadRequest, LoadResponse]) error
+	// Invalidate makes the caches read the given keys again from the
+	// warehouse, or, with all, retires every cached entry of the namespace at
+	// once. It needs the write scope, and is audit-logged like a write.
+	Invalidate(context.Context, *InvalidateRequest) (*InvalidateResponse, error)
 	mustEmbedUnimplementedCacheServer()
 }
 
@@ -190,6 +209,9 @@ func (UnimplementedCacheServer) Query(context.Context, *QueryRequest) (*QueryRes
 }
 func (UnimplementedCacheServer) Load(grpc.ClientStreamingServer[LoadRequest, LoadResponse]) error {
 	return status.Error(codes.Unimplemented, "method Load not implemented")
+}
+func (UnimplementedCacheServer) Invalidate(context.Context, *InvalidateRequest) (*InvalidateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Invalidate not implemented")
 }
 func (UnimplementedCacheServer) mustEmbedUnimplementedCacheServer() {}
 func (UnimplementedCacheServer) testEmbeddedByValue()               {}
@@ -309,6 +331,24 @@ func _Cache_Load_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cache_LoadServer = grpc.ClientStreamingServer[LoadRequest, LoadResponse]
 
+func _Cache_Invalidate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(InvalidateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CacheServer).Invalidate(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cache_Invalidate_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CacheServer).Invalidate(ctx, req.(*InvalidateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cache_ServiceDesc is the grpc.ServiceDesc for Cache service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -335,6 +375,10 @@ var Cache_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Query",
 			Handler:    _Cache_Query_Handler,
+		},
+		{
+			MethodName: "Invalidate",
+			Handler:    _Cache_Invalidate_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

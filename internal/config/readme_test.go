@@ -1,0 +1,96 @@
+package config_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/warmcache/warmcache/internal/config"
+)
+
+// The README's configuration tables list exactly the binary's flags, each
+// with the environment variable the flag's help names: a flag added
+// without a row, or a row left for a flag that is gone, fails here.
+func TestREADMEListsEveryFlag(t *testing.T) {
+	var usage bytes.Buffer
+	_, err := config.Load("warmcache serve", []string{"-h"}, func(string) string { return "" }, &usage)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Load -h: %v", err)
+	}
+	// PrintDefaults writes "  -name type" then an indented help line that
+	// ends with "(WARMCACHE_...)".
+	binary := map[string]string{}
+	flagLine := regexp.MustCompile(`^  -([a-z0-9-]+)`)
+	envVar := regexp.MustCompile(`\((WARMCACHE_[A-Z0-9_]+)\)`)
+	var last string
+	sc := bufio.NewScanner(&usage)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := flagLine.FindStringSubmatch(line); m != nil {
+			last = m[1]
+			binary[last] = ""
+		}
+		if m := envVar.FindStringSubmatch(line); m != nil && last != "" {
+			binary[last] = m[1]
+		}
+	}
+	if len(binary) < 20 {
+		t.Fatalf("read only %d flags from the usage:\n%s", len(binary), usage.String())
+	}
+
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]string{}
+	rowFlag := regexp.MustCompile("`--([a-z0-9-]+)`")
+	rowVar := regexp.MustCompile("`(WARMCACHE_[A-Z0-9_]+)`")
+	for _, line := range strings.Split(string(readme), "\n") {
+		if !strings.HasPrefix(line, "| `--") {
+			continue
+		}
+		cells := strings.Split(line, " | ")
+		if len(cells) < 3 {
+			t.Errorf("README row %q has no variable and default", line)
+			continue
+		}
+		flags := rowFlag.FindAllStringSubmatch(cells[0], -1)
+		vars := rowVar.FindAllStringSubmatch(cells[1], -1)
+		if len(flags) != len(vars) {
+			t.Errorf("README row %q: %d flags but %d variables", line, len(flags), len(vars))
+			continue
+		}
+		for i, f := range flags {
+			documented[f[1]] = vars[i][1]
+		}
+	}
+	var missing, stale []string
+	for name, env := range binary {
+		doc, ok := documented[name]
+		switch {
+		case !ok:
+			missing = append(missing, "--"+name)
+		case doc != env:
+			t.Errorf("README gives --%s the variable %s; the binary reads %s", name, doc, env)
+		}
+	}
+	for name := range documented {
+		if _, ok := binary[name]; !ok {
+			stale = append(stale, "--"+name)
+		}
+	}
+	slices.Sort(missing)
+	slices.Sort(stale)
+	if len(missing) > 0 {
+		t.Errorf("flags missing from the README's configuration tables: %s", strings.Join(missing, ", "))
+	}
+	if len(stale) > 0 {
+		t.Errorf("README lists flags the binary does not have: %s", strings.Join(stale, ", "))
+	}
+}

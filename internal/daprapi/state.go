@@ -1,0 +1,257 @@
+// Package daprapi serves Dapr's state management API, v1.0, over the core:
+// the HTTP routes under /v1.0/state/{storename} and the state RPCs of the
+// gRPC service dapr.proto.runtime.v1.Dapr, so that an unmodified Dapr
+// application (any Dapr SDK pointed at warmcache's address) reads and
+// writes warmcache's namespaces.
+//
+// The mapping:
+//   - a Dapr state store name is a warmcache namespace name;
+//   - a Dapr key is a warmcache key, without Dapr's "appid||" prefix;
+//   - an ETag is the row's version, in decimal; an ETag that is not a
+//     version is refused as invalid;
+//   - a save or delete with an ETag must match the row's version, unless
+//     its concurrency is last-write, which ignores the ETag; a save without
+//     an ETag under first-write only creates, and fails if the key exists;
+//   - a delete of an absent key succeeds (without an ETag);
+//   - a read with strong consistency reads the warehouse past the caches;
+//     any other read is the tiered read;
+//   - several items of one save, one bulk delete, and every transaction
+//     commit in one SQL transaction;
+//   - metadata: ttlInSeconds -1 (never expire, which is what the warehouse
+//     does) and contentType application/json are accepted, any other
+//     ttlInSeconds or contentType is refused; other keys are ignored.
+//
+// The protocol types come from Dapr's own Go packages
+// (github.com/dapr/dapr/pkg/proto/runtime/v1 and common/v1).
+package daprapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"strconv"
+	"strings"
+
+	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// The concurrency and consistency words of Dapr's state options.
+const (
+	firstWrite = "first-write"
+	lastWrite  = "last-write"
+	strong     = "strong"
+)
+
+// Metadata keys with a meaning here.
+const (
+	metaTTL         = "ttlInSeconds"
+	metaContentType = "contentType"
+	// metaSource is the response metadata key that says which tier
+	// answered a read (hit-l1, hit, miss, stale).
+	metaSource = "warmcache-source"
+)
+
+// state is what both transports share: the Dapr state operations over the
+// core, with Dapr's semantics, and access control.
+type state struct {
+	svc  *warmcache.Service
+	keys *auth.Keyring
+	log  *slog.Logger
+}
+
+// setItem is one save of a SaveState or an upsert of a transaction.
+type setItem struct {
+	key         string
+	value       []byte
+	etag        *string
+	concurrency string
+	metadata    map[string]string
+}
+
+// deleteItem is one delete of a DeleteState, a DeleteBulkState or a
+// transaction.
+type deleteItem struct {
+	key         string
+	etag        *string
+	concurrency string
+	metadata    map[string]string
+}
+
+// txOp is one operation of a transaction: exactly one of set and del.
+type txOp struct {
+	set *setItem
+	del *deleteItem
+}
+
+// errETagInvalid marks an ETag that is not a version.
+var errETagInvalid = errors.New("invalid etag value")
+
+// errUnsupported marks a request whose options or metadata have no
+// equivalent here.
+var errUnsupported = errors.New("not supported")
+
+// errMalformed marks a request that cannot be decoded.
+var errMalformed = errors.New("malformed request")
+
+// authorize authenticates token (the dapr-api-token header) and checks its
+// scope on the store.
+func (s *state) authorize(ctx context.Context, token, store string, scope auth.Scope) (auth.Principal, error) {
+	p := auth.Principal{KeyID: auth.Anonymous}
+	if s.keys != nil {
+		var err error
+		if p, err = s.keys.Authenticate(token); err != nil {
+			return auth.Principal{}, err
+		}
+	}
+	if err := p.Authorize(store, scope); err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
+}
+
+// get reads one key. found is false for an absent key, which Dapr answers
+// with an empty response rather than an error.
+func (s *state) get(ctx context.Context, store, key, consistency string) (it warmcache.Item, found bool, err error) {
+	if key == "" {
+		return warmcache.Item{}, false, fmt.Errorf("%w: a key is required", errMalformed)
+	}
+	if consistency == strong {
+		it, err = s.svc.GetLatest(ctx, store, key)
+	} else {
+		it, err = s.svc.Get(ctx, store, key)
+	}
+	if errors.Is(err, warmcache.ErrNotFound) {
+		return it, false, nil
+	}
+	return it, err == nil, err
+}
+
+// bulkItem is one key's answer of a bulk get.
+type bulkItem struct {
+	key   string
+	item  warmcache.Item
+	found bool
+}
+
+// bulkGet reads keys, answering one item per requested key in their order,
+// duplicates included.
+func (s *state) bulkGet(ctx context.Context, store string, keys []string) ([]bulkItem, error) {
+	ns, err := s.svc.Namespace(store)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	items, err := s.svc.MGet(ctx, store, keys)
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]warmcache.Item, len(items))
+	for _, it := range items {
+		byKey[it.Key.Text] = it
+	}
+	out := make([]bulkItem, len(keys))
+	for i, raw := range keys {
+		k, err := ns.ParseKey(raw)
+		if err != nil {
+			return nil, err
+		}
+		it := byKey[k.Text]
+		out[i] = bulkItem{key: raw, item: it, found: it.Entry.Found}
+	}
+	return out, nil
+}
+
+// apply commits ops in one transaction.
+func (s *state) apply(ctx context.Context, p auth.Principal, transport, op, store string, ops []txOp, txMeta map[string]string) error {
+	if err := checkMetadata(txMeta); err != nil {
+		return err
+	}
+	wops := make([]warmcache.Op, len(ops))
+	for i, o := range ops {
+		var err error
+		if o.set != nil {
+			wops[i], err = upsertOp(*o.set)
+		} else {
+			wops[i], err = deleteOp(*o.del)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	_, err := s.svc.Transact(ctx, store, wops)
+	p.LogWrite(ctx, s.log, transport, op, store, fmt.Sprintf("(%d keys)", len(ops)), err)
+	return err
+}
+
+// upsertOp maps a Dapr save to a core op.
+func upsertOp(it setItem) (warmcache.Op, error) {
+	if it.key == "" {
+		return warmcache.Op{}, fmt.Errorf("%w: state key cannot be empty", errMalformed)
+	}
+	if err := checkMetadata(it.metadata); err != nil {
+		return warmcache.Op{}, err
+	}
+	op := warmcache.Op{Key: it.key, Value: it.value}
+	version, has, err := parseETag(it.etag)
+	if err != nil {
+		return warmcache.Op{}, err
+	}
+	switch {
+	case has && it.concurrency != lastWrite:
+		op.IfMatch = &version
+	case !has && it.concurrency == firstWrite:
+		op.IfAbsent = true
+	}
+	return op, nil
+}
+
+// deleteOp maps a Dapr delete to a core op.
+func deleteOp(it deleteItem) (warmcache.Op, error) {
+	if it.key == "" {
+		return warmcache.Op{}, fmt.Errorf("%w: state key cannot be empty", errMalformed)
+	}
+	if err := checkMetadata(it.metadata); err != nil {
+		return warmcache.Op{}, err
+	}
+	op := warmcache.Op{Key: it.key, Delete: true, AbsentOK: true}
+	version, has, err := parseETag(it.etag)
+	if err != nil {
+		return warmcache.Op{}, err
+	}
+	if has && it.concurrency != lastWrite {
+		op.IfMatch = &version
+	}
+	return op, nil
+}
+
+// parseETag reads an ETag as a version. An absent or empty ETag is none.
+func parseETag(etag *string) (version int64, has bool, err error) {
+	if etag == nil || *etag == "" {
+		return 0, false, nil
+	}
+	v, err := strconv.ParseInt(strings.Trim(*etag, `"`), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %q is not an ETag of this store, which are versions such as \"42\"", errETagInvalid, *etag)
+	}
+	return v, true, nil
+}
+
+// checkMetadata refuses the metadata that the store cannot honour.
+func checkMetadata(meta map[string]string) error {
+	if v, ok := meta[metaTTL]; ok && strings.TrimSpace(v) != "-1" {
+		return fmt.Errorf("%w: metadata ttlInSeconds=%q: the warehouse keeps a key until it is deleted "+
+			"(the caches' TTLs are set per namespace); only -1, never expire, is accepted", errUnsupported, v)
+	}
+	if v, ok := meta[metaContentType]; ok && v != "" {
+		mt, _, err := mime.ParseMediaType(v)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return fmt.Errorf("%w: metadata contentType=%q: values are stored as JSON documents", errUnsupported, v)
+		}
+	}
+	return nil
+}

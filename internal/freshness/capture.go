@@ -1,0 +1,563 @@
+package freshness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// Publication is the publication the migrations create over the managed
+// namespace tables, the delete log and the generations.
+const Publication = "warmcache_changes"
+
+// errStandby means that another instance holds the slot.
+var errStandby = errors.New("the replication slot is held by another instance")
+
+// maxBuffered bounds the changes held before they are applied: a larger
+// transaction is applied in parts (pgoutput sends only committed
+// transactions, so a part never needs to be undone), and confirmed at its
+// commit.
+const (
+	maxBuffered      = 5000
+	maxBufferedBytes = 16 << 20
+)
+
+// capture consumes the replication slot with pgoutput and applies each
+// committed transaction to the caches before it confirms the transaction's
+// position, so a restart replays what was not applied and loses nothing.
+// One instance holds the slot; START_REPLICATION on a slot another session
+// streams fails, so the others stand by and try again every retry interval,
+// and take over within about that long once the holder's connection is gone.
+type capture struct {
+	dsn        string
+	slot       string
+	status     time.Duration
+	retry      time.Duration
+	namespaces []*warmcache.Namespace
+	apply      Applier
+	gens       *Generations
+	m          *metrics
+	log        *slog.Logger
+	setMode    func(string)
+
+	byTable   map[string]*warmcache.Namespace
+	relations map[uint32]*pglogrepl.RelationMessage
+	buffer    map[*warmcache.Namespace]map[string]warmcache.Change
+	buffered  int
+	// bufferedBytes is the size of the buffered values.
+	bufferedBytes int
+	kinds         map[*warmcache.Namespace]map[string]int
+}
+
+func newCapture(dsn, slot string, status, retry time.Duration, namespaces []*warmcache.Namespace, apply Applier, gens *Generations, m *metrics, setMode func(string), log *slog.Logger) *capture {
+	c := &capture{dsn: dsn, slot: slot, status: status, retry: retry, namespaces: namespaces, apply: apply,
+		gens: gens, m: m, log: log, setMode: setMode, byTable: map[string]*warmcache.Namespace{}}
+	for _, ns := range namespaces {
+		c.byTable[ns.Table] = ns
+	}
+	return c
+}
+
+// checkCapture says why change capture cannot run on the server of dsn, or
+// nil when it can: wal_level must be logical, the role needs the
+// replication right, and the migrations must have created the publication.
+func checkCapture(ctx context.Context, dsn string) error {
+	conn, err := connectSQL(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var walLevel string
+	var canReplicate, published bool
+	err = conn.QueryRow(ctx, `SELECT current_setting('wal_level'),
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user),
+		EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, Publication).Scan(&walLevel, &canReplicate, &published)
+	if err != nil {
+		return fmt.Errorf("check the server: %w", err)
+	}
+	switch {
+	case walLevel != "logical":
+		return fmt.Errorf("wal_level is %s, not logical (set wal_level = logical in postgresql.conf and restart PostgreSQL)", walLevel)
+	case !canReplicate:
+		return errors.New("the role has no replication right (ALTER ROLE ... REPLICATION)")
+	case !published:
+		return fmt.Errorf("the publication %s is missing (run warmcache migrate up)", Publication)
+	}
+	return nil
+}
+
+func connectSQL(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse the replication DSN: %w", err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 5 * time.Second
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	return conn, nil
+}
+
+// run holds or waits for the slot until ctx ends.
+func (c *capture) run(ctx context.Context) {
+	standby := false
+	for {
+		err := c.session(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case errors.Is(err, errStandby):
+			if !standby {
+				c.log.Info("freshness: standing by; another instance holds the replication slot", slog.String("slot", c.slot))
+			}
+			standby = true
+			c.setMode(ModeStandby)
+		default:
+			standby = false
+			c.setMode(ModeStandby)
+			c.log.Warn("freshness: change capture interrupted; retrying", slog.String("slot", c.slot), slog.Any("err", err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(c.retry):
+		}
+	}
+}
+
+// session takes the slot, creating it when it is missing or lost, and
+// streams from it until an error.
+func (c *capture) session(ctx context.Context) error {
+	sqlConn, repl, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer sqlConn.Close(context.WithoutCancel(ctx))
+	defer repl.Close(context.WithoutCancel(ctx))
+	if err := c.ensureSlot(ctx, sqlConn, repl); err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, repl, c.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
+	})
+	if err != nil {
+		if pgCode(err) == pgerrcode.ObjectInUse {
+			return errStandby
+		}
+		return fmt.Errorf("start replication: %w", err)
+	}
+	c.setMode(ModeCapture)
+	c.log.Info("freshness: holding the replication slot; applying changes", slog.String("slot", c.slot))
+	return c.stream(ctx, repl, sqlConn)
+}
+
+// prepare makes sure that the slot exists before the instance serves, so
+// that a new slot's generation bump comes first: it creates the slot when
+// it is missing or lost. errStandby means that another instance holds it.
+func (c *capture) prepare(ctx context.Context) error {
+	sqlConn, repl, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer sqlConn.Close(context.WithoutCancel(ctx))
+	defer repl.Close(context.WithoutCancel(ctx))
+	return c.ensureSlot(ctx, sqlConn, repl)
+}
+
+// connect opens a plain connection (for the catalog) and a replication
+// connection, both straight to PostgreSQL.
+func (c *capture) connect(ctx context.Context) (*pgx.Conn, *pgconn.PgConn, error) {
+	sqlConn, err := connectSQL(ctx, c.dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	replCfg, err := pgconn.ParseConfig(c.dsn)
+	if err != nil {
+		_ = sqlConn.Close(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("parse the replication DSN: %w", err)
+	}
+	replCfg.RuntimeParams["replication"] = "database"
+	if replCfg.ConnectTimeout == 0 {
+		replCfg.ConnectTimeout = 5 * time.Second
+	}
+	repl, err := pgconn.ConnectConfig(ctx, replCfg)
+	if err != nil {
+		_ = sqlConn.Close(context.WithoutCancel(ctx))
+		return nil, nil, fmt.Errorf("replication connection: %w", err)
+	}
+	return sqlConn, repl, nil
+}
+
+// ensureSlot creates the slot when it is missing or was invalidated, and
+// then bumps every namespace's generation: what was written before the
+// slot existed was not captured. It returns errStandby when another
+// instance streams the slot.
+func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgconn.PgConn) error {
+	var active bool
+	var walStatus *string
+	reset := ""
+	err := sqlConn.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`,
+		c.slot).Scan(&active, &walStatus)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		reset = "created"
+	case err != nil:
+		return fmt.Errorf("read the slot: %w", err)
+	case walStatus != nil && *walStatus == "lost":
+		c.log.Error("freshness: the replication slot was invalidated (max_slot_wal_keep_size): changes were lost; creating it again",
+			slog.String("slot", c.slot))
+		if _, err := sqlConn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.slot); err != nil {
+			return fmt.Errorf("drop the lost slot: %w", err)
+		}
+		reset = "lost"
+	case active:
+		return errStandby
+	}
+	if reset == "" {
+		return nil
+	}
+	if _, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
+		if pgCode(err) == pgerrcode.DuplicateObject {
+			return errStandby
+		}
+		return fmt.Errorf("create the slot: %w", err)
+	}
+	c.m.slotResets.WithLabelValues(reset).Inc()
+	if err := c.gens.bumpAll(ctx, "replication slot "+reset); err != nil {
+		_ = pglogrepl.DropReplicationSlot(context.WithoutCancel(ctx), repl, c.slot, pglogrepl.DropReplicationSlotOptions{})
+		return fmt.Errorf("bump the generations after creating the slot: %w", err)
+	}
+	c.log.Warn("freshness: replication slot created; every namespace moved to a new generation, since earlier changes were not captured",
+		slog.String("slot", c.slot), slog.String("reason", reset))
+	return nil
+}
+
+// stream applies the slot's transactions until an error. The slot's
+// confirmed position moves only to the end of a transaction that is applied,
+// or, between transactions, to the server's WAL end.
+func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn) error {
+	c.relations = map[uint32]*pglogrepl.RelationMessage{}
+	c.resetBuffer()
+	var confirmed pglogrepl.LSN
+	inTxn := false
+	var nextStatus, nextWAL time.Time
+	nextPrune := time.Now().Add(time.Minute)
+	for {
+		now := time.Now()
+		if !now.Before(nextStatus) {
+			if err := c.confirm(ctx, repl, confirmed); err != nil {
+				return err
+			}
+			nextStatus = now.Add(c.status)
+		}
+		if !now.Before(nextWAL) {
+			c.reportWAL(ctx, sqlConn)
+			nextWAL = now.Add(5 * time.Second)
+		}
+		if !now.Before(nextPrune) {
+			c.pruneDeletes(ctx, sqlConn)
+			nextPrune = now.Add(pruneEvery)
+		}
+		rctx, cancel := context.WithDeadline(ctx, nextStatus)
+		raw, err := repl.ReceiveMessage(rctx)
+		cancel()
+		if err != nil {
+			if pgconn.Timeout(err) && ctx.Err() == nil {
+				continue
+			}
+			return fmt.Errorf("receive: %w", err)
+		}
+		var data []byte
+		switch msg := raw.(type) {
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("replication: %w", pgconn.ErrorResponseToPgError(msg))
+		case *pgproto3.CopyData:
+			data = msg.Data
+		default:
+			continue
+		}
+		if len(data) == 0 {
+			continue
+		}
+		switch data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+			if err != nil {
+				return fmt.Errorf("keepalive: %w", err)
+			}
+			if !inTxn && c.buffered == 0 && pkm.ServerWALEnd > confirmed {
+				confirmed = pkm.ServerWALEnd
+				c.m.caughtUp()
+			}
+			if pkm.ReplyRequested {
+				nextStatus = time.Time{}
+			}
+		case pglogrepl.XLogDataByteID:
+			xld, err := pglogrepl.ParseXLogData(data[1:])
+			if err != nil {
+				return fmt.Errorf("xlogdata: %w", err)
+			}
+			msg, err := pglogrepl.Parse(xld.WALData)
+			if err != nil {
+				return fmt.Errorf("pgoutput: %w", err)
+			}
+			switch msg := msg.(type) {
+			case *pglogrepl.RelationMessage:
+				c.relations[msg.RelationID] = msg
+			case *pglogrepl.BeginMessage:
+				inTxn = true
+				c.m.pending(msg.CommitTime)
+			case *pglogrepl.InsertMessage:
+				c.row(msg.RelationID, msg.Tuple)
+			case *pglogrepl.UpdateMessage:
+				c.row(msg.RelationID, msg.NewTuple)
+			case *pglogrepl.DeleteMessage, *pglogrepl.TruncateMessage:
+				// A delete carries only the key: its version comes from the
+				// row that the delete trigger adds to the delete log in the
+				// same transaction. A truncate's trigger bumps the
+				// namespace's generation in the same transaction.
+			case *pglogrepl.CommitMessage:
+				if err := c.flush(ctx, repl, confirmed); err != nil {
+					return err
+				}
+				confirmed = msg.TransactionEndLSN
+				inTxn = false
+				c.m.applied(msg.CommitTime)
+			}
+			if c.buffered >= maxBuffered || c.bufferedBytes >= maxBufferedBytes {
+				if err := c.flush(ctx, repl, confirmed); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// confirm tells the server that everything up to pos is applied.
+func (c *capture) confirm(ctx context.Context, repl *pgconn.PgConn, pos pglogrepl.LSN) error {
+	if pos == 0 {
+		return nil
+	}
+	if err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+		return fmt.Errorf("confirm %s: %w", pos, err)
+	}
+	return nil
+}
+
+// reportWAL sets the WAL retained for the slot.
+func (c *capture) reportWAL(ctx context.Context, sqlConn *pgx.Conn) {
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var retained float64
+	err := sqlConn.QueryRow(qctx, `SELECT COALESCE((pg_current_wal_lsn() - restart_lsn)::float8, 0)
+		FROM pg_replication_slots WHERE slot_name = $1`, c.slot).Scan(&retained)
+	if err != nil {
+		c.log.Debug("freshness: WAL retained not read", slog.Any("err", err))
+		return
+	}
+	c.m.walRetained.Set(retained)
+}
+
+// pruneDeletes removes the delete log's rows that are older than an hour:
+// applied long ago.
+func (c *capture) pruneDeletes(ctx context.Context, sqlConn *pgx.Conn) {
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := sqlConn.Exec(qctx, `DELETE FROM warmcache_deletes WHERE deleted_at < now() - make_interval(secs => $1::bigint)`,
+		int64(deleteLogAge/time.Second)); err != nil {
+		c.log.Warn("freshness: delete log not pruned", slog.Any("err", err))
+	}
+}
+
+// row buffers the change of one inserted or updated row.
+func (c *capture) row(relID uint32, tuple *pglogrepl.TupleData) {
+	rel := c.relations[relID]
+	if rel == nil || tuple == nil {
+		return
+	}
+	col := func(name string) (*pglogrepl.TupleDataColumn, bool) {
+		for i, rc := range rel.Columns {
+			if rc.Name == name && i < len(tuple.Columns) {
+				tc := tuple.Columns[i]
+				return tc, tc.DataType == pglogrepl.TupleDataTypeText
+			}
+		}
+		return nil, false
+	}
+	switch rel.RelationName {
+	case "warmcache_generations":
+		name, ok1 := col("namespace")
+		gen, ok2 := col("generation")
+		if ok1 && ok2 {
+			if g, err := strconv.ParseInt(string(gen.Data), 10, 64); err == nil {
+				c.gens.set(string(name.Data), g, "change capture")
+			}
+		}
+		return
+	case "warmcache_deletes":
+		name, ok1 := col("namespace")
+		key, ok2 := col("key")
+		version, ok3 := col("version")
+		if !ok1 || !ok2 || !ok3 {
+			return
+		}
+		ns := c.namespace(string(name.Data))
+		v, err := strconv.ParseInt(string(version.Data), 10, 64)
+		if ns == nil || err != nil {
+			return
+		}
+		if k, err := ns.ParseKey(string(key.Data)); err == nil {
+			c.add(ns, warmcache.Change{Key: k, Entry: warmcache.Entry{Version: v}}, "delete")
+		}
+		return
+	}
+	ns := c.byTable[rel.Namespace+"."+rel.RelationName]
+	if ns == nil {
+		ns = c.byTable[rel.RelationName]
+	}
+	if ns == nil {
+		return
+	}
+	key, ok1 := col(ns.KeyColumn)
+	version, ok2 := col(ns.VersionColumn)
+	if !ok1 || !ok2 {
+		return
+	}
+	k, err := ns.ParseKey(string(key.Data))
+	v, err2 := strconv.ParseInt(string(version.Data), 10, 64)
+	if err != nil || err2 != nil {
+		return
+	}
+	if ns.Layout == warmcache.LayoutPacked {
+		// jsonb's text output is the JSON the lookups return. A value
+		// stored out of line and not changed by an UPDATE is not sent
+		// ('u'): it is read from the warehouse instead.
+		if value, ok := col(ns.ValueColumn); ok {
+			e := warmcache.Entry{Found: true, Value: append([]byte(nil), value.Data...), Version: v}
+			c.add(ns, warmcache.Change{Key: k, Entry: e}, "upsert")
+			return
+		}
+	}
+	c.add(ns, warmcache.Change{Key: k, Entry: warmcache.Entry{Version: v}, Refresh: true}, "refresh")
+}
+
+func (c *capture) namespace(name string) *warmcache.Namespace {
+	for _, ns := range c.namespaces {
+		if ns.Name == name {
+			return ns
+		}
+	}
+	return nil
+}
+
+// add buffers a change, keeping the newest of a key.
+func (c *capture) add(ns *warmcache.Namespace, ch warmcache.Change, kind string) {
+	byKey := c.buffer[ns]
+	if byKey == nil {
+		byKey = map[string]warmcache.Change{}
+		c.buffer[ns] = byKey
+	}
+	if old, ok := byKey[ch.Key.Text]; ok && old.Entry.Version > ch.Entry.Version {
+		return
+	}
+	if _, ok := byKey[ch.Key.Text]; !ok {
+		c.buffered++
+	}
+	c.bufferedBytes += len(ch.Entry.Value)
+	byKey[ch.Key.Text] = ch
+	if c.kinds[ns] == nil {
+		c.kinds[ns] = map[string]int{}
+	}
+	c.kinds[ns][kind]++
+}
+
+func (c *capture) resetBuffer() {
+	c.buffer = map[*warmcache.Namespace]map[string]warmcache.Change{}
+	c.kinds = map[*warmcache.Namespace]map[string]int{}
+	c.buffered = 0
+	c.bufferedBytes = 0
+}
+
+// flush applies the buffered changes, trying again until they are applied
+// or ctx ends; meanwhile it keeps confirming the last applied position, so
+// that the server keeps the connection and the slot's position is held.
+func (c *capture) flush(ctx context.Context, repl *pgconn.PgConn, confirmed pglogrepl.LSN) error {
+	if c.buffered == 0 {
+		return nil
+	}
+	wait := 50 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := c.applyBuffer(ctx)
+		if err == nil {
+			if attempt > 0 {
+				c.log.Info("freshness: changes applied after retrying", slog.Int("attempts", attempt+1))
+			}
+			c.resetBuffer()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt == 0 {
+			c.log.Warn("freshness: applying changes failed; retrying, the slot's position is held", slog.Any("err", err))
+		}
+		if err := c.confirm(ctx, repl, confirmed); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (c *capture) applyBuffer(ctx context.Context) error {
+	for ns, byKey := range c.buffer {
+		if len(byKey) == 0 {
+			continue
+		}
+		changes := make([]warmcache.Change, 0, len(byKey))
+		for _, ch := range byKey {
+			changes = append(changes, ch)
+		}
+		if err := c.apply.Apply(ctx, ns, changes); err != nil {
+			return err
+		}
+		for kind, n := range c.kinds[ns] {
+			c.m.changes.WithLabelValues(ns.Name, "capture", kind).Add(float64(n))
+		}
+		delete(c.buffer, ns)
+		delete(c.kinds, ns)
+	}
+	return nil
+}
+
+// pgCode returns the SQLSTATE of err, empty when it has none.
+func pgCode(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
+// undefinedTable reports whether err says that a table does not exist.
+func undefinedTable(err error) bool { return pgCode(err) == pgerrcode.UndefinedTable }

@@ -1,0 +1,225 @@
+package warmcache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Change is one row written in the warehouse by a writer the service does
+// not see: a batch load, an ETL job, a DBA's UPDATE.
+type Change struct {
+	Key Key
+	// Entry is the row as written: present with its value and version, or
+	// absent at the version of its delete (above the deleted row's).
+	Entry Entry
+	// Refresh says that the value is not known (only that the key changed
+	// at Entry.Version or later): the warehouse is read for it, and a key
+	// the warehouse no longer has is left to its delete's own change.
+	Refresh bool
+}
+
+// ChangedKey is a key of a namespace that a writer changed at a version,
+// as the warehouse reports it to the watermark poll.
+type ChangedKey struct {
+	Namespace string
+	// Key is the key's text.
+	Key     string
+	Version int64
+}
+
+// Generations retires every cached entry of a namespace at once, in one
+// step, by moving the namespace to a new generation.
+type Generations interface {
+	// Bump moves ns to its next generation on every instance and returns
+	// when this instance uses it.
+	Bump(ctx context.Context, ns *Namespace) error
+}
+
+// applyChunk bounds the keys of one warehouse read or one hot-tier
+// pipeline of Apply, and applyTimeout bounds each.
+const (
+	applyChunk   = 500
+	applyTimeout = 5 * time.Second
+	// refreshBytes bounds the values of one warehouse read of changed keys.
+	refreshBytes = 2 << 20
+)
+
+// Apply brings the caches up to date with changes of ns made outside the
+// service: the hot tier is filled under the version rules (never
+// backwards), this instance's near cache drops the keys, and the other
+// instances are told to drop them. Changes marked Refresh are read from the
+// warehouse first. Apply returns only when the hot tier stored every change,
+// or an error (wrapping ErrUnavailable) when it could not: then some changes
+// may be applied and others not, and the caller applies them all again.
+// Apply is safe for concurrent use.
+func (s *Service) Apply(ctx context.Context, ns *Namespace, changes []Change) error {
+	for start := 0; start < len(changes); start += applyChunk {
+		if err := s.applyChunk(ctx, ns, changes[start:min(start+applyChunk, len(changes))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Change) error {
+	keys := make([]Key, 0, len(changes))
+	entries := make([]Entry, 0, len(changes))
+	var refresh []Key
+	for _, c := range changes {
+		if c.Refresh {
+			refresh = append(refresh, c.Key)
+			continue
+		}
+		keys, entries = append(keys, c.Key), append(entries, c.Entry)
+	}
+	if err := s.fillChanges(ctx, ns, keys, entries); err != nil {
+		return err
+	}
+	// Changed keys whose values are unknown are read from the warehouse in
+	// reads sized to about refreshBytes of values: one key at first, as
+	// many as fit once the values' size is known.
+	n := 1
+	for len(refresh) > 0 {
+		part := refresh[:min(n, len(refresh))]
+		refresh = refresh[len(part):]
+		wctx, cancel := context.WithTimeout(ctx, applyTimeout)
+		read, err := s.warm.LookupMany(wctx, ns, part)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%w: read changed keys of %q: %w", ErrUnavailable, ns.Name, err)
+		}
+		var found []Key
+		var values []Entry
+		size := 0
+		for i, e := range read {
+			size += len(e.Value)
+			if e.Found {
+				found, values = append(found, part[i]), append(values, e)
+			}
+		}
+		if err := s.fillChanges(ctx, ns, found, values); err != nil {
+			return err
+		}
+		n = max(1, min(applyChunk, refreshBytes/(size/len(part)+1)))
+	}
+	return nil
+}
+
+// fillChanges fills the hot tier with changed entries and drops them from
+// the near caches.
+func (s *Service) fillChanges(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	hctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	err := s.hot.FillMany(hctx, ns, keys, entries)
+	cancel()
+	if err != nil {
+		s.hotWrites.WithLabelValues(ns.Name, "change", "error").Add(float64(len(keys)))
+		return fmt.Errorf("%w: apply %d changes of %q: %w", ErrUnavailable, len(keys), ns.Name, err)
+	}
+	s.hotWrites.WithLabelValues(ns.Name, "change", "ok").Add(float64(len(keys)))
+	s.dropNear(ctx, ns, keys, entries)
+	return nil
+}
+
+// dropNear drops keys from this instance's near cache, and tells the other
+// instances to drop them, below the entries' versions.
+func (s *Service) dropNear(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
+	if ns.NearTTL <= 0 {
+		return
+	}
+	if near := s.near(ns); near != nil {
+		for i, k := range keys {
+			near.Invalidate(ns, k, entries[i].Version)
+		}
+	}
+	if s.opts.Invalidations == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
+	defer cancel()
+	for i, k := range keys {
+		if err := s.opts.Invalidations.Publish(pctx, ns, k, entries[i].Version); err != nil {
+			s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+				slog.String("namespace", ns.Name), slog.Any("err", err))
+			return
+		}
+	}
+}
+
+// Invalidate makes the caches answer the given keys of a namespace from the
+// warehouse as it is now, or, with all, every key of the namespace (by
+// moving it to a new generation). It is for pipelines that wrote the
+// warehouse in a way that neither change capture nor polling sees, such as
+// rows rewritten at their old versions. A key the warehouse has is filled
+// from it; one it does not have is cached as absent, replacing what the hot
+// tier held. It returns how many keys it invalidated (zero with all).
+// Errors wrap ErrUnknownNamespace, ErrInvalidKey, ErrTooLarge or
+// ErrUnavailable.
+func (s *Service) Invalidate(ctx context.Context, namespace string, rawKeys []string, all bool) (int, error) {
+	ns, err := s.Namespace(namespace)
+	if err != nil {
+		return 0, err
+	}
+	if all {
+		if s.opts.Generations == nil {
+			return 0, fmt.Errorf("%w: namespace generations are not available", ErrUnavailable)
+		}
+		if err := s.opts.Generations.Bump(ctx, ns); err != nil {
+			return 0, fmt.Errorf("%w: bump the generation of %q: %w", ErrUnavailable, ns.Name, err)
+		}
+		return 0, nil
+	}
+	if len(rawKeys) > s.opts.MaxBatchKeys {
+		return 0, fmt.Errorf("%w: %d keys in one request, at most %d", ErrTooLarge, len(rawKeys), s.opts.MaxBatchKeys)
+	}
+	keys := make([]Key, 0, len(rawKeys))
+	seen := make(map[string]bool, len(rawKeys))
+	for _, raw := range rawKeys {
+		k, err := ns.ParseKey(raw)
+		if err != nil {
+			return 0, err
+		}
+		if !seen[k.Text] {
+			seen[k.Text] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
+	read, err := s.warm.LookupMany(wctx, ns, keys)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("%w: warehouse read: %w", ErrUnavailable, err)
+	}
+	// An absent key replaces what the hot tier holds: an absent entry at
+	// the cached version wins over a present entry at that version.
+	hctx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	cached, hits, err := s.hot.GetMany(hctx, ns, keys)
+	if err != nil {
+		return 0, fmt.Errorf("%w: hot tier read: %w", ErrUnavailable, err)
+	}
+	entries := make([]Entry, len(keys))
+	for i, e := range read {
+		entries[i] = e
+		if !e.Found && hits[i] {
+			entries[i] = Entry{Version: cached[i].Version}
+		}
+	}
+	if err := s.hot.FillMany(hctx, ns, keys, entries); err != nil {
+		return 0, fmt.Errorf("%w: hot tier fill: %w", ErrUnavailable, err)
+	}
+	if near := s.near(ns); near != nil {
+		for _, k := range keys {
+			near.Invalidate(ns, k, 1<<62)
+		}
+	}
+	s.dropNear(ctx, ns, keys, entries)
+	return len(keys), nil
+}

@@ -1,0 +1,587 @@
+// Command gpbench measures warmcache on a real Greenplum cluster and prints
+// the results as Markdown. Every number is a ratio against a baseline
+// measured in the same run on the same cluster: service misses against
+// pgbench -M simple of the same lookup, Redis hits against a constant-body
+// HTTP floor, PUT latency against pgbench of the same two statements, bulk
+// loads per storage variant, and the advise table of the widgets data.
+//
+//	go build -o bin/warmcache ./cmd/warmcache
+//	go run ./loadtest/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
+//
+// It creates (and at the end drops) its own database on the cluster.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	mathrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+type options struct {
+	bin, dsn, redis, pgbench, database string
+	rows, loadRows, adviseSample       int
+	workers                            int
+	duration                           time.Duration
+}
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "gpbench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	var o options
+	fs := flag.NewFlagSet("gpbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.bin, "bin", "bin/warmcache", "warmcache binary")
+	fs.StringVar(&o.dsn, "dsn", os.Getenv("WARMCACHE_TEST_GREENPLUM_DSN"), "DSN of the Greenplum coordinator (any database); default $WARMCACHE_TEST_GREENPLUM_DSN")
+	fs.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis host:port")
+	fs.StringVar(&o.pgbench, "pgbench", "/usr/lib/postgresql/15/bin/pgbench", "pgbench binary")
+	fs.StringVar(&o.database, "database", "warmcache_gpbench", "database to create on the cluster (dropped at the end)")
+	fs.IntVar(&o.rows, "rows", 100_000, "widget rows")
+	fs.IntVar(&o.loadRows, "load-rows", 100_000, "rows per bulk load")
+	fs.IntVar(&o.adviseSample, "advise-sample", 20_000, "rows warmcache advise samples; 0 leaves advise out")
+	fs.IntVar(&o.workers, "workers", 8, "concurrent clients of the service and of pgbench")
+	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.dsn == "" {
+		return errors.New("no -dsn and no WARMCACHE_TEST_GREENPLUM_DSN")
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "gpbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	admin, err := pgx.Connect(ctx, o.dsn)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	var version string
+	if err := admin.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		return err
+	}
+	dropDB := func() {
+		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", o.database)
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{o.database}.Sanitize())
+	}
+	dropDB()
+	defer dropDB()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{o.database}.Sanitize()); err != nil {
+		return err
+	}
+	u, err := url.Parse(o.dsn)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + o.database
+	dsn := u.String()
+
+	nsFile := filepath.Join(dir, "namespaces.yaml")
+	if err := os.WriteFile(nsFile, []byte(namespacesYAML), 0o644); err != nil {
+		return err
+	}
+	env := append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+dsn, "WARMCACHE_REDIS_ADDRS="+o.redis,
+		"WARMCACHE_REDIS_PREFIX=gpbench-"+randomHex()+":", "WARMCACHE_NEAR_CACHE_BYTES=0",
+		fmt.Sprintf("WARMCACHE_PG_MAX_CONNS=%d", o.workers))
+	if out, err := command(env, o.bin, "migrate", "up", "--namespaces", nsFile); err != nil {
+		return fmt.Errorf("migrate up: %v\n%s", err, out)
+	}
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer db.Close(ctx)
+	if _, err := db.Exec(ctx, `INSERT INTO widgets SELECT g, jsonb_build_object('widget', jsonb_build_object('id', g::text, 'debug', 'on',
+	'color', (ARRAY['red','green','blue','teal'])[g % 4 + 1], 'size', g % 17, 'note', repeat('x', 40 + g % 200))), g
+FROM generate_series(1, $1::int) g`, o.rows); err != nil {
+		return fmt.Errorf("seed: %w", err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE widgets"); err != nil {
+		return err
+	}
+	if _, err := db.Exec(ctx, fmt.Sprintf("SELECT setval('warmcache_version_seq', %d)", o.rows)); err != nil {
+		return err
+	}
+
+	srv, err := startService(env, o.bin, nsFile)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	kv := srv.base + "/v1/kv/widgets/"
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * o.workers}}
+
+	var b strings.Builder
+	fmt.Fprintf(&b, "One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
+
+	// Misses against pgbench -M simple of the same lookup.
+	keys := mathrand.Perm(o.rows)
+	var next atomic.Int64
+	miss := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+		i := next.Add(1) - 1
+		if int(i) >= len(keys) {
+			return nil, ""
+		}
+		req, _ := http.NewRequest("GET", kv+strconv.Itoa(keys[i]+1), nil)
+		return req, "miss"
+	})
+	lookup := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT value::text, version FROM widgets WHERE key = :k;\n"
+	simple, err := pgbench(o, dsn, dir, "simple", o.workers, lookup)
+	if err != nil {
+		return err
+	}
+	prepared, err := pgbench(o, dsn, dir, "prepared", o.workers, lookup)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | ratio | baseline |\n|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| service miss (`GET`, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
+		miss.tags(), num(miss.rate()), ms(miss.p(0.5)), ms(miss.p(0.99)), miss.rate()/simple.tps)
+	fmt.Fprintf(&b, "| `pgbench -M simple`, the same lookup | %s | | | 1.00 | |\n", num(simple.tps))
+	fmt.Fprintf(&b, "| `pgbench -M prepared`, the same lookup | %s | | | %.2f | `pgbench -M simple` |\n", num(prepared.tps), prepared.tps/simple.tps)
+
+	// Hits against a constant-body floor.
+	for i := 1; i <= 1000; i++ {
+		if res, err := client.Get(kv + strconv.Itoa(i)); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	hit := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("GET", kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
+		return req, "hit"
+	})
+	floorURL, closeFloor, err := startFloor(460)
+	if err != nil {
+		return err
+	}
+	floor := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("GET", floorURL, nil)
+		return req, ""
+	})
+	closeFloor()
+	fmt.Fprintf(&b, "| service hit (`GET`, 1,000 hot keys, %s) | %s | %s | %s | %.2f | floor req/s |\n",
+		hit.tags(), num(hit.rate()), ms(hit.p(0.5)), ms(hit.p(0.99)), hit.rate()/floor.rate())
+	fmt.Fprintf(&b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+
+	// PUT latency, one client, against pgbench of the same statements.
+	var putN atomic.Int64
+	put := attack(client, 1, o.duration, func() (*http.Request, string) {
+		n := putN.Add(1)
+		req, _ := http.NewRequest("PUT", kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(fmt.Sprintf(`{"widget":{"id":"%d","debug":"off"}}`, n)))
+		return req, ""
+	})
+	putPar := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("PUT", kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(`{"widget":{"debug":"off"}}`))
+		return req, ""
+	})
+	upsert := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT nextval('warmcache_version_seq') AS v \\gset\n" +
+		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, :v) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = GREATEST(EXCLUDED.version, t.version + 1) RETURNING value::text, t.version;` + "\n"
+	inline := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\n" +
+		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, nextval('warmcache_version_seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = nextval('warmcache_version_seq') RETURNING value::text, t.version;` + "\n"
+	pbUpsert, err := pgbench(o, dsn, dir, "simple", 1, upsert)
+	if err != nil {
+		return err
+	}
+	pbInline, err := pgbench(o, dsn, dir, "simple", 1, inline)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(&b, "| write | req/s | p50 | p99 | mean | ratio | baseline |\n|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&b, "| service `PUT`, 1 client (%s) | %s | %s | %s | %s | %.2f | pgbench mean latency |\n",
+		put.tags(), num(put.rate()), ms(put.p(0.5)), ms(put.p(0.99)), ms(put.mean()), float64(put.mean())/float64(pbUpsert.latency))
+	fmt.Fprintf(&b, "| service `PUT`, %d clients (%s) | %s | %s | %s | %s | | |\n",
+		o.workers, putPar.tags(), num(putPar.rate()), ms(putPar.p(0.5)), ms(putPar.p(0.99)), ms(putPar.mean()))
+	fmt.Fprintf(&b, "| `pgbench -M simple`, 1 client: `SELECT nextval()`, then the upsert with the version as a parameter | %s | | | %s | 1.00 | |\n",
+		num(pbUpsert.tps), ms(pbUpsert.latency))
+	fmt.Fprintf(&b, "| `pgbench -M simple`, 1 client: the upsert with `nextval()` in `VALUES` and `SET` | %s | | | %s | %.0f | the two statements |\n\n",
+		num(pbInline.tps), ms(pbInline.latency), float64(pbInline.latency)/float64(pbUpsert.latency))
+
+	// Bulk loads per storage variant: the warehouse's part (pgstore's
+	// Load: COPY, merge, ANALYZE) into an empty table, then the same rows
+	// again with every value changed; and warmcache load end to end once.
+	cfg, err := config.Load("gpbench", []string{"--namespaces", nsFile}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		return err
+	}
+	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 2}, cfg.Namespaces, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fmt.Fprintf(&b, "| bulk load of %s rows | into an empty table | rows/s | again, every value changed | rows/s |\n|---|---:|---:|---:|---:|\n", num(float64(o.loadRows)))
+	for _, v := range loadVariants {
+		var ns *warmcache.Namespace
+		for _, n := range cfg.Namespaces {
+			if n.Name == v.name {
+				ns = n
+			}
+		}
+		first, err := timeLoad(ctx, store, ns, o.loadRows, v.columns, "a")
+		if err != nil {
+			return fmt.Errorf("load %s: %w", v.name, err)
+		}
+		second, err := timeLoad(ctx, store, ns, o.loadRows, v.columns, "b")
+		if err != nil {
+			return fmt.Errorf("reload %s: %w", v.name, err)
+		}
+		fmt.Fprintf(&b, "| %s | %.2f s | %s | %.2f s | %s |\n", v.label, first.Seconds(), num(float64(o.loadRows)/first.Seconds()),
+			second.Seconds(), num(float64(o.loadRows)/second.Seconds()))
+	}
+	fmt.Fprintln(&b)
+	// The advisor on the widgets data, before the load below rewrites it.
+	if o.adviseSample > 0 {
+		sample := strconv.Itoa(o.adviseSample)
+		out, err := command(env, o.bin, "advise", "--namespaces", nsFile, "--sample", sample, "--lookups", "1000", "widgets")
+		if err != nil {
+			return fmt.Errorf("advise: %v\n%s", err, out)
+		}
+		fmt.Fprintf(&b, "```\n$ warmcache advise --sample %s --lookups 1000 widgets\n%s```\n\n", sample, out)
+	}
+
+	file := filepath.Join(dir, "widgets.ndjson")
+	if err := writeNDJSON(file, o.loadRows, false, "c"); err != nil {
+		return err
+	}
+	start := time.Now()
+	if out, err := command(env, o.bin, "load", "--namespaces", nsFile, "--progress", "off", "widgets", file); err != nil {
+		return fmt.Errorf("warmcache load: %v\n%s", err, out)
+	}
+	d := time.Since(start)
+	fmt.Fprintf(&b, "\n`warmcache load widgets` of %s changed rows, end to end (process start, the load, and the refresh of each changed key in Redis): %.2f s, %s rows/s.\n\n",
+		num(float64(o.loadRows)), d.Seconds(), num(float64(o.loadRows)/d.Seconds()))
+
+	fmt.Fprintf(&b, "Load average %s at the end.\n", loadAvg())
+	_, err = io.WriteString(stdout, b.String())
+	return err
+}
+
+const namespacesYAML = `namespaces:
+  - name: widgets
+    table: widgets
+    key: {column: key, type: bigint}
+    value: {layout: packed, column: value}
+    version_column: version
+    ttl: 10m
+    negative_ttl: 30s
+    writable: true
+    managed: true
+` + loadNamespaces
+
+// loadVariants are the namespaces the bulk loads go to.
+var loadVariants = []struct {
+	name, label string
+	columns     bool
+}{
+	{"load_heap_packed", "heap, packed jsonb", false},
+	{"load_ao_row_packed", "AO row zstd:3, packed jsonb", false},
+	{"load_ao_column_packed", "AO column zstd:3, packed jsonb", false},
+	{"load_heap_columns", "heap, columns", true},
+	{"load_ao_column_columns", "AO column zstd:3, columns", true},
+}
+
+const loadNamespaces = `  - {name: load_heap_packed, table: load_heap_packed, key: {column: key, type: bigint}, value: {layout: packed, column: value}, version_column: version, writable: true, managed: true}
+  - {name: load_ao_row_packed, table: load_ao_row_packed, key: {column: key, type: bigint}, value: {layout: packed, column: value}, version_column: version, writable: true, managed: true,
+     storage: {appendoptimized: true, orientation: row, compression: zstd}}
+  - {name: load_ao_column_packed, table: load_ao_column_packed, key: {column: key, type: bigint}, value: {layout: packed, column: value}, version_column: version, writable: true, managed: true,
+     storage: {appendoptimized: true, orientation: column, compression: zstd}}
+  - name: load_heap_columns
+    table: load_heap_columns
+    key: {column: id, type: bigint}
+    value: {layout: columns, columns: [{name: name, type: text}, {name: qty, type: integer}, {name: price, type: numeric}]}
+    version_column: version
+    writable: true
+    managed: true
+  - name: load_ao_column_columns
+    table: load_ao_column_columns
+    key: {column: id, type: bigint}
+    value: {layout: columns, columns: [{name: name, type: text}, {name: qty, type: integer}, {name: price, type: numeric}]}
+    version_column: version
+    writable: true
+    managed: true
+    storage: {appendoptimized: true, orientation: column, compression: zstd}
+`
+
+// value is the document of row i of a load, tagged by tag.
+func value(i int, columns bool, tag string) string {
+	if columns {
+		return fmt.Sprintf(`{"name":"item %d %s","qty":%d,"price":%d.25}`, i, tag, i%100, i%1000)
+	}
+	return fmt.Sprintf(`{"name":"item %d %s","qty":%d,"price":%d.25,"tags":["a","b"]}`, i, tag, i%100, i%1000)
+}
+
+// timeLoad loads n rows into ns through the store and returns how long
+// it took.
+func timeLoad(ctx context.Context, store *pgstore.Store, ns *warmcache.Namespace, n int, columns bool, tag string) (time.Duration, error) {
+	rows := &loadRows{n: n, columns: columns, tag: tag}
+	start := time.Now()
+	counts, err := store.Load(ctx, ns, rows)
+	if err != nil {
+		return 0, err
+	}
+	if got := len(counts.Changed); got != n {
+		return 0, fmt.Errorf("%d rows changed, want %d", got, n)
+	}
+	return time.Since(start), nil
+}
+
+// loadRows is warmcache.LoadRows of n generated rows.
+type loadRows struct {
+	n, i    int
+	columns bool
+	tag     string
+}
+
+func (r *loadRows) Next() bool { r.i++; return r.i <= r.n }
+func (r *loadRows) Row() warmcache.LoadRow {
+	return warmcache.LoadRow{Line: int64(r.i), Key: warmcache.Key{Text: strconv.Itoa(r.i), Int: int64(r.i)}, Value: []byte(value(r.i, r.columns, r.tag))}
+}
+func (r *loadRows) Err() error { return nil }
+
+func writeNDJSON(path string, n int, columns bool, tag string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(w, `{"key":%d,"value":%s}`+"\n", i, value(i, columns, tag))
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// result is one measurement: latencies of successful requests and the
+// X-Cache values seen.
+type result struct {
+	lat  []time.Duration
+	took time.Duration
+	tag  map[string]int
+	errs int
+}
+
+func (r *result) rate() float64 { return float64(len(r.lat)) / r.took.Seconds() }
+
+func (r *result) p(q float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(r.lat)))) - 1
+	return r.lat[max(0, min(i, len(r.lat)-1))]
+}
+
+func (r *result) mean() time.Duration {
+	var sum time.Duration
+	for _, l := range r.lat {
+		sum += l
+	}
+	return sum / time.Duration(max(len(r.lat), 1))
+}
+
+func (r *result) tags() string {
+	var parts []string
+	for k, v := range r.tag {
+		if k == "" {
+			k = "none"
+		}
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*float64(v)/float64(max(len(r.lat), 1))))
+	}
+	slices.Sort(parts)
+	if r.errs > 0 {
+		parts = append(parts, fmt.Sprintf("%d errors", r.errs))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// attack runs workers clients, each sending next's request when the last
+// one is answered, for d or until next returns nil.
+func attack(client *http.Client, workers int, d time.Duration, next func() (*http.Request, string)) *result {
+	var mu sync.Mutex
+	res := &result{tag: map[string]int{}}
+	deadline := time.Now().Add(d)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				req, _ := next()
+				if req == nil {
+					return
+				}
+				t0 := time.Now()
+				r, err := client.Do(req)
+				ok := err == nil && r.StatusCode < 300
+				tag := ""
+				if err == nil {
+					tag = r.Header.Get("X-Cache")
+					_, _ = io.Copy(io.Discard, r.Body)
+					r.Body.Close()
+				}
+				l := time.Since(t0)
+				mu.Lock()
+				if ok {
+					res.lat = append(res.lat, l)
+					res.tag[tag]++
+				} else {
+					res.errs++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.took = time.Since(start)
+	slices.Sort(res.lat)
+	return res
+}
+
+// bench is what pgbench reported.
+type bench struct {
+	tps     float64
+	latency time.Duration
+}
+
+var (
+	tpsRe = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+	latRe = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
+)
+
+func pgbench(o options, dsn, dir, mode string, clients int, script string) (bench, error) {
+	file := filepath.Join(dir, fmt.Sprintf("script-%d.sql", time.Now().UnixNano()))
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		return bench{}, err
+	}
+	out, err := command(nil, o.pgbench, "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
+		"-T", strconv.Itoa(max(1, int(o.duration.Seconds()))), "-f", file, dsn)
+	if err != nil {
+		return bench{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+	}
+	m, l := tpsRe.FindStringSubmatch(out), latRe.FindStringSubmatch(out)
+	if m == nil || l == nil {
+		return bench{}, fmt.Errorf("pgbench output not understood:\n%s", out)
+	}
+	tps, _ := strconv.ParseFloat(m[1], 64)
+	lat, _ := strconv.ParseFloat(l[1], 64)
+	return bench{tps: tps, latency: time.Duration(lat * float64(time.Millisecond))}, nil
+}
+
+func command(env []string, name string, args ...string) (string, error) {
+	cmd := exec.Command(name, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+type service struct {
+	base string
+	cmd  *exec.Cmd
+}
+
+func startService(env []string, bin, nsFile string) (*service, error) {
+	cmd := exec.Command(bin, "serve", "--namespaces", nsFile, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-level", "warn")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("serve did not start: %v", err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	const prefix = "warmcache: serving HTTP on "
+	if !strings.HasPrefix(line, prefix) {
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("serve printed %q", line)
+	}
+	return &service{base: strings.TrimSpace(strings.TrimPrefix(line, prefix)), cmd: cmd}, nil
+}
+
+func (s *service) stop() {
+	_ = s.cmd.Process.Signal(os.Interrupt)
+	_ = s.cmd.Wait()
+}
+
+func startFloor(size int) (string, func(), error) {
+	body := []byte(`{"floor":"` + strings.Repeat("x", size-12) + `"}`)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+
+func num(f float64) string {
+	s := strconv.FormatInt(int64(math.Round(f)), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func randomHex() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
