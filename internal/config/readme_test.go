@@ -14,10 +14,11 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 )
 
-// The README's configuration tables list exactly the binary's flags, each
-// with the environment variable the flag's help names: a flag added
-// without a row, or a row left for a flag that is gone, fails here.
-func TestREADMEListsEveryFlag(t *testing.T) {
+// The configuration tables of docs/configuration.md list exactly the
+// binary's flags, each with the environment variable the flag's help names:
+// a flag added without a row, or a row left for a flag that is gone, fails
+// here.
+func TestConfigurationDocListsEveryFlag(t *testing.T) {
 	var usage bytes.Buffer
 	_, err := config.Load("warmcache serve", []string{"-h"}, func(string) string { return "" }, &usage)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -44,7 +45,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		t.Fatalf("read only %d flags from the usage:\n%s", len(binary), usage.String())
 	}
 
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +58,13 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		}
 		cells := strings.Split(line, " | ")
 		if len(cells) < 3 {
-			t.Errorf("README row %q has no variable and default", line)
+			t.Errorf("docs/configuration.md row %q has no variable and default", line)
 			continue
 		}
 		flags := rowFlag.FindAllStringSubmatch(cells[0], -1)
 		vars := rowVar.FindAllStringSubmatch(cells[1], -1)
 		if len(flags) != len(vars) {
-			t.Errorf("README row %q: %d flags but %d variables", line, len(flags), len(vars))
+			t.Errorf("docs/configuration.md row %q: %d flags but %d variables", line, len(flags), len(vars))
 			continue
 		}
 		for i, f := range flags {
@@ -77,7 +78,7 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 		case !ok:
 			missing = append(missing, "--"+name)
 		case doc != env:
-			t.Errorf("README gives --%s the variable %s; the binary reads %s", name, doc, env)
+			t.Errorf("docs/configuration.md gives --%s the variable %s; the binary reads %s", name, doc, env)
 		}
 	}
 	for name := range documented {
@@ -88,9 +89,9 @@ func TestREADMEListsEveryFlag(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(stale)
 	if len(missing) > 0 {
-		t.Errorf("flags missing from the README's configuration tables: %s", strings.Join(missing, ", "))
+		t.Errorf("flags missing from the tables of docs/configuration.md: %s", strings.Join(missing, ", "))
 	}
 	if len(stale) > 0 {
-		t.Errorf("README lists flags the binary does not have: %s", strings.Join(stale, ", "))
+		t.Errorf("docs/configuration.md lists flags the binary does not have: %s", strings.Join(stale, ", "))
 	}
 }
