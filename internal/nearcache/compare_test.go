@@ -7,7 +7,7 @@ package nearcache_test
 //	go test -run=NONE -bench=. -benchtime=1x ./internal/nearcache/   (hit ratio)
 //	go test -run=NONE -bench=Throughput -cpu=2 ./internal/nearcache/
 //
-// The package documentation holds the numbers.
+// docs/performance.md holds the numbers.
 
 import (
 	"math/rand/v2"

@@ -39,7 +39,7 @@ const maxColumns = 50
 //     with nextval() in VALUES was about a hundred times slower than SELECT
 //     nextval() on the coordinator followed by the upsert with the version
 //     as a parameter, which is direct-dispatched to the key's segment (the
-//     README's Greenplum measurements, loadtest/gpbench).
+//     Greenplum measurements in docs/warehouse.md, loadtest/gpbench).
 type StatementSet struct {
 	// Lookup reads one key ($1). It returns the value as JSON text and the
 	// version.

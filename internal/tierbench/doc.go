@@ -3,4 +3,6 @@
 // concurrent keys) against one round trip per read. Run:
 //
 //	go test ./internal/tierbench -run '^$' -bench . -benchtime 20000x
+//
+// docs/performance.md holds the results.
 package tierbench
