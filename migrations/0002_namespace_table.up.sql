@@ -2,7 +2,8 @@
 The table of one managed namespace. The data is schema.tableData: every
 identifier in it is already quoted, and every clause that depends on the
 dialect (primary key, WITH options, partitioning, distribution, compression,
-indexes) is chosen in internal/schema/dialect.go; an empty clause is left out.
+indexes) is chosen in internal/schema/table.go by the rules of
+internal/dialect; an empty clause is left out.
 The compression is set before the partitions are created, which inherit it:
 SET COMPRESSION on a partitioned table does not reach existing partitions.
 */ -}}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 )
@@ -107,7 +108,7 @@ func logDoctor(ctx context.Context, store *pgstore.Store, log *slog.Logger) {
 // describeTable says where a namespace's rows live.
 func describeTable(c pgstore.PlanCheck) string {
 	switch {
-	case c.Dialect == pgstore.Greenplum:
+	case c.Dialect == dialect.Greenplum:
 		return fmt.Sprintf("table %s on %d segments", c.Table, c.Segments)
 	case c.Partitions > 1:
 		return fmt.Sprintf("table %s, %d hash partitions", c.Table, c.Partitions)

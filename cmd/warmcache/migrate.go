@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/schema"
 )
 
@@ -92,9 +92,9 @@ func migratePlan(ctx context.Context, args []string, getenv func(string) string,
 	if err != nil {
 		return err
 	}
-	d, how := pgstore.Postgres, "the --dialect flag"
+	d, how := dialect.Postgres, "the --dialect flag"
 	if cfg.Dialect != "" {
-		if d, err = pgstore.ParseDialect(cfg.Dialect); err != nil {
+		if d, err = dialect.Parse(cfg.Dialect); err != nil {
 			return err
 		}
 	} else {
@@ -111,24 +111,24 @@ func migratePlan(ctx context.Context, args []string, getenv func(string) string,
 // planDialect detects the dialect of the server at dsn for migrate plan,
 // and says where the answer came from: the server, or the default
 // (PostgreSQL) when it does not answer within 3 seconds.
-func planDialect(ctx context.Context, dsn string) (pgstore.Dialect, string) {
+func planDialect(ctx context.Context, dsn string) (dialect.Dialect, string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return pgstore.Postgres, fmt.Sprintf("the default: the DSN does not parse (%v)", err)
+		return dialect.Postgres, fmt.Sprintf("the default: the DSN does not parse (%v)", err)
 	}
 	// The simple protocol prepares nothing, so detection works through
 	// PgBouncer in transaction pooling too.
 	cc.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return pgstore.Postgres, "the default: the server of the DSN did not answer; pass --dialect to choose"
+		return dialect.Postgres, "the default: the server of the DSN did not answer; pass --dialect to choose"
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	d, err := pgstore.DetectDialect(ctx, conn)
+	d, err := dialect.Detect(ctx, conn)
 	if err != nil {
-		return pgstore.Postgres, "the default: the server of the DSN could not be asked; pass --dialect to choose"
+		return dialect.Postgres, "the default: the server of the DSN could not be asked; pass --dialect to choose"
 	}
 	return d, "the server of the DSN"
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -90,7 +91,7 @@ func startGenerations(ctx context.Context, cfg config.Config, store *pgstore.Sto
 func freshnessOptions(cfg config.Config, store *pgstore.Store) freshness.Options {
 	return freshness.Options{
 		Mode:           cfg.Freshness,
-		PostgreSQL:     store.Dialect() == pgstore.Postgres,
+		PostgreSQL:     store.Dialect() == dialect.Postgres,
 		ReplicationDSN: cfg.ReplicationDSN,
 		Slot:           cfg.ReplicationSlot,
 		PollInterval:   cfg.PollInterval,

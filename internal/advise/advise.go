@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -81,7 +82,7 @@ type Result struct {
 // Report is the outcome of a run.
 type Report struct {
 	Namespace string
-	Dialect   pgstore.Dialect
+	Dialect   dialect.Dialect
 	// Rows is the sample size; AvgValueBytes the mean length of a value
 	// as JSON text.
 	Rows          int
@@ -124,7 +125,7 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 		return Report{}, fmt.Errorf("advise: connect: %w", err)
 	}
 	defer pool.Close()
-	dialect, err := pgstore.DetectDialect(ctx, pool)
+	d, err := dialect.Detect(ctx, pool)
 	if err != nil {
 		return Report{}, fmt.Errorf("advise: %w", err)
 	}
@@ -136,7 +137,7 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 	if len(smp.keys) == 0 {
 		return Report{}, fmt.Errorf("advise: namespace %q: table %s has no rows to sample", ns.Name, ns.Table)
 	}
-	r := Report{Namespace: ns.Name, Dialect: dialect, Rows: len(smp.keys), AvgValueBytes: smp.avgValueBytes()}
+	r := Report{Namespace: ns.Name, Dialect: d, Rows: len(smp.keys), AvgValueBytes: smp.avgValueBytes()}
 
 	scratch := "warmcache_advise_" + randomHex()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{scratch}.Sanitize()); err != nil {
@@ -149,7 +150,7 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 			log.Error("advise: drop the scratch schema by hand", "schema", scratch, "err", err)
 		}
 	}()
-	if err := smp.stage(ctx, pool, scratch, ns.KeyType, dialect); err != nil {
+	if err := smp.stage(ctx, pool, scratch, ns.KeyType, d); err != nil {
 		return Report{}, err
 	}
 	dict, err := trainDictionary(smp.values)
@@ -163,9 +164,9 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 	if ns.Layout == warmcache.LayoutPacked {
 		columns = InferColumns(smp.values, ns.KeyColumn, ns.VersionColumn)
 	}
-	cands := Candidates(dialect, ns, columns)
-	r.Current = Current(dialect, ns, cands)
-	m := &measurer{pool: pool, dialect: dialect, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts,
+	cands := Candidates(d, ns, columns)
+	r.Current = Current(d, ns, cands)
+	m := &measurer{pool: pool, dialect: d, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts,
 		rng: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed)), log: log}
 	r.Results = make([]Result, len(cands))
 	lookups := make([]func(context.Context, int) error, len(cands))
@@ -187,7 +188,7 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 		return Report{}, ctx.Err()
 	}
 	r.recommend()
-	r.Migration = migration(dialect, ns, r)
+	r.Migration = migration(d, ns, r)
 	r.Elapsed = time.Since(start)
 	return r, nil
 }
@@ -244,11 +245,11 @@ func readSample(ctx context.Context, pool *pgxpool.Pool, ns *warmcache.Namespace
 
 // stage copies the sample into scratch.sample(key, value text, version),
 // from which each candidate is filled.
-func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, keyType warmcache.KeyType, d pgstore.Dialect) error {
+func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, keyType warmcache.KeyType, d dialect.Dialect) error {
 	ddl := fmt.Sprintf("CREATE TABLE %s (key %s NOT NULL, value text NOT NULL, version bigint NOT NULL)",
 		pgx.Identifier{scratch, "sample"}.Sanitize(), keyType)
-	if d == pgstore.Greenplum {
-		ddl += " DISTRIBUTED BY (key)"
+	if clause := d.DistributedBy("key"); clause != "" {
+		ddl += " " + clause
 	}
 	if _, err := pool.Exec(ctx, ddl); err != nil {
 		return fmt.Errorf("advise: create sample table: %w", err)
@@ -266,7 +267,7 @@ func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, 
 // measurer builds and measures candidates.
 type measurer struct {
 	pool    *pgxpool.Pool
-	dialect pgstore.Dialect
+	dialect dialect.Dialect
 	ns      *warmcache.Namespace
 	scratch string
 	smp     *sample
@@ -401,7 +402,7 @@ func (m *measurer) create(ctx context.Context, cns *warmcache.Namespace, c Candi
 }
 
 // tableDDL returns the DDL migrate runs for a managed namespace's table.
-func tableDDL(d pgstore.Dialect, ns *warmcache.Namespace) (string, error) {
+func tableDDL(d dialect.Dialect, ns *warmcache.Namespace) (string, error) {
 	steps, err := schema.Plan(d, []*warmcache.Namespace{ns})
 	if err != nil {
 		return "", err

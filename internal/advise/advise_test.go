@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/advise"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -51,7 +52,7 @@ func widgets() *warmcache.Namespace {
 // cannot be built here, so their list and DDL are checked as text.
 func TestCandidatesGolden(t *testing.T) {
 	cols := []warmcache.Column{{Name: "status", Type: "text"}, {Name: "total", Type: "numeric"}}
-	for _, d := range []pgstore.Dialect{pgstore.Postgres, pgstore.Greenplum} {
+	for _, d := range []dialect.Dialect{dialect.Postgres, dialect.Greenplum} {
 		t.Run(d.String(), func(t *testing.T) {
 			ns := widgets()
 			cands := advise.Candidates(d, ns, cols)
@@ -137,7 +138,7 @@ func TestRecommend(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := advise.Report{Dialect: pgstore.Postgres, Results: tt.results, Current: tt.current, AvgValueBytes: 500}
+			r := advise.Report{Dialect: dialect.Postgres, Results: tt.results, Current: tt.current, AvgValueBytes: 500}
 			r.Recommend()
 			if r.Recommended < 0 || r.Results[r.Recommended].Name != tt.want {
 				t.Fatalf("recommended %d (%s), want %s", r.Recommended, r.Why, tt.want)

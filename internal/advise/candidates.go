@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"slices"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -64,11 +64,11 @@ type Candidate struct {
 // (pglz, lz4); Greenplum adds append-optimized tables, row and column
 // oriented, with zstd and zlib at low and medium levels and rle_type on
 // columns. Candidates needs no database.
-func Candidates(d pgstore.Dialect, ns *warmcache.Namespace, columns []warmcache.Column) []Candidate {
+func Candidates(d dialect.Dialect, ns *warmcache.Namespace, columns []warmcache.Column) []Candidate {
 	gin := ns.Layout == warmcache.LayoutPacked && ns.Storage.GINIndex
 	partitions := ns.Storage.Partitions
 	if partitions == 0 {
-		partitions = 8
+		partitions = dialect.DefaultPartitions
 	}
 	packedQuery := QueryScan
 	if gin {
@@ -89,28 +89,28 @@ func Candidates(d pgstore.Dialect, ns *warmcache.Namespace, columns []warmcache.
 		out = append(out, Candidate{Name: "packed " + string(v), Layout: warmcache.LayoutPacked, Value: v, Storage: st, Query: q})
 	}
 	switch d {
-	case pgstore.Greenplum:
+	case dialect.Greenplum:
 		packed("packed jsonb, heap", warmcache.Storage{})
 		for _, o := range []string{"row", "column"} {
 			for _, c := range []struct {
 				algo  string
 				level int
-			}{{"zstd", 1}, {"zstd", 5}, {"zlib", 1}, {"zlib", 5}} {
+			}{{dialect.CompressZstd, 1}, {dialect.CompressZstd, 5}, {dialect.CompressZlib, 1}, {dialect.CompressZlib, 5}} {
 				packed(fmt.Sprintf("packed jsonb, AO %s %s:%d", o, c.algo, c.level),
 					warmcache.Storage{AppendOptimized: true, Orientation: o, Compression: c.algo, CompressLevel: c.level})
 			}
 		}
 		cols("columns, heap", warmcache.Storage{})
-		cols("columns, AO column zstd:5", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd", CompressLevel: 5})
-		cols("columns, AO column rle_type:2", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "rle_type", CompressLevel: 2})
+		cols("columns, AO column zstd:5", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressZstd, CompressLevel: 5})
+		cols("columns, AO column rle_type:2", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressRLE, CompressLevel: 2})
 		other(ValueJSON, QueryScan, warmcache.Storage{})
 		other(ValueZstd, QueryNone, warmcache.Storage{})
 	default:
-		for _, c := range []string{"none", "pglz", "lz4"} {
+		for _, c := range []string{dialect.CompressNone, dialect.CompressPGLZ, dialect.CompressLZ4} {
 			packed("packed jsonb, TOAST "+c, warmcache.Storage{Partitions: partitions, Compression: c})
 		}
-		cols("columns, TOAST none", warmcache.Storage{Partitions: partitions, Compression: "none"})
-		cols("columns, TOAST lz4", warmcache.Storage{Partitions: partitions, Compression: "lz4"})
+		cols("columns, TOAST none", warmcache.Storage{Partitions: partitions, Compression: dialect.CompressNone})
+		cols("columns, TOAST lz4", warmcache.Storage{Partitions: partitions, Compression: dialect.CompressLZ4})
 		other(ValueJSON, QueryScan, warmcache.Storage{Partitions: partitions})
 		other(ValueZstd, QueryNone, warmcache.Storage{Partitions: partitions})
 	}
@@ -119,14 +119,14 @@ func Candidates(d pgstore.Dialect, ns *warmcache.Namespace, columns []warmcache.
 
 // Current returns the index of the candidate that matches ns's own
 // storage, or -1.
-func Current(d pgstore.Dialect, ns *warmcache.Namespace, cands []Candidate) int {
+func Current(d dialect.Dialect, ns *warmcache.Namespace, cands []Candidate) int {
 	want := ns.Storage
 	for i, c := range cands {
 		if c.Layout != ns.Layout || c.Value != ValueJSONB {
 			continue
 		}
 		got := c.Storage
-		if d == pgstore.Greenplum {
+		if d == dialect.Greenplum {
 			if got.AppendOptimized != want.AppendOptimized {
 				continue
 			}
@@ -145,7 +145,7 @@ func Current(d pgstore.Dialect, ns *warmcache.Namespace, cands []Candidate) int 
 
 func orNone(s string) string {
 	if s == "" {
-		return "none"
+		return dialect.CompressNone
 	}
 	return s
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -114,7 +114,7 @@ func (r *Report) recommend() {
 			"and %.1fx its p99 (%s), and that keep _query at least as good as now (%s)",
 			rec.Name, formatBytes(rec.Bytes), (fastP50Factor-1)*100, formatDuration(minP50), fastP99Factor, formatDuration(minP99), need)
 	}
-	if r.Dialect == pgstore.Postgres && r.AvgValueBytes < toastThreshold {
+	if r.Dialect == dialect.Postgres && r.AvgValueBytes < toastThreshold {
 		r.Notes = append(r.Notes, fmt.Sprintf("values average %d bytes: TOAST compresses only values over about 2 kB, "+
 			"so pglz and lz4 store these as they are (compare their sizes above)", r.AvgValueBytes))
 	}
@@ -145,7 +145,7 @@ func (r *Report) recommend() {
 }
 
 // migration tells how to move namespace ns to the recommended storage.
-func migration(d pgstore.Dialect, ns *warmcache.Namespace, r Report) string {
+func migration(d dialect.Dialect, ns *warmcache.Namespace, r Report) string {
 	if r.Recommended < 0 {
 		return "no candidate could be measured; nothing to recommend"
 	}
@@ -163,7 +163,7 @@ func migration(d pgstore.Dialect, ns *warmcache.Namespace, r Report) string {
 	}
 	b.WriteString("    storage:\n")
 	st := rec.Storage
-	if d == pgstore.Postgres {
+	if d == dialect.Postgres {
 		fmt.Fprintf(&b, "      partitions: %d\n", st.Partitions)
 	}
 	fmt.Fprintf(&b, "      compression: %s\n", orNone(st.Compression))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	wcschema "github.com/warmcache/warmcache/internal/schema"
@@ -18,7 +19,7 @@ import (
 // applies it on PostgreSQL.
 func dictionaryTableSQL(tb testing.TB) string {
 	tb.Helper()
-	steps, err := wcschema.Plan(pgstore.Postgres, nil)
+	steps, err := wcschema.Plan(dialect.Postgres, nil)
 	if err != nil {
 		tb.Fatalf("Plan: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -82,11 +83,11 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::oid", simple, tableIdent(ns.Table)).Scan(&relid); err != nil {
 		return check, fmt.Errorf("look up table: %w", err)
 	}
-	if check.Dialect == Greenplum {
-		if err := tx.QueryRow(ctx, "SELECT count(*) FROM gp_segment_configuration WHERE role = 'p' AND content >= 0", simple).Scan(&check.Segments); err != nil {
-			return check, fmt.Errorf("count segments: %w", err)
+	if check.Dialect == dialect.Greenplum {
+		if check.Segments, err = dialect.Segments(ctx, tx); err != nil {
+			return check, err
 		}
-		check.Settings, err = readSettings(ctx, tx, "optimizer", "gp_enable_direct_dispatch", "plan_cache_mode")
+		check.Settings, err = dialect.ReadSettings(ctx, tx, dialect.SettingNames(dialect.LookupSettings())...)
 		if err != nil {
 			return check, err
 		}
@@ -156,7 +157,7 @@ ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, sim
 	if check.Plan, err = explain(prefix+"_auto", 5); err != nil {
 		return check, err
 	}
-	if check.Dialect == Postgres && check.Partitions > 1 {
+	if check.Dialect == dialect.Postgres && check.Partitions > 1 {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan", simple); err != nil {
 			return check, err
 		}
@@ -172,7 +173,7 @@ ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, sim
 			return check, err
 		}
 	}
-	if check.Dialect == Greenplum {
+	if check.Dialect == dialect.Greenplum {
 		if err := s.explainBatch(ctx, tx, t, &check); err != nil {
 			return check, err
 		}
@@ -301,24 +302,6 @@ WHERE c.relkind <> 'p' AND (c.oid = $1 OR c.oid IN (SELECT relid FROM pg_partiti
 // are stale: a little over twice as many.
 func staleLimit(reltuples float64) int64 {
 	return 2*int64(reltuples) + 1000
-}
-
-// readSettings returns the current values of the named settings.
-func readSettings(ctx context.Context, tx pgx.Tx, names ...string) (map[string]string, error) {
-	rows, err := tx.Query(ctx, "SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])", pgx.QueryExecModeSimpleProtocol, names)
-	if err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
-	}
-	out := map[string]string{}
-	var name, setting string
-	_, err = pgx.ForEachRow(rows, []any{&name, &setting}, func() error {
-		out[name] = setting
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read settings: %w", err)
-	}
-	return out, nil
 }
 
 // ginIndex returns the name of a GIN index whose first column is the

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -40,25 +41,25 @@ func TestPlanCheckGolden(t *testing.T) {
 		wantOK   bool
 		wantText string // a phrase the verdict must hold
 	}{
-		{"gp_direct_dispatch", "gp_batch_two_segments", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
+		{"gp_direct_dispatch", "gp_batch_two_segments", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
 			true, "a batched lookup of 4 keys on 2 segments is dispatched to those segments only (Gather Motion 2:1)"},
-		{"gp_direct_dispatch", "gp_batch_generic_plan", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
+		{"gp_direct_dispatch", "gp_batch_generic_plan", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
 			false, "a batched lookup of 4 keys on 2 segments is dispatched to 3 segments (Gather Motion 3:1)"},
-		{"gp_direct_dispatch", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
+		{"gp_direct_dispatch", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: good, GINIndex: "widgets_value_gin", Packed: true},
 			true, "direct-dispatched to one segment (Gather Motion 1:1)"},
-		{"gp_ao_bitmap", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: good, Packed: true},
+		{"gp_ao_bitmap", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: good, Packed: true},
 			true, "by index (widgets_archive_key_idx)"},
-		{"gp_force_generic_plan", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: with("plan_cache_mode", "force_generic_plan"), Packed: true},
+		{"gp_force_generic_plan", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: with("plan_cache_mode", "force_generic_plan"), Packed: true},
 			false, "plan_cache_mode=force_generic_plan sends every prepared lookup to all segments"},
-		{"gp_orca", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 4, Settings: with("optimizer", "on"), Packed: true},
+		{"gp_orca", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 4, Settings: with("optimizer", "on"), Packed: true},
 			false, "GPORCA plans the lookup"},
-		{"gp_numeric_key_seqscan", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: good, Packed: true},
+		{"gp_numeric_key_seqscan", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: good, Packed: true},
 			false, "dispatched to all 3 segments (Gather Motion 3:1)"},
-		{"gp_dispatch_off", "", pgstore.PlanCheck{Dialect: pgstore.Greenplum, Segments: 3, Settings: with("gp_enable_direct_dispatch", "off"), Packed: true},
+		{"gp_dispatch_off", "", pgstore.PlanCheck{Dialect: dialect.Greenplum, Segments: 3, Settings: with("gp_enable_direct_dispatch", "off"), Packed: true},
 			false, "direct dispatch is disabled"},
-		{"pg_runtime_pruning", "", pgstore.PlanCheck{Dialect: pgstore.Postgres, Partitions: 8, Packed: true, GINIndex: "widgets_value_gin"},
+		{"pg_runtime_pruning", "", pgstore.PlanCheck{Dialect: dialect.Postgres, Partitions: 8, Packed: true, GINIndex: "widgets_value_gin"},
 			true, "reads 1 of 8 partitions (widgets_p3): the others are pruned when it starts (Subplans Removed: 7)"},
-		{"pg_all_partitions", "", pgstore.PlanCheck{Dialect: pgstore.Postgres, Partitions: 4, Packed: true},
+		{"pg_all_partitions", "", pgstore.PlanCheck{Dialect: dialect.Postgres, Partitions: 4, Packed: true},
 			false, "scans all 4 partitions"},
 	}
 	for _, tt := range tests {

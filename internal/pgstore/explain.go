@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/warmcache/warmcache/internal/dialect"
 )
 
 // PlanNode is one node of a text EXPLAIN, as the doctor reads it.
@@ -202,7 +204,7 @@ func (f Finding) String() string { return fmt.Sprintf("%-5s %s", f.Severity, f.T
 // lookup; Findings turns it into plain words. It needs no database, so
 // Greenplum plans can be checked from their text.
 type PlanCheck struct {
-	Dialect Dialect
+	Dialect dialect.Dialect
 	// Table and KeyColumn name what is looked up.
 	Table     string
 	KeyColumn string
@@ -278,14 +280,14 @@ func (c PlanCheck) Findings() []Finding {
 	}
 
 	switch c.Dialect {
-	case Greenplum:
+	case dialect.Greenplum:
 		c.greenplumDispatch(plan, add)
 	default:
 		c.postgresPartitions(plan, scans, kind, add)
 	}
 	c.indexUse(scans, kind, add)
 	c.statistics(add)
-	if c.Dialect == Greenplum {
+	if c.Dialect == dialect.Greenplum {
 		c.greenplumBatch(add)
 		c.greenplumSettings(plan, add)
 	}
@@ -400,7 +402,7 @@ func (c PlanCheck) indexUse(scans []PlanNode, kind string, add func(Severity, st
 			usable = usable && s.usesIndex()
 			names = append(names, s.Index)
 		}
-		if usable && len(names) > 0 && c.Dialect == Greenplum {
+		if usable && len(names) > 0 && c.Dialect == dialect.Greenplum {
 			// Greenplum's planner goes by pg_class alone: automatic
 			// statistics run on a table's first insert and autovacuum is
 			// off, so a table that grows stays a sequential scan until
@@ -433,7 +435,7 @@ func (c PlanCheck) statistics(add func(Severity, string, ...any)) {
 		return
 	}
 	sev, why := SeverityNote, "PostgreSQL's planner scales the estimate by the table's current size, and autovacuum analyzes it soon"
-	if c.Dialect == Greenplum {
+	if c.Dialect == dialect.Greenplum {
 		sev, why = SeverityWarn, "Greenplum runs automatic statistics only on a table's first insert and has autovacuum off, "+
 			"so lookups may be planned as sequential scans until then"
 	}
@@ -457,7 +459,7 @@ func (c PlanCheck) writes(add func(Severity, string, ...any)) {
 		return
 	}
 	plan := ParsePlan(c.WritePlan)
-	if c.Dialect != Greenplum {
+	if c.Dialect != dialect.Greenplum {
 		add(SeverityOK, "the write is planned on %s alone", c.Table)
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	wcschema "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -79,7 +80,7 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 			namespaces = append(namespaces, ns)
 		}
 	}
-	m, err := wcschema.NewMigrator(conn, pgstore.Greenplum, namespaces, nil)
+	m, err := wcschema.NewMigrator(conn, dialect.Greenplum, namespaces, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

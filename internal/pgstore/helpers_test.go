@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -142,7 +143,7 @@ func mustOpenStore(tb testing.TB, dsn string, tg target, namespaces ...*warmcach
 	if got := s.ExecMode(); got != tg.wantMode {
 		tb.Errorf("ExecMode() = %q, want %q", got, tg.wantMode)
 	}
-	if s.Dialect() != pgstore.Postgres {
+	if s.Dialect() != dialect.Postgres {
 		tb.Errorf("Dialect() = %v, want postgres", s.Dialect())
 	}
 	return s

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -78,7 +79,7 @@ type LoadStatements struct {
 // coordinator's entry process, which ran at 100% CPU for more than ten
 // minutes on 20,000 rows; in the select list the merge runs on the
 // segments and finishes at once.
-func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
+func BuildLoadStatements(d dialect.Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return LoadStatements{}, err
 	}
@@ -88,8 +89,8 @@ func BuildLoadStatements(d Dialect, ns *warmcache.Namespace, appendOptimized boo
 		version = ident(ns.VersionColumn)
 		distrib = ""
 	)
-	if d == Greenplum {
-		distrib = " DISTRIBUTED BY (key)"
+	if clause := d.DistributedBy("key"); clause != "" {
+		distrib = " " + clause
 	}
 	ls := LoadStatements{
 		Stage: fmt.Sprintf("CREATE TEMPORARY TABLE %s (line bigint NOT NULL, key %s NOT NULL, value text NOT NULL) ON COMMIT DROP%s",

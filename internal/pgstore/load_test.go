@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -227,7 +228,7 @@ func TestLoadStatementsGreenplum(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ls, err := pgstore.BuildLoadStatements(pgstore.Greenplum, tt.ns, tt.appendOptimized)
+			ls, err := pgstore.BuildLoadStatements(dialect.Greenplum, tt.ns, tt.appendOptimized)
 			if err != nil {
 				t.Fatal(err)
 			}

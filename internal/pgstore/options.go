@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/warmcache/warmcache/internal/dialect"
 )
 
 // Options configure a Store. The zero value of every field except DSN
@@ -104,7 +106,6 @@ const (
 	defaultMaxConnLifetime = time.Hour
 	defaultMaxConnIdleTime = 30 * time.Minute
 	defaultConnectTimeout  = 5 * time.Second
-	defaultStatementMem    = "10MB"
 	defaultLoadTimeout     = 10 * time.Minute
 )
 
@@ -182,7 +183,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxConnIdleTime = defaultMaxConnIdleTime
 	}
 	if o.StatementMem == "" {
-		o.StatementMem = defaultStatementMem
+		o.StatementMem = dialect.DefaultStatementMem
 	}
 	if o.LoadStatementTimeout <= 0 {
 		o.LoadStatementTimeout = defaultLoadTimeout
@@ -203,7 +204,7 @@ type ExecModes struct {
 // ChooseExecModes returns the exec modes for dialect d under opts: the
 // explicit opts.ExecMode for both, or for "auto" the choice documented on
 // Options.ExecMode. It fails on invalid options.
-func ChooseExecModes(d Dialect, opts Options) (ExecModes, error) {
+func ChooseExecModes(d dialect.Dialect, opts Options) (ExecModes, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return ExecModes{}, err
@@ -214,9 +215,9 @@ func ChooseExecModes(d Dialect, opts Options) (ExecModes, error) {
 	}
 	viaPgBouncer := opts.Pooler == PoolerPgBouncer
 	switch {
-	case d == Greenplum && viaPgBouncer:
+	case d == dialect.Greenplum && viaPgBouncer:
 		return ExecModes{Read: pgx.QueryExecModeSimpleProtocol, Write: pgx.QueryExecModeCacheDescribe}, nil
-	case d == Greenplum:
+	case d == dialect.Greenplum:
 		return ExecModes{Read: pgx.QueryExecModeSimpleProtocol, Write: pgx.QueryExecModeCacheStatement}, nil
 	case viaPgBouncer:
 		return ExecModes{Read: pgx.QueryExecModeCacheDescribe, Write: pgx.QueryExecModeCacheDescribe}, nil
@@ -226,31 +227,14 @@ func ChooseExecModes(d Dialect, opts Options) (ExecModes, error) {
 }
 
 // SessionSettings returns the statements that prepare a Greenplum session
-// for key lookups, in the order they are sent:
-//
-//   - optimizer = off: GPORCA adds about 2ms of planning to every lookup,
-//     cannot plan parameters, and sends key UPDATE/DELETE to all segments.
-//   - gp_enable_direct_dispatch = on: a query on the distribution key goes
-//     to one segment only.
-//   - plan_cache_mode = auto: the plan cache keeps custom plans, which can
-//     be direct-dispatched; force_generic_plan would send every lookup to
-//     all segments.
-//   - statement_mem: opts.StatementMem, "10MB" when empty.
+// for key lookups under opts, in the order they are sent: those of
+// dialect.SessionSettings with opts.StatementMem ("10MB" when empty).
 //
 // The statements are for Greenplum only; the store sends them on every new
 // connection unless Pooler is "pgbouncer". opts.StatementMem is not
 // validated here; Open refuses an invalid one.
 func SessionSettings(opts Options) []string {
-	mem := opts.StatementMem
-	if mem == "" {
-		mem = defaultStatementMem
-	}
-	return []string{
-		"SET optimizer = off",
-		"SET gp_enable_direct_dispatch = on",
-		"SET plan_cache_mode = auto",
-		"SET statement_mem = " + quoteLiteral(mem),
-	}
+	return dialect.SessionSettings(opts.StatementMem)
 }
 
 // quoteLiteral returns s as an SQL string literal, for names from the

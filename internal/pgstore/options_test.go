@@ -10,30 +10,31 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 )
 
 func TestChooseExecModes(t *testing.T) {
 	tests := []struct {
 		name      string
-		dialect   pgstore.Dialect
+		dialect   dialect.Dialect
 		opts      pgstore.Options
 		wantRead  pgx.QueryExecMode
 		wantWrite pgx.QueryExecMode
 	}{
-		{"postgres direct auto", pgstore.Postgres, pgstore.Options{},
+		{"postgres direct auto", dialect.Postgres, pgstore.Options{},
 			pgx.QueryExecModeCacheStatement, pgx.QueryExecModeCacheStatement},
-		{"postgres pgbouncer auto", pgstore.Postgres, pgstore.Options{Pooler: "pgbouncer"},
+		{"postgres pgbouncer auto", dialect.Postgres, pgstore.Options{Pooler: "pgbouncer"},
 			pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeCacheDescribe},
-		{"greenplum direct auto", pgstore.Greenplum, pgstore.Options{ExecMode: "auto"},
+		{"greenplum direct auto", dialect.Greenplum, pgstore.Options{ExecMode: "auto"},
 			pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement},
-		{"greenplum pgbouncer auto", pgstore.Greenplum, pgstore.Options{Pooler: "pgbouncer"},
+		{"greenplum pgbouncer auto", dialect.Greenplum, pgstore.Options{Pooler: "pgbouncer"},
 			pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe},
-		{"explicit overrides greenplum", pgstore.Greenplum, pgstore.Options{ExecMode: "exec"},
+		{"explicit overrides greenplum", dialect.Greenplum, pgstore.Options{ExecMode: "exec"},
 			pgx.QueryExecModeExec, pgx.QueryExecModeExec},
-		{"explicit overrides postgres", pgstore.Postgres, pgstore.Options{ExecMode: "simple_protocol", Pooler: "none"},
+		{"explicit overrides postgres", dialect.Postgres, pgstore.Options{ExecMode: "simple_protocol", Pooler: "none"},
 			pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeSimpleProtocol},
-		{"describe exec through pgbouncer", pgstore.Postgres, pgstore.Options{ExecMode: "describe_exec", Pooler: "pgbouncer"},
+		{"describe exec through pgbouncer", dialect.Postgres, pgstore.Options{ExecMode: "describe_exec", Pooler: "pgbouncer"},
 			pgx.QueryExecModeDescribeExec, pgx.QueryExecModeDescribeExec},
 	}
 	for _, tt := range tests {
@@ -51,7 +52,7 @@ func TestChooseExecModes(t *testing.T) {
 
 func TestExecModeName(t *testing.T) {
 	for _, name := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
-		modes, err := pgstore.ChooseExecModes(pgstore.Postgres, pgstore.Options{ExecMode: name})
+		modes, err := pgstore.ChooseExecModes(dialect.Postgres, pgstore.Options{ExecMode: name})
 		if err != nil {
 			t.Fatalf("ChooseExecModes(%q): %v", name, err)
 		}
@@ -95,7 +96,7 @@ func TestOpenRefusesOptions(t *testing.T) {
 
 func TestStatementMemAccepted(t *testing.T) {
 	for _, mem := range []string{"10MB", "512kB", "1GB", "2048", "16 MB"} {
-		if _, err := pgstore.ChooseExecModes(pgstore.Greenplum, pgstore.Options{StatementMem: mem}); err != nil {
+		if _, err := pgstore.ChooseExecModes(dialect.Greenplum, pgstore.Options{StatementMem: mem}); err != nil {
 			t.Errorf("StatementMem %q refused: %v", mem, err)
 		}
 	}

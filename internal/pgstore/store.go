@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -26,7 +27,7 @@ var _ warmcache.Warm = (*Store)(nil)
 // PgBouncer. A Store is safe for concurrent use.
 type Store struct {
 	pool    *pgxpool.Pool
-	dialect Dialect
+	dialect dialect.Dialect
 	modes   ExecModes
 	tables  map[string]*table
 	// loadTimeout is Options.LoadStatementTimeout.
@@ -139,7 +140,7 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 
 // server is what Open learns from its first connection.
 type server struct {
-	dialect Dialect
+	dialect dialect.Dialect
 	// onConflict says whether the server has INSERT ... ON CONFLICT
 	// (PostgreSQL 9.5 and later, so Greenplum 7 but not 6).
 	onConflict bool
@@ -160,7 +161,7 @@ func probeServer(ctx context.Context, cc *pgx.ConnConfig, opts Options, log *slo
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var srv server
-	if srv.dialect, err = DetectDialect(ctx, conn); err != nil {
+	if srv.dialect, err = dialect.Detect(ctx, conn); err != nil {
 		return server{}, err
 	}
 	var versionNum string
@@ -172,7 +173,7 @@ func probeServer(ctx context.Context, cc *pgx.ConnConfig, opts Options, log *slo
 		return server{}, fmt.Errorf("pgstore: server version %q: %w", versionNum, err)
 	}
 	srv.onConflict = n >= 90500
-	if srv.dialect != Greenplum {
+	if srv.dialect != dialect.Greenplum {
 		return srv, nil
 	}
 	if opts.Pooler == PoolerPgBouncer {
@@ -198,28 +199,22 @@ func probeServer(ctx context.Context, cc *pgx.ConnConfig, opts Options, log *slo
 // warnSessionSettings logs a warning for each Greenplum setting whose
 // server value is not the one key lookups need.
 func warnSessionSettings(ctx context.Context, conn *pgx.Conn, log *slog.Logger) error {
-	want := map[string]string{"optimizer": "off", "gp_enable_direct_dispatch": "on", "plan_cache_mode": "auto"}
-	rows, err := conn.Query(ctx, "SELECT name, setting FROM pg_settings WHERE name = ANY($1::text[])",
-		pgx.QueryExecModeSimpleProtocol, []string{"optimizer", "gp_enable_direct_dispatch", "plan_cache_mode"})
+	want := dialect.LookupSettings()
+	got, err := dialect.ReadSettings(ctx, conn, dialect.SettingNames(want)...)
 	if err != nil {
 		return fmt.Errorf("pgstore: read greenplum settings: %w", err)
 	}
-	var name, setting string
-	_, err = pgx.ForEachRow(rows, []any{&name, &setting}, func() error {
-		if setting != want[name] {
+	for _, w := range want {
+		if setting, ok := got[w.Name]; ok && setting != w.Value {
 			log.Warn("pgstore: greenplum setting differs from what key lookups need; set it for the service's role (ALTER ROLE ... SET), "+
-				"since session settings do not pass through PgBouncer", "setting", name, "value", setting, "want", want[name])
+				"since session settings do not pass through PgBouncer", "setting", w.Name, "value", setting, "want", w.Value)
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("pgstore: read greenplum settings: %w", err)
 	}
 	return nil
 }
 
 // Dialect returns the dialect the server speaks.
-func (s *Store) Dialect() Dialect { return s.dialect }
+func (s *Store) Dialect() dialect.Dialect { return s.dialect }
 
 // ExecMode returns the exec mode of reads, as an Options.ExecMode value such
 // as "cache_statement".

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -103,10 +104,10 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	// an append-optimized table, writes take the statements that need
 	// neither ON CONFLICT nor DELETE ... RETURNING.
 	noUpsert := !srv.onConflict
-	if srv.dialect == Greenplum {
+	if srv.dialect == dialect.Greenplum {
 		ao := ns.Storage.AppendOptimized
 		if !ns.Managed {
-			if ao, err = appendOptimized(ctx, conn, *relid); err != nil {
+			if ao, err = dialect.AppendOptimized(ctx, conn, *relid); err != nil {
 				return nil, fail("read storage: %w", err)
 			}
 		}
@@ -197,28 +198,6 @@ FROM pg_attribute WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped`, reli
 		return nil
 	})
 	return columns, err
-}
-
-// appendOptimized reports whether a Greenplum table, or any leaf of a
-// partitioned one, is append-optimized, which rejects ON CONFLICT.
-// Greenplum 7 names the storage by access method; Greenplum 6 by
-// pg_class.relstorage.
-func appendOptimized(ctx context.Context, conn *pgxpool.Conn, relid uint32) (bool, error) {
-	var hasRelstorage bool
-	err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute
-WHERE attrelid = 'pg_catalog.pg_class'::regclass AND attname = 'relstorage' AND NOT attisdropped)`).Scan(&hasRelstorage)
-	if err != nil {
-		return false, err
-	}
-	query := `SELECT coalesce(bool_or(am.amname IN ('ao_row', 'ao_column')), false)
-FROM pg_class c LEFT JOIN pg_am am ON am.oid = c.relam
-WHERE c.oid = $1 OR c.oid IN (SELECT relid FROM pg_partition_tree($1::oid::regclass))`
-	if hasRelstorage {
-		query = `SELECT coalesce(bool_or(c.relstorage IN ('a', 'c')), false) FROM pg_class c WHERE c.oid = $1`
-	}
-	var ao bool
-	err = conn.QueryRow(ctx, query, relid).Scan(&ao)
-	return ao, err
 }
 
 func fieldOIDs(fields []pgconn.FieldDescription) []uint32 {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -50,7 +50,7 @@ const (
 // concurrent use when its DB is (a pool is; a single *pgx.Conn is not).
 type Migrator struct {
 	db      DB
-	dialect pgstore.Dialect
+	dialect dialect.Dialect
 	steps   []Step
 	log     *slog.Logger
 }
@@ -59,18 +59,18 @@ type Migrator struct {
 // given dialect. It plans the steps at once and returns Plan's error if a
 // managed namespace is invalid. A nil log discards the log; otherwise each
 // applied or reverted step is logged at Info.
-func NewMigrator(db DB, dialect pgstore.Dialect, namespaces []*warmcache.Namespace, log *slog.Logger) (*Migrator, error) {
-	steps, err := Plan(dialect, namespaces)
+func NewMigrator(db DB, d dialect.Dialect, namespaces []*warmcache.Namespace, log *slog.Logger) (*Migrator, error) {
+	steps, err := Plan(d, namespaces)
 	if err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Migrator{db: db, dialect: dialect, steps: steps, log: log}, nil
+	return &Migrator{db: db, dialect: d, steps: steps, log: log}, nil
 }
 
-// OpenMigrator detects the server's dialect with pgstore.DetectDialect and
+// OpenMigrator detects the server's dialect with dialect.Detect and
 // returns NewMigrator's Migrator for it. Errors are the detection's or
 // Plan's.
 func OpenMigrator(ctx context.Context, db DB, namespaces []*warmcache.Namespace, log *slog.Logger) (*Migrator, error) {
@@ -78,7 +78,7 @@ func OpenMigrator(ctx context.Context, db DB, namespaces []*warmcache.Namespace,
 	if err != nil {
 		return nil, fmt.Errorf("schema: detect dialect: %w", err)
 	}
-	d, err := pgstore.DetectDialect(ctx, tx)
+	d, err := dialect.Detect(ctx, tx)
 	if rbErr := tx.Rollback(ctx); err == nil && rbErr != nil {
 		err = rbErr
 	}
@@ -89,7 +89,7 @@ func OpenMigrator(ctx context.Context, db DB, namespaces []*warmcache.Namespace,
 }
 
 // Dialect returns the dialect the Migrator renders for.
-func (m *Migrator) Dialect() pgstore.Dialect { return m.dialect }
+func (m *Migrator) Dialect() dialect.Dialect { return m.dialect }
 
 // Steps returns the planned steps by ascending version.
 func (m *Migrator) Steps() []Step { return slices.Clone(m.steps) }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -75,7 +75,7 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenMigrator: %v", err)
 	}
-	if m.Dialect() != pgstore.Postgres {
+	if m.Dialect() != dialect.Postgres {
 		t.Fatalf("Dialect = %v, want postgres", m.Dialect())
 	}
 
@@ -250,7 +250,7 @@ func TestMigratorConcurrentUp(t *testing.T) {
 	errs := make(chan error, n)
 	start := make(chan struct{})
 	for range n {
-		m, err := schema.NewMigrator(mustConnect(t, dsn), pgstore.Postgres, ns, nil)
+		m, err := schema.NewMigrator(mustConnect(t, dsn), dialect.Postgres, ns, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,14 +279,14 @@ func TestMigratorDownRefusesUnknownScope(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewDatabase(t)
 	conn := mustConnect(t, dsn)
-	full, err := schema.NewMigrator(conn, pgstore.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{}), packed("gadgets", warmcache.Storage{})}, nil)
+	full, err := schema.NewMigrator(conn, dialect.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{}), packed("gadgets", warmcache.Storage{})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := full.Up(ctx); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	partial, err := schema.NewMigrator(conn, pgstore.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{})}, nil)
+	partial, err := schema.NewMigrator(conn, dialect.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

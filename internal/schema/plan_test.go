@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -43,7 +43,7 @@ func people(st warmcache.Storage) *warmcache.Namespace {
 func TestPlanGolden(t *testing.T) {
 	tests := []struct {
 		name    string
-		dialect pgstore.Dialect
+		dialect dialect.Dialect
 		ns      *warmcache.Namespace
 		// want are fragments the DDL must contain whatever the golden says.
 		want []string
@@ -52,7 +52,7 @@ func TestPlanGolden(t *testing.T) {
 	}{
 		{
 			name:    "greenplum_heap_packed_gin",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("widgets", warmcache.Storage{GINIndex: true}),
 			want: []string{
 				"-- 0001 version_sequence\n", "CREATE SEQUENCE IF NOT EXISTS warmcache_version_seq CACHE 1;",
@@ -68,7 +68,7 @@ func TestPlanGolden(t *testing.T) {
 		},
 		{
 			name:    "greenplum_ao_row_zstd5",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("events", warmcache.Storage{AppendOptimized: true, Compression: "zstd", CompressLevel: 5}),
 			want: []string{
 				"WITH (appendoptimized=true, orientation=row, compresstype=zstd, compresslevel=5)",
@@ -79,7 +79,7 @@ func TestPlanGolden(t *testing.T) {
 		},
 		{
 			name:    "greenplum_ao_column_rle",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns: packed("metrics", warmcache.Storage{
 				AppendOptimized: true, Orientation: "column", Compression: "rle_type", Partitions: 8,
 			}),
@@ -92,7 +92,7 @@ func TestPlanGolden(t *testing.T) {
 		},
 		{
 			name:    "greenplum_columns_text_key",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      people(warmcache.Storage{}),
 			want: []string{
 				`CREATE TABLE "app"."people" (`, `"email" text NOT NULL`, `"name" text NOT NULL`,
@@ -103,7 +103,7 @@ func TestPlanGolden(t *testing.T) {
 		},
 		{
 			name:    "postgres_packed_lz4_8_partitions",
-			dialect: pgstore.Postgres,
+			dialect: dialect.Postgres,
 			ns:      packed("widgets", warmcache.Storage{Compression: "lz4", GINIndex: true}),
 			want: []string{
 				`PRIMARY KEY ("key")`, `PARTITION BY HASH ("key");`,
@@ -158,13 +158,13 @@ func TestPlanGolden(t *testing.T) {
 func TestPlanNotes(t *testing.T) {
 	tests := []struct {
 		name    string
-		dialect pgstore.Dialect
+		dialect dialect.Dialect
 		ns      *warmcache.Namespace
 		want    []string
 	}{
 		{
 			name:    "postgres zstd becomes lz4",
-			dialect: pgstore.Postgres,
+			dialect: dialect.Postgres,
 			ns:      packed("w", warmcache.Storage{Compression: "zstd", CompressLevel: 7, AppendOptimized: true, Orientation: "column"}),
 			want: []string{
 				"-- storage.compression zstd does not exist on PostgreSQL: TOAST lz4 is used instead.",
@@ -176,7 +176,7 @@ func TestPlanNotes(t *testing.T) {
 		},
 		{
 			name:    "postgres columns compress the variable-length columns",
-			dialect: pgstore.Postgres,
+			dialect: dialect.Postgres,
 			ns:      people(warmcache.Storage{Compression: "pglz", Partitions: 2}),
 			want: []string{
 				`CREATE TABLE "app"."people_p1" PARTITION OF "app"."people" FOR VALUES WITH (MODULUS 2, REMAINDER 1);`,
@@ -185,25 +185,25 @@ func TestPlanNotes(t *testing.T) {
 		},
 		{
 			name:    "greenplum heap lz4 not applied",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("w", warmcache.Storage{Compression: "lz4", Partitions: 8, GINIndex: true}),
 			want:    []string{"-- storage.compression lz4 not applied", `PRIMARY KEY ("key")`},
 		},
 		{
 			name:    "greenplum ao lz4 becomes zstd",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("w", warmcache.Storage{Compression: "lz4", AppendOptimized: true}),
 			want:    []string{"-- storage.compression lz4 does not exist for append-optimized tables", "compresstype=zstd, compresslevel=3"},
 		},
 		{
 			name:    "greenplum ao zlib default level",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("w", warmcache.Storage{Compression: "zlib", AppendOptimized: true}),
 			want:    []string{"compresstype=zlib, compresslevel=5"},
 		},
 		{
 			name:    "greenplum ao without compression",
-			dialect: pgstore.Greenplum,
+			dialect: dialect.Greenplum,
 			ns:      packed("w", warmcache.Storage{AppendOptimized: true, Orientation: "row"}),
 			want:    []string{"WITH (appendoptimized=true, orientation=row)\n"},
 		},
@@ -227,7 +227,7 @@ func TestPlanNotes(t *testing.T) {
 func TestPlanSkipsUnmanaged(t *testing.T) {
 	external := packed("external", warmcache.Storage{Orientation: "diagonal"}) // never checked
 	external.Managed = false
-	steps, err := schema.Plan(pgstore.Postgres, []*warmcache.Namespace{external, packed("widgets", warmcache.Storage{})})
+	steps, err := schema.Plan(dialect.Postgres, []*warmcache.Namespace{external, packed("widgets", warmcache.Storage{})})
 	if err != nil {
 		t.Fatalf("Plan: %v", err)
 	}
@@ -247,71 +247,71 @@ func TestPlanSkipsUnmanaged(t *testing.T) {
 func TestPlanRejects(t *testing.T) {
 	tests := []struct {
 		name    string
-		dialect pgstore.Dialect
+		dialect dialect.Dialect
 		edit    func(ns *warmcache.Namespace)
 		want    string
 	}{
-		{"orientation", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Orientation = "diagonal" },
+		{"orientation", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Orientation = "diagonal" },
 			`namespace "widgets": storage.orientation: must be row or column, got "diagonal"`},
-		{"column without appendoptimized", pgstore.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Orientation = "column" },
+		{"column without appendoptimized", dialect.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Orientation = "column" },
 			`namespace "widgets": storage.orientation: column needs storage.appendoptimized`},
-		{"unknown compression", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Compression = "gzip" },
+		{"unknown compression", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Compression = "gzip" },
 			`namespace "widgets": storage.compression: must be one of`},
-		{"unknown compression greenplum", pgstore.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Compression = "brotli" },
+		{"unknown compression greenplum", dialect.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Compression = "brotli" },
 			`namespace "widgets": storage.compression: must be one of`},
-		{"zstd on greenplum heap", pgstore.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Compression = "zstd" },
+		{"zstd on greenplum heap", dialect.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.Compression = "zstd" },
 			`namespace "widgets": storage.compression: zstd needs storage.appendoptimized`},
-		{"rle_type on row", pgstore.Greenplum, func(ns *warmcache.Namespace) {
+		{"rle_type on row", dialect.Greenplum, func(ns *warmcache.Namespace) {
 			ns.Storage.AppendOptimized, ns.Storage.Compression = true, "rle_type"
 		}, `namespace "widgets": storage.compression: rle_type needs storage.orientation column`},
-		{"zstd level", pgstore.Greenplum, func(ns *warmcache.Namespace) {
+		{"zstd level", dialect.Greenplum, func(ns *warmcache.Namespace) {
 			ns.Storage.AppendOptimized, ns.Storage.Compression, ns.Storage.CompressLevel = true, "zstd", 20
 		}, `namespace "widgets": storage.compress_level: must be between 1 and 19 for zstd, got 20`},
-		{"zlib level", pgstore.Greenplum, func(ns *warmcache.Namespace) {
+		{"zlib level", dialect.Greenplum, func(ns *warmcache.Namespace) {
 			ns.Storage.AppendOptimized, ns.Storage.Compression, ns.Storage.CompressLevel = true, "zlib", 10
 		}, `namespace "widgets": storage.compress_level: must be between 1 and 9 for zlib`},
-		{"level without compression", pgstore.Greenplum, func(ns *warmcache.Namespace) {
+		{"level without compression", dialect.Greenplum, func(ns *warmcache.Namespace) {
 			ns.Storage.AppendOptimized, ns.Storage.CompressLevel = true, 3
 		}, `namespace "widgets": storage.compress_level: needs storage.compression`},
-		{"level on heap", pgstore.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.CompressLevel = 3 },
+		{"level on heap", dialect.Greenplum, func(ns *warmcache.Namespace) { ns.Storage.CompressLevel = 3 },
 			`namespace "widgets": storage.compress_level: needs storage.appendoptimized`},
-		{"negative level", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Storage.CompressLevel = -1 },
+		{"negative level", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Storage.CompressLevel = -1 },
 			`namespace "widgets": storage.compress_level: must not be negative`},
-		{"negative partitions", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Partitions = -1 },
+		{"negative partitions", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Partitions = -1 },
 			`namespace "widgets": storage.partitions: must be between 1 and 1024, got -1`},
-		{"too many partitions", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Partitions = 5000 },
+		{"too many partitions", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Storage.Partitions = 5000 },
 			`namespace "widgets": storage.partitions: must be between 1 and 1024, got 5000`},
-		{"gin on columns", pgstore.Postgres, func(ns *warmcache.Namespace) {
+		{"gin on columns", dialect.Postgres, func(ns *warmcache.Namespace) {
 			ns.Layout, ns.ValueColumn, ns.Columns = warmcache.LayoutColumns, "", []warmcache.Column{{Name: "a", Type: "text"}}
 			ns.Storage.GINIndex = true
 		}, `namespace "widgets": storage.gin_index: needs value.layout packed`},
-		{"column type injection", pgstore.Postgres, func(ns *warmcache.Namespace) {
+		{"column type injection", dialect.Postgres, func(ns *warmcache.Namespace) {
 			ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, ""
 			ns.Columns = []warmcache.Column{{Name: "a", Type: "text"}, {Name: "b", Type: "text); DROP TABLE users; --"}}
 		}, `namespace "widgets": value.columns[1].type: must be one of text, varchar(n)`},
-		{"numeric scale above precision", pgstore.Greenplum, func(ns *warmcache.Namespace) {
+		{"numeric scale above precision", dialect.Greenplum, func(ns *warmcache.Namespace) {
 			ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, ""
 			ns.Columns = []warmcache.Column{{Name: "a", Type: "numeric(2,5)"}}
 		}, `namespace "widgets": value.columns[0].type: must be one of`},
-		{"no columns", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, "" },
+		{"no columns", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, "" },
 			`namespace "widgets": value.columns: layout columns needs at least one column`},
-		{"column named like the key", pgstore.Postgres, func(ns *warmcache.Namespace) {
+		{"column named like the key", dialect.Postgres, func(ns *warmcache.Namespace) {
 			ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, ""
 			ns.Columns = []warmcache.Column{{Name: "key", Type: "text"}}
 		}, `namespace "widgets": value.columns[0].name: "key" is also key.column`},
-		{"layout", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Layout = "wide" },
+		{"layout", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Layout = "wide" },
 			`namespace "widgets": value.layout: must be packed or columns, got "wide"`},
-		{"key type", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.KeyType = "uuid" },
+		{"key type", dialect.Postgres, func(ns *warmcache.Namespace) { ns.KeyType = "uuid" },
 			`namespace "widgets": key.type: must be bigint or text, got "uuid"`},
-		{"empty key column", pgstore.Greenplum, func(ns *warmcache.Namespace) { ns.KeyColumn = "" },
+		{"empty key column", dialect.Greenplum, func(ns *warmcache.Namespace) { ns.KeyColumn = "" },
 			`namespace "widgets": key.column: must not be empty`},
-		{"empty version column", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.VersionColumn = "" },
+		{"empty version column", dialect.Postgres, func(ns *warmcache.Namespace) { ns.VersionColumn = "" },
 			`namespace "widgets": version_column: must not be empty`},
-		{"three-part table", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Table = "db.s.t" },
+		{"three-part table", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Table = "db.s.t" },
 			`namespace "widgets": table: must be a table name, optionally schema-qualified, got "db.s.t"`},
-		{"long table for partitions", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Table = strings.Repeat("t", 62) },
+		{"long table for partitions", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Table = strings.Repeat("t", 62) },
 			`namespace "widgets": table: partition name`},
-		{"control character in name", pgstore.Postgres, func(ns *warmcache.Namespace) { ns.Name = "wid\ngets" },
+		{"control character in name", dialect.Postgres, func(ns *warmcache.Namespace) { ns.Name = "wid\ngets" },
 			`name: must not contain control characters`},
 		{"unknown dialect", 0, func(*warmcache.Namespace) {}, `unknown dialect`},
 	}
@@ -333,11 +333,11 @@ func TestPlanRejects(t *testing.T) {
 func TestPlanRejectsDuplicates(t *testing.T) {
 	a, b := packed("widgets", warmcache.Storage{}), packed("gadgets", warmcache.Storage{})
 	b.Table = "widgets"
-	_, err := schema.Plan(pgstore.Postgres, []*warmcache.Namespace{a, b})
+	_, err := schema.Plan(dialect.Postgres, []*warmcache.Namespace{a, b})
 	if err == nil || !strings.Contains(err.Error(), `namespace "gadgets": table: "widgets" is also the table of namespace "widgets"`) {
 		t.Errorf("Plan error = %v, want the shared table named", err)
 	}
-	_, err = schema.Plan(pgstore.Postgres, []*warmcache.Namespace{a, packed("widgets", warmcache.Storage{})})
+	_, err = schema.Plan(dialect.Postgres, []*warmcache.Namespace{a, packed("widgets", warmcache.Storage{})})
 	if err == nil || !strings.Contains(err.Error(), `namespace "widgets": name: declared twice`) {
 		t.Errorf("Plan error = %v, want the duplicate name", err)
 	}

@@ -18,7 +18,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/migrations"
 )
@@ -59,8 +59,8 @@ const namespacePrefix = "namespace_"
 // Plan connects to nothing. It fails when a managed namespace cannot be
 // created on the dialect; the error names every bad field as
 // `namespace "widgets": storage.orientation: must be row or column, got "diagonal"`.
-func Plan(d pgstore.Dialect, namespaces []*warmcache.Namespace) ([]Step, error) {
-	if d != pgstore.Postgres && d != pgstore.Greenplum {
+func Plan(d dialect.Dialect, namespaces []*warmcache.Namespace) ([]Step, error) {
+	if !d.Valid() {
 		return nil, fmt.Errorf("schema: plan: unknown dialect %v", d)
 	}
 	var tables []tableData

@@ -9,12 +9,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// This file is the one place where PostgreSQL and Greenplum differ. The
-// templates in package migrations only print the clauses chosen here.
+// This file chooses a managed table's clauses for the dialect, by the
+// rules of package dialect. The templates in package migrations only print
+// the clauses chosen here.
 //
 //	clause             PostgreSQL                          Greenplum
 //	primary key        PRIMARY KEY (key)                   heap: PRIMARY KEY (key); append-optimized: none, a btree key index
@@ -91,33 +92,16 @@ type indexData struct {
 	Column string
 }
 
-// Defaults of the storage options.
-const (
-	defaultPartitions = 8
-	maxPartitions     = 1024
-	maxIdentifierLen  = 63
-)
-
-// The compressions a namespace may ask for.
-const (
-	compressNone = "none"
-	compressLZ4  = "lz4"
-	compressPGLZ = "pglz"
-	compressZstd = "zstd"
-	compressZlib = "zlib"
-	compressRLE  = "rle_type"
-)
-
 // tableFor validates a managed namespace for the dialect and chooses its
 // table's clauses. The error joins one error per bad field, each naming the
 // field as the namespaces file does (such as storage.orientation).
-func tableFor(d pgstore.Dialect, ns *warmcache.Namespace) (tableData, error) {
+func tableFor(d dialect.Dialect, ns *warmcache.Namespace) (tableData, error) {
 	t, errs := commonTable(ns)
 	var dialectErrs []error
 	switch d {
-	case pgstore.Postgres:
+	case dialect.Postgres:
 		dialectErrs = postgresTable(&t, ns)
-	case pgstore.Greenplum:
+	case dialect.Greenplum:
 		dialectErrs = greenplumTable(&t, ns)
 	default:
 		return tableData{}, fmt.Errorf("unknown dialect %v", d)
@@ -138,24 +122,24 @@ func postgresTable(t *tableData, ns *warmcache.Namespace) []error {
 	t.PartitionBy = key
 	n := st.Partitions
 	if n == 0 {
-		n = defaultPartitions
+		n = dialect.DefaultPartitions
 	}
 	schemaName, base := splitTable(ns.Table)
 	for i := range n {
 		name := base + "_p" + strconv.Itoa(i)
-		if len(name) > maxIdentifierLen {
-			errs = append(errs, fmt.Errorf("table: partition name %q would be longer than %d bytes; choose a shorter table name", name, maxIdentifierLen))
+		if len(name) > dialect.MaxIdentifierLen {
+			errs = append(errs, fmt.Errorf("table: partition name %q would be longer than %d bytes; choose a shorter table name", name, dialect.MaxIdentifierLen))
 			break
 		}
 		t.Partitions = append(t.Partitions, partitionData{Name: sanitize(schemaName, name), Modulus: n, Remainder: i})
 	}
 
-	switch c := compression(st); c {
-	case compressNone:
-	case compressLZ4, compressPGLZ:
+	switch c := compression(st); {
+	case c == dialect.CompressNone:
+	case dialect.TOAST(c):
 		t.Compression = c
 	default:
-		t.Compression = compressLZ4
+		t.Compression = dialect.CompressLZ4
 		t.note("storage.compression %s does not exist on PostgreSQL: TOAST lz4 is used instead.", c)
 	}
 	if t.Compression != "" {
@@ -203,9 +187,9 @@ func greenplumTable(t *tableData, ns *warmcache.Namespace) []error {
 	if !st.AppendOptimized {
 		t.With = "appendoptimized=false"
 		t.PrimaryKey = key
-		switch c {
-		case compressNone:
-		case compressLZ4, compressPGLZ:
+		switch {
+		case c == dialect.CompressNone:
+		case dialect.TOAST(c):
 			t.note("storage.compression %s not applied: heap tables on Greenplum are not block-compressed; set storage.appendoptimized for zstd or zlib.", c)
 		default:
 			bad("storage.compression: %s needs storage.appendoptimized on Greenplum", c)
@@ -218,21 +202,22 @@ func greenplumTable(t *tableData, ns *warmcache.Namespace) []error {
 		}
 	} else {
 		opts := []string{"appendoptimized=true", "orientation=" + orientation}
-		switch c {
-		case compressLZ4, compressPGLZ:
+		switch {
+		case dialect.TOAST(c):
 			t.note("storage.compression %s does not exist for append-optimized tables: zstd is used instead.", c)
-			c = compressZstd
-		case compressRLE:
+			c = dialect.CompressZstd
+		case c == dialect.CompressRLE:
 			if orientation != "column" {
 				bad("storage.compression: rle_type needs storage.orientation column")
 			}
 		}
-		if c == compressNone {
+		switch {
+		case c == dialect.CompressNone:
 			if st.CompressLevel != 0 {
 				bad("storage.compress_level: needs storage.compression")
 			}
-		} else {
-			level, err := compressLevel(c, st.CompressLevel)
+		case dialect.Block(c):
+			level, err := dialect.CompressLevel(c, st.CompressLevel)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -250,28 +235,10 @@ func greenplumTable(t *tableData, ns *warmcache.Namespace) []error {
 // index describes an index named name on column. Index names are not
 // schema-qualified: an index lives in its table's schema.
 func index(errs *[]error, name, column string) *indexData {
-	if len(name) > maxIdentifierLen {
-		*errs = append(*errs, fmt.Errorf("table: index name %q would be longer than %d bytes; choose shorter names", name, maxIdentifierLen))
+	if len(name) > dialect.MaxIdentifierLen {
+		*errs = append(*errs, fmt.Errorf("table: index name %q would be longer than %d bytes; choose shorter names", name, dialect.MaxIdentifierLen))
 	}
 	return &indexData{Name: quote(name), Column: quote(column)}
-}
-
-// compressLevel returns the Greenplum compresslevel for the algorithm:
-// the requested one, or the algorithm's default when zero.
-func compressLevel(c string, level int) (int, error) {
-	limits := map[string][3]int{ // default, min, max
-		compressZstd: {3, 1, 19},
-		compressZlib: {5, 1, 9},
-		compressRLE:  {1, 1, 4},
-	}
-	l := limits[c]
-	if level == 0 {
-		return l[0], nil
-	}
-	if level < l[1] || level > l[2] {
-		return 0, fmt.Errorf("storage.compress_level: must be between %d and %d for %s, got %d", l[1], l[2], c, level)
-	}
-	return level, nil
 }
 
 // bookkeepingDDL creates the table that records applied migrations. On
@@ -279,7 +246,7 @@ func compressLevel(c string, level int) (int, error) {
 // Greenplum version accepts (a unique key must contain the distribution
 // key), and a row's insert or delete touches one segment with a one-phase
 // commit; DISTRIBUTED REPLICATED would write every row on all segments.
-func bookkeepingDDL(d pgstore.Dialect) string {
+func bookkeepingDDL(d dialect.Dialect) string {
 	ddl := `CREATE TABLE IF NOT EXISTS warmcache_schema_migrations (
     version    integer     NOT NULL,
     scope      text        NOT NULL,
@@ -287,8 +254,8 @@ func bookkeepingDDL(d pgstore.Dialect) string {
     applied_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (version, scope)
 )`
-	if d == pgstore.Greenplum {
-		ddl += "\nDISTRIBUTED BY (version, scope)"
+	if clause := d.DistributedBy("version", "scope"); clause != "" {
+		ddl += "\n" + clause
 	}
 	return ddl
 }
@@ -301,8 +268,8 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 		switch {
 		case v == "":
 			bad("%s: must not be empty", field)
-		case len(v) > maxIdentifierLen:
-			bad("%s: must be at most %d bytes, got %q", field, maxIdentifierLen, v)
+		case len(v) > dialect.MaxIdentifierLen:
+			bad("%s: must be at most %d bytes, got %q", field, dialect.MaxIdentifierLen, v)
 		}
 	}
 	t := tableData{Namespace: ns.Name}
@@ -325,11 +292,11 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 	t.KeyColumnLiteral = literal(ns.KeyColumn)
 	t.NamespaceLiteral = literal(ns.Name)
 	versionIndex := base + "_" + ns.VersionColumn + "_idx"
-	if len(versionIndex) > maxIdentifierLen {
-		bad("table: index name %q would be longer than %d bytes; choose shorter names", versionIndex, maxIdentifierLen)
+	if len(versionIndex) > dialect.MaxIdentifierLen {
+		bad("table: index name %q would be longer than %d bytes; choose shorter names", versionIndex, dialect.MaxIdentifierLen)
 	}
-	if len(base)+len("_warmcache_truncate") > maxIdentifierLen {
-		bad("table: trigger name %q would be longer than %d bytes; choose a shorter table name", base+"_warmcache_truncate", maxIdentifierLen)
+	if len(base)+len("_warmcache_truncate") > dialect.MaxIdentifierLen {
+		bad("table: trigger name %q would be longer than %d bytes; choose a shorter table name", base+"_warmcache_truncate", dialect.MaxIdentifierLen)
 	}
 	t.VersionIndex = quote(versionIndex)
 	t.VersionIndexQualified = sanitize(schemaName, versionIndex)
@@ -380,12 +347,10 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
 
 	st := ns.Storage
-	if st.Partitions < 0 || st.Partitions > maxPartitions {
-		bad("storage.partitions: must be between 1 and %d, got %d", maxPartitions, st.Partitions)
+	if st.Partitions < 0 || st.Partitions > dialect.MaxPartitions {
+		bad("storage.partitions: must be between 1 and %d, got %d", dialect.MaxPartitions, st.Partitions)
 	}
-	switch compression(st) {
-	case compressNone, compressLZ4, compressPGLZ, compressZstd, compressZlib, compressRLE:
-	default:
+	if !dialect.ValidCompression(compression(st)) {
 		bad("storage.compression: must be one of none, lz4, pglz, zstd, zlib or rle_type, got %q", st.Compression)
 	}
 	if st.CompressLevel < 0 {
@@ -458,7 +423,7 @@ func toastable(ns *warmcache.Namespace) []string {
 // compression returns the requested compression, "none" when empty.
 func compression(st warmcache.Storage) string {
 	if st.Compression == "" {
-		return compressNone
+		return dialect.CompressNone
 	}
 	return st.Compression
 }
