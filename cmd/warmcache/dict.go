@@ -15,6 +15,7 @@ import (
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/zdict"
 )
 
 // What `dict train` samples: trainSamples values to build the dictionary
@@ -79,15 +80,15 @@ func dictTrain(ctx context.Context, cfg config.Config, ns *warmcache.Namespace, 
 	// Hold out a tenth of a small sample, heldOutSamples of a full one.
 	held := min(heldOutSamples, len(values)/10)
 	train, heldOut := values[held:], values[:held]
-	d, err := rediscache.TrainDictionary(train, heldOut, rediscache.TrainOptions{})
+	d, err := zdict.Train(train, heldOut, zdict.Options{})
 	if err != nil {
 		return err
 	}
-	sizes, err := rediscache.MeasureCompression(d, heldOut)
+	sizes, err := zdict.Measure(d, heldOut)
 	if err != nil {
 		return err
 	}
-	id, err := rediscache.DictionaryID(d)
+	id, err := zdict.ID(d)
 	if err != nil {
 		return err
 	}

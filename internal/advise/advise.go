@@ -87,8 +87,9 @@ type Report struct {
 	// as JSON text.
 	Rows          int
 	AvgValueBytes int
-	// DictBytes is the size of the zstd dictionary trained on the sample,
-	// and DictRatio the compression ratio it gave on single values.
+	// DictBytes is the size of the zstd dictionary trained on the sample
+	// (zero when none could be), and DictRatio the compression ratio it
+	// gave on single values (without a dictionary when none could be).
 	DictBytes int
 	DictRatio float64
 	Results   []Result
@@ -159,6 +160,9 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 	}
 	defer dict.Close()
 	r.DictBytes, r.DictRatio = len(dict.raw), dict.ratio
+	if dict.err != nil {
+		log.Warn("advise: no zstd dictionary for the bytea candidate", "err", dict.err)
+	}
 
 	columns := ns.Columns
 	if ns.Layout == warmcache.LayoutPacked {

@@ -118,7 +118,12 @@ func (r *Report) recommend() {
 		r.Notes = append(r.Notes, fmt.Sprintf("values average %d bytes: TOAST compresses only values over about 2 kB, "+
 			"so pglz and lz4 store these as they are (compare their sizes above)", r.AvgValueBytes))
 	}
-	r.Notes = append(r.Notes, fmt.Sprintf("a zstd dictionary of %s trained on this sample compresses single values %.1fx", formatBytes(int64(r.DictBytes)), r.DictRatio))
+	if r.DictBytes > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("a zstd dictionary of %s trained on this sample compresses single values %.1fx", formatBytes(int64(r.DictBytes)), r.DictRatio))
+	} else {
+		r.Notes = append(r.Notes, fmt.Sprintf("no zstd dictionary could be trained on this sample (too few or too uniform values): "+
+			"the bytea candidate is compressed without one, %.1fx", r.DictRatio))
+	}
 	for _, res := range r.Results {
 		if res.Err != nil || res.Bytes == 0 || float64(rec.Bytes)/float64(res.Bytes) < 1.3 {
 			continue

@@ -10,9 +10,9 @@ import (
 
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
 	wcschema "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/zdict"
 )
 
 // dictionaryTableSQL returns the DDL of the dictionary table as migrate
@@ -88,17 +88,17 @@ func TestDictionaries(t *testing.T) {
 			t.Errorf("no sampled value is byte for byte the lookup's %q", e.Value)
 		}
 
-		dictA, err := rediscache.TrainDictionary(sample[:50], sample[50:], rediscache.TrainOptions{})
+		dictA, err := zdict.Train(sample[:50], sample[50:], zdict.Options{})
 		if err != nil {
 			t.Fatalf("TrainDictionary: %v", err)
 		}
-		dictB, err := rediscache.TrainDictionary(sample[50:], sample[:50], rediscache.TrainOptions{})
+		dictB, err := zdict.Train(sample[50:], sample[:50], zdict.Options{})
 		if err != nil {
 			t.Fatalf("TrainDictionary: %v", err)
 		}
 		save := func(d []byte) pgstore.Dictionary {
 			t.Helper()
-			id, err := rediscache.DictionaryID(d)
+			id, err := zdict.ID(d)
 			if err != nil {
 				t.Fatal(err)
 			}

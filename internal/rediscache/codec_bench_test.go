@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/zdict"
 )
 
 // benchCodecs returns the codecs the benchmarks compare.
@@ -22,7 +23,7 @@ func benchCodecs() []warmcache.Codec {
 func codecFixture(b *testing.B) *fixture {
 	b.Helper()
 	f := newFixture(b, rediscache.Options{})
-	d, err := rediscache.TrainDictionary(widgetDocs(2000, 1), widgetDocs(200, 2), rediscache.TrainOptions{})
+	d, err := zdict.Train(widgetDocs(2000, 1), widgetDocs(200, 2), zdict.Options{})
 	if err != nil {
 		b.Fatalf("TrainDictionary: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/zdict"
 )
 
 // widgetDoc returns the local stack's sample widget document with id, as
@@ -38,9 +39,9 @@ func widgetDocs(n int, seed uint64) [][]byte {
 // trainWidgets trains a dictionary on n widget documents of seed.
 func trainWidgets(tb testing.TB, n int, seed uint64) []byte {
 	tb.Helper()
-	d, err := rediscache.TrainDictionary(widgetDocs(n, seed), widgetDocs(50, seed+1000), rediscache.TrainOptions{})
+	d, err := zdict.Train(widgetDocs(n, seed), widgetDocs(50, seed+1000), zdict.Options{})
 	if err != nil {
-		tb.Fatalf("TrainDictionary: %v", err)
+		tb.Fatalf("Train: %v", err)
 	}
 	return d
 }
@@ -278,12 +279,12 @@ func TestCompressedFillVersionRules(t *testing.T) {
 // ratios computed from the bytes Redis holds.
 func TestCompressionRatio(t *testing.T) {
 	f := newFixture(t, rediscache.Options{})
-	d, err := rediscache.TrainDictionary(widgetDocs(2000, 1), widgetDocs(200, 2), rediscache.TrainOptions{})
+	d, err := zdict.Train(widgetDocs(2000, 1), widgetDocs(200, 2), zdict.Options{})
 	if err != nil {
-		t.Fatalf("TrainDictionary: %v", err)
+		t.Fatalf("Train: %v", err)
 	}
-	if len(d) > rediscache.DefaultDictionarySize {
-		t.Errorf("dictionary is %d bytes, want at most %d", len(d), rediscache.DefaultDictionarySize)
+	if len(d) > zdict.DefaultSize {
+		t.Errorf("dictionary is %d bytes, want at most %d", len(d), zdict.DefaultSize)
 	}
 	addDictionary(t, f.cache, "dict", d)
 
@@ -325,92 +326,30 @@ func TestCompressionRatio(t *testing.T) {
 		t.Errorf("fill_bytes_total{form=stored} = %v, want %d", got, wantStored)
 	}
 
-	sizes, err := rediscache.MeasureCompression(d, docs)
+	sizes, err := zdict.Measure(d, docs)
 	if err != nil {
-		t.Fatalf("MeasureCompression: %v", err)
+		t.Fatalf("Measure: %v", err)
 	}
 	if sizes.JSON != int64(jsonBytes) || sizes.Zstd != int64(payload[warmcache.CodecZstd]) || sizes.Dict != int64(payload[warmcache.CodecZstdDict]) {
-		t.Errorf("MeasureCompression = %+v, want the stored sizes json %d, zstd %d, dict %d",
+		t.Errorf("Measure = %+v, want the stored sizes json %d, zstd %d, dict %d",
 			sizes, jsonBytes, payload[warmcache.CodecZstd], payload[warmcache.CodecZstdDict])
 	}
 }
 
-func TestTrainDictionary(t *testing.T) {
-	samples := widgetDocs(300, 1)
-	a1, err := rediscache.TrainDictionary(samples, nil, rediscache.TrainOptions{})
+// TestAddDictionaryRejectsGarbage checks that the Cache refuses bytes that
+// are not a whole zstd dictionary.
+func TestAddDictionaryRejectsGarbage(t *testing.T) {
+	a1, err := zdict.Train(widgetDocs(300, 1), nil, zdict.Options{})
 	if err != nil {
-		t.Fatalf("TrainDictionary: %v", err)
+		t.Fatalf("Train: %v", err)
 	}
-	a2, err := rediscache.TrainDictionary(samples, nil, rediscache.TrainOptions{})
+	c, err := rediscache.New(rediscache.Options{}, nil, nil)
 	if err != nil {
-		t.Fatalf("TrainDictionary: %v", err)
+		t.Fatal(err)
 	}
-	idA1, err := rediscache.DictionaryID(a1)
-	if err != nil {
-		t.Fatalf("DictionaryID: %v", err)
+	t.Cleanup(func() { _ = c.Close() })
+	broken := bytes.Clone(a1[:64])
+	if _, err := c.AddDictionary("w", broken); err == nil {
+		t.Error("AddDictionary(truncated) = nil error")
 	}
-	if idA2, _ := rediscache.DictionaryID(a2); idA1 != idA2 || !bytes.Equal(a1, a2) {
-		t.Errorf("training twice on the same samples gave ids %d and %d", idA1, idA2)
-	}
-	if idA1 < 32768 || idA1 >= 1<<31 {
-		t.Errorf("id %d is outside the private range [32768, 2^31)", idA1)
-	}
-	small, err := rediscache.TrainDictionary(samples, nil, rediscache.TrainOptions{Size: 4 << 10})
-	if err != nil {
-		t.Fatalf("TrainDictionary(4 KiB): %v", err)
-	}
-	if len(small) > 4<<10 {
-		t.Errorf("4 KiB dictionary is %d bytes", len(small))
-	}
-
-	// A table of a few rows still gives a dictionary: the content is
-	// some of them, the entropy tables come from the rest. One sample
-	// may or may not be enough, but never panics.
-	for _, n := range []int{1, 3, 30} {
-		t.Run(fmt.Sprintf("%d samples", n), func(t *testing.T) {
-			d, err := rediscache.TrainDictionary(widgetDocs(n, 1), nil, rediscache.TrainOptions{})
-			if n == 1 && err != nil {
-				return
-			}
-			if err != nil {
-				t.Fatalf("TrainDictionary: %v", err)
-			}
-			sizes, err := rediscache.MeasureCompression(d, widgetDocs(50, 2))
-			if err != nil || sizes.DictRatio() < 5 {
-				t.Errorf("dictionary from %d samples compresses %.1fx (%v), want at least 5x", n, sizes.DictRatio(), err)
-			}
-		})
-	}
-
-	errCases := []struct {
-		name    string
-		samples [][]byte
-		opts    rediscache.TrainOptions
-	}{
-		{"no samples", nil, rediscache.TrainOptions{}},
-		{"only empty samples", [][]byte{{}, {}}, rediscache.TrainOptions{}},
-		{"too small", samples, rediscache.TrainOptions{Size: 100}},
-		{"too large", samples, rediscache.TrainOptions{Size: 1 << 20}},
-	}
-	for _, tt := range errCases {
-		t.Run(tt.name, func(t *testing.T) {
-			if d, err := rediscache.TrainDictionary(tt.samples, nil, tt.opts); err == nil {
-				t.Errorf("TrainDictionary = %d bytes, want an error", len(d))
-			}
-		})
-	}
-	t.Run("not a dictionary", func(t *testing.T) {
-		if _, err := rediscache.DictionaryID([]byte("definitely not")); err == nil {
-			t.Error("DictionaryID(garbage) = nil error")
-		}
-		c, err := rediscache.New(rediscache.Options{}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		broken := bytes.Clone(a1[:64])
-		if _, err := c.AddDictionary("w", broken); err == nil {
-			t.Error("AddDictionary(truncated) = nil error")
-		}
-	})
 }
