@@ -227,7 +227,8 @@ func (h *harness) run(ctx context.Context) error {
 	hotTargets := svc.targets.gets(hotKeys)
 	if h.want(bench.Hot) {
 		hotSpec := spec(bench.Hot, func() []vegetaTarget { return hotTargets }, 1)
-		hotRun = sat(bench.Hot, svc.process, "warmcache", hotSpec)
+		h.folded(ctx, svc, bench.Hot, func() { sat(bench.Hot, svc.process, "warmcache", hotSpec) })
+		hotRun = h.report.Saturation[bench.Hot]
 		if o.Profile {
 			h.profile(ctx, svc, bench.Hot, func(d time.Duration) uint64 {
 				s := hotSpec()
@@ -250,7 +251,7 @@ func (h *harness) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		grpcSat(bench.GRPC, svc.process, "warmcache", gt)
+		h.folded(ctx, svc, bench.GRPC, func() { grpcSat(bench.GRPC, svc.process, "warmcache", gt) })
 		if o.Profile {
 			h.profile(ctx, svc, bench.GRPC, func(d time.Duration) uint64 {
 				return grpcAttack(ctx, grpcSpec{scenario: bench.GRPC, target: gt, namespace: "widgets", keys: hotKeys, workers: o.Workers, duration: d}).Requests
@@ -377,6 +378,23 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	h.logf("done in %s", time.Since(start).Round(time.Second))
 	return nil
+}
+
+// folded runs the saturation attack of scenario on s and records how the
+// service folded its reads meanwhile (warmcache_batch_keys): on hits, the
+// keys per Redis pipeline.
+func (h *harness) folded(ctx context.Context, s *service, scenario string, attack func()) {
+	before, beforeErr := scrapeFold(ctx, s.base+"/metrics")
+	attack()
+	after, err := scrapeFold(ctx, s.base+"/metrics")
+	run, ok := h.report.Saturation[scenario]
+	if err != nil || beforeErr != nil || !ok {
+		return
+	}
+	run.Fold = &bench.Fold{SQLQueries: after.SQLQueries - before.SQLQueries, SQLKeys: after.SQLKeys - before.SQLKeys,
+		RedisBatches: after.RedisBatches - before.RedisBatches, RedisKeys: after.RedisKeys - before.RedisKeys}
+	h.report.Saturation[scenario] = run
+	h.logf("%s: %.2f keys per Redis read batch (%.0f batches)", scenario, run.Fold.RedisKeys/max(run.Fold.RedisBatches, 1), run.Fold.RedisBatches)
 }
 
 // findServers finds the processes of Redis, PostgreSQL (the postmaster)

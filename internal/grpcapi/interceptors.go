@@ -3,10 +3,13 @@ package grpcapi
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -16,7 +19,18 @@ import (
 type metrics struct {
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+
+	mu      sync.RWMutex
+	methods map[string]*methodSeries
 }
+
+// methodSeries holds the duration observers of one method, one per status
+// code, each taken from the histogram once, when the first call with that
+// code ends: a call then records its duration without looking its labels
+// up.
+type methodSeries [codes.Unauthenticated + 1]atomic.Pointer[observer]
+
+type observer struct{ prometheus.Observer }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -43,7 +57,37 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // The method label is the full method name, which grpc only hands to
 // interceptors for registered methods, so the label stays bounded.
 func (m *metrics) observe(method string, start time.Time, err error) {
-	m.duration.WithLabelValues(method, status.Code(err).String()).Observe(time.Since(start).Seconds())
+	m.observer(method, status.Code(err)).Observe(time.Since(start).Seconds())
+}
+
+// observer returns the observer of a method's series for code.
+func (m *metrics) observer(method string, code codes.Code) prometheus.Observer {
+	if int(code) >= len(methodSeries{}) {
+		return m.duration.WithLabelValues(method, code.String())
+	}
+	m.mu.RLock()
+	s := m.methods[method]
+	m.mu.RUnlock()
+	if s == nil {
+		m.mu.Lock()
+		if s = m.methods[method]; s == nil {
+			if m.methods == nil {
+				m.methods = make(map[string]*methodSeries)
+			}
+			s = new(methodSeries)
+			m.methods[method] = s
+		}
+		m.mu.Unlock()
+	}
+	cell := &s[code]
+	if o := cell.Load(); o != nil {
+		return o.Observer
+	}
+	// Two first calls may both look the series up: they get the same
+	// child of the vector.
+	o := &observer{m.duration.WithLabelValues(method, code.String())}
+	cell.Store(o)
+	return o.Observer
 }
 
 func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -74,14 +118,14 @@ func guarded(fullMethod string) bool {
 // authenticate reads the bearer token from the call's metadata, checks it
 // and the key's rate, and returns ctx carrying the principal.
 func (a *API) authenticate(ctx context.Context) (context.Context, error) {
-	var token string
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get("authorization"); len(v) > 0 {
-			token = auth.BearerToken(v[0])
-		}
-	}
 	if a.keys == nil {
 		return auth.NewContext(ctx, auth.Principal{KeyID: auth.Anonymous}), nil
+	}
+	// One value, without the copy of all the metadata that
+	// metadata.FromIncomingContext makes.
+	var token string
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		token = auth.BearerToken(v[0])
 	}
 	p, err := a.keys.Authenticate(token)
 	if err != nil {

@@ -117,15 +117,30 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	etag := formatETag(item.Entry.Version)
-	h["Etag"] = []string{etag}
+	// The ETag and the Content-Length share one string and one slice.
+	vals := hitHeaderValues(item.Entry.Version, len(item.Entry.Value))
+	etag := vals[0]
+	h["Etag"] = vals[0:1:1]
 	if match := r.Header.Values("If-None-Match"); len(match) > 0 && noneMatch(match, etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
 	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(item.Entry.Value))}
+	h["Content-Length"] = vals[1:2:2]
 	_, _ = w.Write(item.Entry.Value)
+}
+
+// hitHeaderValues returns the ETag of version and the text of length, both
+// cut from one string, in one slice.
+func hitHeaderValues(version int64, length int) []string {
+	var buf [48]byte
+	b := append(buf[:0], '"')
+	b = strconv.AppendInt(b, version, 10)
+	b = append(b, '"')
+	n := len(b)
+	b = strconv.AppendInt(b, int64(length), 10)
+	s := string(b)
+	return []string{s[:n], s[n:]}
 }
 
 func (a *api) put(w http.ResponseWriter, r *http.Request) {
@@ -286,6 +301,8 @@ func (a *api) decode(w http.ResponseWriter, r *http.Request, v any) error {
 // Header values shared by every response; net/http only reads them.
 var (
 	jsonContentType = []string{"application/json"}
+	xCacheHot       = []string{string(warmcache.SourceHot)}
+	xCacheNear      = []string{string(warmcache.SourceNear)}
 	xCacheValues    = map[warmcache.Source][]string{
 		warmcache.SourceNear: {string(warmcache.SourceNear)}, warmcache.SourceHot: {string(warmcache.SourceHot)},
 		warmcache.SourceWarm: {string(warmcache.SourceWarm)}, warmcache.SourceStale: {string(warmcache.SourceStale)},
@@ -293,6 +310,12 @@ var (
 )
 
 func xCache(s warmcache.Source) []string {
+	switch s {
+	case warmcache.SourceHot:
+		return xCacheHot
+	case warmcache.SourceNear:
+		return xCacheNear
+	}
 	if v, ok := xCacheValues[s]; ok {
 		return v
 	}

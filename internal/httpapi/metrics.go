@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -15,46 +16,85 @@ type metrics struct {
 	routes   routeLabels
 }
 
-// routeLabels caches the route pattern of each chi route, so that labelling
-// a request does not join its patterns anew: the patterns of one route are
-// the same strings every time, keyed here by the first and the last.
-type routeLabels struct {
-	mu    sync.RWMutex
-	known map[[2]string]string
+// The method and status labels of warmcache_http_request_duration_seconds:
+// a request's method and status class index these arrays.
+var (
+	methodLabels = [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodPatch, http.MethodOptions, "other"}
+	statusLabels = [...]string{"1xx", "2xx", "3xx", "4xx", "5xx", "other"}
+)
+
+// routeSeries holds the duration observers of one route pattern, one per
+// method and status class, each taken from the histogram once, when the
+// first request with those labels ends: a request then records its
+// duration without looking its labels up.
+type routeSeries struct {
+	pattern string
+	series  [len(methodLabels)][len(statusLabels)]atomic.Pointer[observer]
 }
 
-// label returns the route pattern of a request, or "unmatched".
-func (l *routeLabels) label(rc *chi.Context) string {
+type observer struct{ prometheus.Observer }
+
+// observer returns the observer of the route's series for a method and
+// status class index.
+func (s *routeSeries) observer(vec *prometheus.HistogramVec, method, status int) prometheus.Observer {
+	cell := &s.series[method][status]
+	if o := cell.Load(); o != nil {
+		return o.Observer
+	}
+	// Two first requests may both look the series up: they get the same
+	// child of the vector.
+	o := &observer{vec.WithLabelValues(s.pattern, methodLabels[method], statusLabels[status])}
+	cell.Store(o)
+	return o.Observer
+}
+
+// routeLabels caches the series of each chi route, so that labelling a
+// request does not join its patterns anew: the patterns of one route are
+// the same strings every time, keyed here by the first and the last.
+type routeLabels struct {
+	unmatched routeSeries
+	mu        sync.RWMutex
+	known     map[[2]string]*routeSeries
+}
+
+// series returns the series of a request's route pattern, or of
+// "unmatched".
+func (l *routeLabels) series(rc *chi.Context) *routeSeries {
 	if rc == nil || len(rc.RoutePatterns) == 0 {
-		return "unmatched"
+		return &l.unmatched
 	}
 	k := [2]string{rc.RoutePatterns[0], rc.RoutePatterns[len(rc.RoutePatterns)-1]}
 	l.mu.RLock()
-	p, ok := l.known[k]
+	s, ok := l.known[k]
 	l.mu.RUnlock()
 	if ok {
-		return p
+		return s
 	}
-	if p = rc.RoutePattern(); p == "" {
-		p = "unmatched"
+	p := rc.RoutePattern()
+	if p == "" {
+		return &l.unmatched
 	}
 	l.mu.Lock()
-	if l.known == nil {
-		l.known = make(map[[2]string]string)
+	defer l.mu.Unlock()
+	if s, ok := l.known[k]; ok {
+		return s
 	}
-	l.known[k] = p
-	l.mu.Unlock()
-	return p
+	if l.known == nil {
+		l.known = make(map[[2]string]*routeSeries)
+	}
+	s = &routeSeries{pattern: p}
+	l.known[k] = s
+	return s
 }
 
-var statusClasses = [...]string{"1xx", "1xx", "2xx", "3xx", "4xx", "5xx"}
-
-// statusClass returns "2xx" for 200 and so on.
-func statusClass(status int) string {
+// statusIndex returns the index in statusLabels of a status: "2xx" for 200
+// and so on.
+func statusIndex(status int) int {
 	if c := status / 100; c >= 1 && c <= 5 {
-		return statusClasses[c]
+		return c - 1
 	}
-	return "other"
+	return len(statusLabels) - 1
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -69,6 +109,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "REST requests being served.",
 		}),
 	}
+	m.routes.unmatched.pattern = "unmatched"
 	for _, c := range []prometheus.Collector{m.duration, m.inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -86,7 +127,7 @@ func (m *metrics) middleware(next http.Handler) http.Handler {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
 			m.inflight.Dec()
-			m.duration.WithLabelValues(m.routes.label(chi.RouteContext(r.Context())), methodLabel(r.Method), statusClass(sw.status)).
+			m.routes.series(chi.RouteContext(r.Context())).observer(m.duration, methodIndex(r.Method), statusIndex(sw.status)).
 				Observe(time.Since(start).Seconds())
 		}()
 		next.ServeHTTP(sw, r)
@@ -114,12 +155,25 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// methodLabel keeps the method label bounded: unknown methods are "other".
-func methodLabel(m string) string {
+// methodIndex returns the index in methodLabels of a method, keeping the
+// label bounded: unknown methods are "other".
+func methodIndex(m string) int {
 	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete, http.MethodPatch, http.MethodOptions:
-		return m
+	case http.MethodGet:
+		return 0
+	case http.MethodHead:
+		return 1
+	case http.MethodPost:
+		return 2
+	case http.MethodPut:
+		return 3
+	case http.MethodDelete:
+		return 4
+	case http.MethodPatch:
+		return 5
+	case http.MethodOptions:
+		return 6
 	default:
-		return "other"
+		return len(methodLabels) - 1
 	}
 }

@@ -499,7 +499,10 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	}
 	p("\n![throughput at saturation](%s/throughput.png)\n\n", chartDir)
 	for _, name := range scenarioOrder {
-		if f := r.Saturation[name].Fold; f != nil {
+		if f := r.Saturation[name].Fold; f != nil && f.SQLQueries == 0 {
+			p("Folding during `%s` (its warm-up included): %s keys per Redis read batch (%s batches).\n\n",
+				name, formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
+		} else if f != nil {
 			p("Folding during `%s` (its warm-up included): %s keys per warehouse query (%s queries), %s keys per Redis read batch (%s batches).\n\n",
 				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
 		}
