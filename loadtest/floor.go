@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
+	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
 	"github.com/warmcache/warmcache/internal/httpapi"
 )
@@ -182,8 +183,9 @@ func serveFloor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if err != nil {
 			return fmt.Errorf("floor: listen: %w", err)
 		}
-		// The service's message bound: its body bound plus 64 KiB.
-		grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20 + 64<<10))
+		// The service's message bound (its body bound plus 64 KiB) and
+		// its stream workers.
+		grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20+64<<10), grpc.NumStreamWorkers(grpcapi.DefaultStreamWorkers))
 		warmcachev1.RegisterCacheServer(grpcSrv, &grpcFloor{body: body})
 		go func() { served <- grpcSrv.Serve(ln) }()
 		fmt.Fprintf(stdout, "floor: serving gRPC on %s\n", ln.Addr())

@@ -45,7 +45,15 @@ type Options struct {
 	// MaxConcurrentStreams bounds the calls one connection may have open
 	// at once. Zero means 256.
 	MaxConcurrentStreams uint32
+	// StreamWorkers is the number of goroutines kept to serve calls, over
+	// all connections; a call that finds none idle gets a goroutine of its
+	// own. A kept goroutine has grown its stack already, where a new one
+	// grows it again on each call. Zero means DefaultStreamWorkers.
+	StreamWorkers uint32
 }
+
+// DefaultStreamWorkers is the default of Options.StreamWorkers.
+const DefaultStreamWorkers = 128
 
 // API holds the Cache service's handlers and the transport's metrics. One
 // API serves any number of grpc.Servers (for example a TLS one on TCP and
@@ -80,6 +88,9 @@ func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, 
 	if opts.MaxConcurrentStreams == 0 {
 		opts.MaxConcurrentStreams = 256
 	}
+	if opts.StreamWorkers == 0 {
+		opts.StreamWorkers = DefaultStreamWorkers
+	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("grpcapi: %w", err)
@@ -97,6 +108,7 @@ func (a *API) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 		grpc.MaxRecvMsgSize(a.opts.MaxMessageBytes),
 		grpc.MaxSendMsgSize(a.opts.MaxSendBytes),
 		grpc.MaxConcurrentStreams(a.opts.MaxConcurrentStreams),
+		grpc.NumStreamWorkers(a.opts.StreamWorkers),
 		// A connection that does not finish its handshake in time is
 		// closed, as REST's ReadHeaderTimeout does.
 		grpc.ConnectionTimeout(5 * time.Second),

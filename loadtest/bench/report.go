@@ -554,7 +554,7 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	}
 	p("- `floor`: the harness's own server process (`loadtest floor`): a chi router on an `http.Server` configured as the service's, without the service's middleware, answering every `GET /v1/kv/{namespace}/{key}` with a constant %d-byte JSON body.\n", e.FloorBytes)
 	p("- `floor-mw`: the same process and body on a second listener, behind the service's own REST handler (`httpapi.NewHandler`: its middleware chain, router and authorization), on a route of its own; the difference to `floor` is what the middleware costs.\n")
-	p("- `grpc-floor`: the same process on a third listener, a `grpc.Server` with the service's message bound, answering `warmcache.v1.Cache/Get` with a constant %d-byte value and no interceptors.\n\n", e.FloorBytes)
+	p("- `grpc-floor`: the same process on a third listener, a `grpc.Server` with the service's message bound and stream workers, answering `warmcache.v1.Cache/Get` with a constant %d-byte value and no interceptors.\n\n", e.FloorBytes)
 
 	r.writeProfiles(p)
 
