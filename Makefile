@@ -60,7 +60,7 @@ test:
 		echo "WARMCACHE_TEST_GREENPLUM_DSN=$${WARMCACHE_TEST_GREENPLUM_DSN:-(unset: the Greenplum lane is left out)}" && \
 		echo "$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./..." && \
 		$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./... && \
-		for target in warmcache:FuzzParseKey warmcache:FuzzCheckValue warmcache:FuzzCheckMatch warmcache:FuzzCSVReader \
+		for target in warmcache:FuzzParseKey warmcache:FuzzCheckValue warmcache:FuzzCheckMatch loadfmt:FuzzCSVReader \
 			httpapi:FuzzPathKey httpapi:FuzzDecodeMGet; do \
 			echo "$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz '^$${target#*:}$$' -fuzztime=$(FUZZ_EXECS)" && \
 			$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz "^$${target#*:}\$$" -fuzztime=$(FUZZ_EXECS) || exit 1; \

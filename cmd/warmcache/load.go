@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/loadfmt"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -94,9 +95,9 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	counted := &countingReader{r: in}
 	var src warmcache.RecordReader
 	if *format == "csv" {
-		src = warmcache.NewCSVReader(counted, ns.KeyColumn, int(cfg.MaxBodyBytes)+4<<10)
+		src = loadfmt.NewCSV(counted, ns.KeyColumn, int(cfg.MaxBodyBytes)+4<<10)
 	} else {
-		src = warmcache.NewNDJSONReader(counted, int(cfg.MaxBodyBytes)+4<<10)
+		src = loadfmt.NewNDJSON(counted, int(cfg.MaxBodyBytes)+4<<10)
 	}
 	records := &countingRecords{src: src}
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/warmcache/warmcache/internal/loadfmt"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -70,9 +71,9 @@ func (a *api) load(maxBytes int64, idle time.Duration) http.HandlerFunc {
 		var src warmcache.RecordReader
 		switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt {
 		case "", "application/x-ndjson", "application/jsonl", "application/json":
-			src = warmcache.NewNDJSONReader(body, 0)
+			src = loadfmt.NewNDJSON(body, 0)
 		case "text/csv":
-			src = warmcache.NewCSVReader(body, ns.KeyColumn, 0)
+			src = loadfmt.NewCSV(body, ns.KeyColumn, 0)
 		default:
 			a.writeError(w, r, fmt.Errorf("%w: Content-Type %q: a load is application/x-ndjson or text/csv", errUnsupportedMedia, mt))
 			return

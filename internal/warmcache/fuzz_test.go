@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
@@ -178,56 +177,4 @@ func decodeExact(doc []byte) (any, error) {
 	var v any
 	err := dec.Decode(&v)
 	return v, err
-}
-
-// FuzzCSVReader feeds arbitrary CSV to the load reader: it never panics,
-// ends (every call makes progress or ends), every record it yields has a
-// value that is valid JSON, and a record over the bound ends the reading
-// with ErrTooLarge rather than being held. Seeds: testdata/fuzz/FuzzCSVReader.
-func FuzzCSVReader(f *testing.F) {
-	for _, s := range []string{"id,value\n1,{}\n", "id,name\n1,\"a\"\"b\"\n2,\n", "id,name\n1,\"unterminated\n",
-		"key,a,b\n1,2\n", "x\n", "", "id,value\n1,\"" + strings.Repeat("y", 300) + "\"\n"} {
-		f.Add([]byte(s))
-	}
-	const maxRecord = 128
-	f.Fuzz(func(t *testing.T, src []byte) {
-		r := warmcache.NewCSVReader(bytes.NewReader(src), "id", maxRecord)
-		for range len(src) + 2 {
-			rec, err := r.Read()
-			var le *warmcache.LineError
-			switch {
-			case errors.Is(err, io.EOF):
-				return
-			case errors.As(err, &le):
-				continue
-			case err != nil:
-				if !errors.Is(err, warmcache.ErrInvalidValue) && !errors.Is(err, warmcache.ErrTooLarge) {
-					t.Fatalf("CSV %q: error %v is neither a bad line nor a client error", src, err)
-				}
-				return
-			}
-			if len(rec.Key)+len(rec.Value) > 4*maxRecord+csvSlack {
-				t.Fatalf("CSV %q: a record of %d bytes passed the bound of %d", src, len(rec.Key)+len(rec.Value), maxRecord)
-			}
-			if !bytes.HasPrefix(rec.Value, []byte("{")) && !bytesHasValueColumn(src) {
-				t.Fatalf("CSV %q: value %q is not an object", src, rec.Value)
-			}
-		}
-		t.Fatalf("CSV of %d bytes yielded more records than it has bytes", len(src))
-	})
-}
-
-// csvSlack is what encoding/csv may read ahead of the record it parses.
-const csvSlack = 4096
-
-// bytesHasValueColumn reports whether the CSV's header names a value
-// column, whose cells are taken as they are.
-func bytesHasValueColumn(src []byte) bool {
-	header, _, _ := bytes.Cut(src, []byte("\n"))
-	for _, name := range bytes.Split(header, []byte(",")) {
-		if string(bytes.Trim(name, "\"\r")) == "value" {
-			return true
-		}
-	}
-	return false
 }

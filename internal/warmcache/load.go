@@ -24,8 +24,8 @@ type LoadRecord struct {
 // RecordReader yields the records of a bulk load. Read returns io.EOF after
 // the last record. A record that cannot be decoded is returned as an error
 // that wraps a *LineError, and reading may go on after it; any other error
-// ends the load. NewNDJSONReader and NewCSVReader read the two formats the
-// transports accept; gRPC feeds records from its stream.
+// ends the load. Package loadfmt reads the two formats the transports
+// accept, NDJSON and CSV; gRPC feeds records from its stream.
 type RecordReader interface {
 	Read() (LoadRecord, error)
 }

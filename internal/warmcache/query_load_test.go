@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/loadfmt"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -281,7 +282,7 @@ func TestLoadRefreshesHotTier(t *testing.T) {
 	svc := newQLService(t, hot, warm, itemsNamespace())
 	ctx := context.Background()
 
-	res, err := svc.Load(ctx, "items", warmcache.NewNDJSONReader(strings.NewReader(
+	res, err := svc.Load(ctx, "items", loadfmt.NewNDJSON(strings.NewReader(
 		`{"key":1,"value":{"v":1}}`+"\n"+`{"key":"2","value":{"v":2}}`+"\n\n"+`{"key":3,"value":{"v":3}}`+"\n"), 0))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -297,7 +298,7 @@ func TestLoadRefreshesHotTier(t *testing.T) {
 	hot.mu.Lock()
 	hot.failFills = 2
 	hot.mu.Unlock()
-	res, err = svc.Load(ctx, "items", warmcache.NewNDJSONReader(strings.NewReader(
+	res, err = svc.Load(ctx, "items", loadfmt.NewNDJSON(strings.NewReader(
 		`{"key":1,"value":{"v":1}}`+"\n"+`{"key":2,"value":{"v":"two"}}`), 0))
 	if err != nil {
 		t.Fatalf("reload: %v", err)
@@ -322,7 +323,7 @@ func TestLoadBadLines(t *testing.T) {
 		`{"key":5,"value":{"ok":tru}}`,
 		`{"key":6,"value":{"ok":true}}`,
 	}, "\n")
-	res, err := svc.Load(context.Background(), "items", warmcache.NewNDJSONReader(strings.NewReader(src), 0))
+	res, err := svc.Load(context.Background(), "items", loadfmt.NewNDJSON(strings.NewReader(src), 0))
 	var le *warmcache.LoadError
 	if !errors.As(err, &le) || !errors.Is(err, warmcache.ErrInvalidValue) {
 		t.Fatalf("Load error = %v, want a *LoadError wrapping ErrInvalidValue", err)
@@ -454,94 +455,6 @@ func TestLoadReadOnly(t *testing.T) {
 	_, err := svc.Load(context.Background(), "items", &sliceReader{})
 	if !errors.Is(err, warmcache.ErrReadOnly) {
 		t.Fatalf("Load error = %v, want ErrReadOnly", err)
-	}
-}
-
-func TestNDJSONReader(t *testing.T) {
-	long := `{"key":9,"value":"` + strings.Repeat("x", 200) + `"}`
-	src := strings.Join([]string{
-		`{"key":1,"value":{"a":1}}`,
-		``,
-		`{"key":"k2","value":[1,2]}`,
-		`{"key":3}`,
-		`{"key":4,"value":1,"extra":true}`,
-		`{"key":4.5,"value":1}`,
-		long,
-		`{"key":8,"value":null}`,
-	}, "\n")
-	r := warmcache.NewNDJSONReader(strings.NewReader(src), 100)
-	type result struct {
-		line  int64
-		key   string
-		value string
-		bad   bool
-	}
-	var got []result
-	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var le *warmcache.LineError
-		if errors.As(err, &le) {
-			got = append(got, result{line: le.Line, bad: true})
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, result{line: rec.Line, key: rec.Key, value: string(rec.Value)})
-	}
-	want := []result{
-		{line: 1, key: "1", value: `{"a":1}`},
-		{line: 3, key: "k2", value: `[1,2]`},
-		{line: 4, bad: true},
-		{line: 5, bad: true},
-		{line: 6, bad: true},
-		{line: 7, bad: true},
-		{line: 8, key: "8", value: `null`},
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("records =\n%v\nwant\n%v", got, want)
-	}
-}
-
-func TestCSVReader(t *testing.T) {
-	tests := []struct {
-		name string
-		src  string
-		want []string // "line key value" or "line bad"
-	}{
-		{"value column", "key,value\n1,\"{\"\"a\"\": 1}\"\n2,[]\n", []string{`2 1 {"a": 1}`, `3 2 []`}},
-		{"field columns", "id,name,age\n7,Ann,41\n8,Bo,\n", []string{`2 7 {"name":"Ann","age":"41"}`, `3 8 {"name":"Bo"}`}},
-		{"wrong field count", "key,value\n1,{}\n2\n3,{}\n", []string{`2 1 {}`, `3 bad`, `4 3 {}`}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := warmcache.NewCSVReader(strings.NewReader(tt.src), "id", 0)
-			var got []string
-			for {
-				rec, err := r.Read()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				var le *warmcache.LineError
-				if errors.As(err, &le) {
-					got = append(got, strconv.FormatInt(le.Line, 10)+" bad")
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, strconv.FormatInt(rec.Line, 10)+" "+rec.Key+" "+string(rec.Value))
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Fatalf("records = %q, want %q", got, tt.want)
-			}
-		})
-	}
-	if _, err := warmcache.NewCSVReader(strings.NewReader("a,b\n1,2\n"), "id", 0).Read(); !errors.Is(err, warmcache.ErrInvalidValue) {
-		t.Fatalf("Read without a key column = %v, want ErrInvalidValue", err)
 	}
 }
 

@@ -1,4 +1,10 @@
-package warmcache
+// Package loadfmt reads the record formats of a bulk load, NDJSON and CSV,
+// into warmcache.RecordReaders. Each reader holds one line or record at a
+// time, bounded in bytes, so that a source of any size streams through it.
+// Bad lines are *warmcache.LineError values, and reading goes on after
+// them; a source that cannot be read further ends with an error wrapping
+// warmcache.ErrInvalidValue or warmcache.ErrTooLarge.
+package loadfmt
 
 import (
 	"bufio"
@@ -10,19 +16,22 @@ import (
 	"io"
 	"slices"
 	"strconv"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // DefaultMaxLineBytes bounds one line of a load source when the reader is
 // given no bound: a 1 MiB value and its key.
 const DefaultMaxLineBytes = 1<<20 + 4<<10
 
-// NewNDJSONReader returns a RecordReader of newline-delimited JSON: one
+// NewNDJSON returns a warmcache.RecordReader of newline-delimited JSON: one
 // object per line, {"key": <string or integer>, "value": <any JSON>}. Blank
 // lines are skipped. A line longer than maxLine bytes (zero means
 // DefaultMaxLineBytes), an undecodable line, or a line with other fields is
-// a *LineError, and reading goes on at the next line. The reader reads r as
-// it goes and holds one line at a time. It is not safe for concurrent use.
-func NewNDJSONReader(r io.Reader, maxLine int) RecordReader {
+// a *warmcache.LineError, and reading goes on at the next line. The reader
+// reads r as it goes and holds one line at a time. It is not safe for
+// concurrent use.
+func NewNDJSON(r io.Reader, maxLine int) warmcache.RecordReader {
 	if maxLine <= 0 {
 		maxLine = DefaultMaxLineBytes
 	}
@@ -41,14 +50,14 @@ type ndjsonLine struct {
 	Value json.RawMessage `json:"value"`
 }
 
-func (n *ndjsonReader) Read() (LoadRecord, error) {
+func (n *ndjsonReader) Read() (warmcache.LoadRecord, error) {
 	for {
 		line, tooLong, err := n.next()
 		if err != nil {
-			return LoadRecord{}, err
+			return warmcache.LoadRecord{}, err
 		}
 		if tooLong {
-			return LoadRecord{}, &LineError{Line: n.line, Err: fmt.Errorf("%w: line is longer than %d bytes", ErrTooLarge, n.max)}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: n.line, Err: fmt.Errorf("%w: line is longer than %d bytes", warmcache.ErrTooLarge, n.max)}
 		}
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
@@ -58,16 +67,16 @@ func (n *ndjsonReader) Read() (LoadRecord, error) {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&doc); err != nil || dec.More() {
-			return LoadRecord{}, &LineError{Line: n.line, Err: fmt.Errorf(`%w: want {"key":...,"value":...}`, ErrInvalidValue)}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: n.line, Err: fmt.Errorf(`%w: want {"key":...,"value":...}`, warmcache.ErrInvalidValue)}
 		}
 		if doc.Value == nil {
-			return LoadRecord{}, &LineError{Line: n.line, Err: fmt.Errorf("%w: no value", ErrInvalidValue)}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: n.line, Err: fmt.Errorf("%w: no value", warmcache.ErrInvalidValue)}
 		}
 		key, err := keyFromJSON(doc.Key)
 		if err != nil {
-			return LoadRecord{}, &LineError{Line: n.line, Err: err}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: n.line, Err: err}
 		}
-		return LoadRecord{Line: n.line, Key: key, Value: slices.Clone([]byte(doc.Value))}, nil
+		return warmcache.LoadRecord{Line: n.line, Key: key, Value: slices.Clone([]byte(doc.Value))}, nil
 	}
 }
 
@@ -106,33 +115,33 @@ func (n *ndjsonReader) next() (line []byte, tooLong bool, err error) {
 func keyFromJSON(raw json.RawMessage) (string, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
-		return "", fmt.Errorf("%w: no key", ErrInvalidKey)
+		return "", fmt.Errorf("%w: no key", warmcache.ErrInvalidKey)
 	}
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", fmt.Errorf("%w: key is not a JSON string or integer", ErrInvalidKey)
+			return "", fmt.Errorf("%w: key is not a JSON string or integer", warmcache.ErrInvalidKey)
 		}
 		return s, nil
 	}
 	if _, err := strconv.ParseInt(string(raw), 10, 64); err != nil {
-		return "", fmt.Errorf("%w: key is not a JSON string or integer", ErrInvalidKey)
+		return "", fmt.Errorf("%w: key is not a JSON string or integer", warmcache.ErrInvalidKey)
 	}
 	return string(raw), nil
 }
 
-// NewCSVReader returns a RecordReader of CSV with a header line. The column
-// named keyColumn (or "key") holds the key. If a column is named "value", it
-// holds the JSON value and no other column may be present; otherwise every
-// other column becomes a field of a JSON object, as a JSON string (the
-// columns layout converts strings to its column types), and an empty cell
-// leaves its field out. A record with the wrong number of fields, or an
-// unparsable one, is a *LineError. A record (the header too) longer than
-// maxRecord bytes (zero means DefaultMaxLineBytes) ends the reading with an
-// error that wraps ErrTooLarge and names the bound: the reader holds one
-// record at a time, never more than about maxRecord bytes of it. It is not
-// safe for concurrent use.
-func NewCSVReader(r io.Reader, keyColumn string, maxRecord int) RecordReader {
+// NewCSV returns a warmcache.RecordReader of CSV with a header line. The
+// column named keyColumn (or "key") holds the key. If a column is named
+// "value", it holds the JSON value and no other column may be present;
+// otherwise every other column becomes a field of a JSON object, as a JSON
+// string (the columns layout converts strings to its column types), and an
+// empty cell leaves its field out. A record with the wrong number of
+// fields, or an unparsable one, is a *warmcache.LineError. A record (the
+// header too) longer than maxRecord bytes (zero means DefaultMaxLineBytes)
+// ends the reading with an error that wraps warmcache.ErrTooLarge and names
+// the bound: the reader holds one record at a time, never more than about
+// maxRecord bytes of it. It is not safe for concurrent use.
+func NewCSV(r io.Reader, keyColumn string, maxRecord int) warmcache.RecordReader {
 	if maxRecord <= 0 {
 		maxRecord = DefaultMaxLineBytes
 	}
@@ -180,29 +189,29 @@ type csvReader struct {
 	valueAt   int
 }
 
-func (c *csvReader) Read() (LoadRecord, error) {
+func (c *csvReader) Read() (warmcache.LoadRecord, error) {
 	if c.header == nil {
 		if err := c.readHeader(); err != nil {
-			return LoadRecord{}, err
+			return warmcache.LoadRecord{}, err
 		}
 	}
 	rec, err := c.r.Read()
 	c.bound.n = 0 // a new record begins; what was read ahead counts within csvReadAhead
 	if errors.Is(err, errRecordTooLong) {
-		return LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", ErrTooLarge, c.maxRecord)
+		return warmcache.LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", warmcache.ErrTooLarge, c.maxRecord)
 	}
 	if err != nil {
 		var pe *csv.ParseError
 		if errors.As(err, &pe) {
-			return LoadRecord{}, &LineError{Line: int64(pe.Line), Err: fmt.Errorf("%w: %v", ErrInvalidValue, pe.Err)}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: int64(pe.Line), Err: fmt.Errorf("%w: %v", warmcache.ErrInvalidValue, pe.Err)}
 		}
-		return LoadRecord{}, err
+		return warmcache.LoadRecord{}, err
 	}
 	if recordBytes(rec) > c.maxRecord {
-		return LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", ErrTooLarge, c.maxRecord)
+		return warmcache.LoadRecord{}, fmt.Errorf("%w: a CSV record is longer than %d bytes", warmcache.ErrTooLarge, c.maxRecord)
 	}
 	line, _ := c.r.FieldPos(0)
-	out := LoadRecord{Line: int64(line), Key: rec[c.keyAt]}
+	out := warmcache.LoadRecord{Line: int64(line), Key: rec[c.keyAt]}
 	if c.valueAt >= 0 {
 		out.Value = []byte(rec[c.valueAt])
 		return out, nil
@@ -226,7 +235,7 @@ func (c *csvReader) Read() (LoadRecord, error) {
 		b.WriteByte(':')
 		writeJSONString(enc, &b, rec[i])
 		if b.Len() > maxBuiltValue(c.maxRecord) {
-			return LoadRecord{}, &LineError{Line: int64(line), Err: fmt.Errorf("%w: the JSON object of a CSV record is longer than %d bytes", ErrTooLarge, maxBuiltValue(c.maxRecord))}
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: int64(line), Err: fmt.Errorf("%w: the JSON object of a CSV record is longer than %d bytes", warmcache.ErrTooLarge, maxBuiltValue(c.maxRecord))}
 		}
 	}
 	b.WriteByte('}')
@@ -259,13 +268,13 @@ func (c *csvReader) readHeader() error {
 	h, err := c.r.Read()
 	c.bound.n = 0
 	if errors.Is(err, errRecordTooLong) {
-		return fmt.Errorf("%w: the CSV header is longer than %d bytes", ErrTooLarge, c.maxRecord)
+		return fmt.Errorf("%w: the CSV header is longer than %d bytes", warmcache.ErrTooLarge, c.maxRecord)
 	}
 	if errors.Is(err, io.EOF) {
-		return fmt.Errorf("%w: the CSV has no header line", ErrInvalidValue)
+		return fmt.Errorf("%w: the CSV has no header line", warmcache.ErrInvalidValue)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: CSV header: %v", ErrInvalidValue, err)
+		return fmt.Errorf("%w: CSV header: %v", warmcache.ErrInvalidValue, err)
 	}
 	c.header = slices.Clone(h)
 	c.keyAt, c.valueAt = -1, -1
@@ -278,10 +287,10 @@ func (c *csvReader) readHeader() error {
 		}
 	}
 	if c.keyAt < 0 {
-		return fmt.Errorf("%w: the CSV header has no %q or \"key\" column", ErrInvalidValue, c.keyColumn)
+		return fmt.Errorf("%w: the CSV header has no %q or \"key\" column", warmcache.ErrInvalidValue, c.keyColumn)
 	}
 	if c.valueAt >= 0 && len(c.header) != 2 {
-		return fmt.Errorf("%w: a CSV with a \"value\" column has only the key and value columns", ErrInvalidValue)
+		return fmt.Errorf("%w: a CSV with a \"value\" column has only the key and value columns", warmcache.ErrInvalidValue)
 	}
 	return nil
 }
