@@ -95,9 +95,9 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	for _, reason := range []string{"size", "expired"} {
-		c.evictions.WithLabelValues(reason)
-	}
+	// The two series exist from the start, and an eviction counts without
+	// looking its label up.
+	sizeEvictions, expiredEvictions := c.evictions.WithLabelValues("size"), c.evictions.WithLabelValues("expired")
 	oo := &otter.Options[mapKey, item]{
 		MaximumWeight: opts.MaxBytes,
 		Weigher:       weigh,
@@ -107,9 +107,9 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		OnAtomicDeletion: func(e otter.DeletionEvent[mapKey, item]) {
 			switch e.Cause {
 			case otter.CauseOverflow:
-				c.evictions.WithLabelValues("size").Inc()
+				sizeEvictions.Inc()
 			case otter.CauseExpiration:
-				c.evictions.WithLabelValues("expired").Inc()
+				expiredEvictions.Inc()
 			}
 		},
 	}
