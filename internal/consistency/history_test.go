@@ -15,12 +15,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/warmcache/warmcache/internal/httpapi"
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -134,52 +132,58 @@ func newRig(t *testing.T, w testenv.Warehouse, naive bool) rig {
 		t.Fatal(err)
 	}
 
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
 	// A smaller pool on Greenplum, whose coordinator takes 100
 	// connections in all.
-	maxConns := int32(16)
+	maxConns := "16"
 	if w.Greenplum {
-		maxConns = 8
+		maxConns = "8"
 	}
-	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: maxConns}, []*warmcache.Namespace{ns}, reg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(store.Close)
 	prefix := "hist-" + testenv.RandomSuffix(t) + ":"
 	addr := testenv.RedisAddr(t)
-	cache, err := rediscache.New(rediscache.Options{Addrs: []string{addr}, Prefix: prefix,
-		ReadTimeout: time.Second, WriteTimeout: time.Second}, reg, log)
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN": dsn,
+		"WARMCACHE_PG_MAX_CONNS": maxConns,
+		"WARMCACHE_REDIS_ADDRS":  addr,
+		"WARMCACHE_REDIS_PREFIX": prefix,
+		"WARMCACHE_WARM_TIMEOUT": "5s",
+		"WARMCACHE_FRESHNESS":    "off",
+		// A generous hot-tier deadline: a write whose cache update times
+		// out leaves the old version cached, which is a fault, not a race.
+		"WARMCACHE_HOT_TIMEOUT": "1s",
+	}
+	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg.Namespaces = []*warmcache.Namespace{ns}
 	raw := redis.NewClient(&redis.Options{Addr: addr})
+	g, err := gateway.Open(ctx, cfg, gateway.Options{
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Redis: func(o *rediscache.Options) {
+			o.ReadTimeout, o.WriteTimeout = time.Second, time.Second
+		},
+		Hot: func(hot warmcache.Hot) warmcache.Hot {
+			if naive {
+				return naiveHot{Cache: hot.(*rediscache.Cache), raw: raw, prefix: prefix}
+			}
+			return hot
+		},
+		Warm: func(warm warmcache.Warm) warmcache.Warm {
+			return delayedWarm{Warm: warm, max: 20 * time.Millisecond}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ks, _ := raw.Keys(context.Background(), prefix+"*").Result()
 		if len(ks) > 0 {
 			raw.Del(context.Background(), ks...)
 		}
 		raw.Close()
-		cache.Close()
+		_ = g.Close()
 	})
-	var hot warmcache.Hot = cache
-	if naive {
-		hot = naiveHot{Cache: cache, raw: raw, prefix: prefix}
-	}
-	svc, err := warmcache.NewService(hot, delayedWarm{Warm: store, max: 20 * time.Millisecond},
-		[]*warmcache.Namespace{ns}, reg, log,
-		// A generous hot-tier deadline: a write whose cache update times out
-		// leaves the old version cached, which is a fault, not a race.
-		warmcache.Options{HotTimeout: time.Second, WarmTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), reg, log, httpapi.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
 	return rig{url: srv.URL + "/v1/kv/h/", conn: conn}
 }

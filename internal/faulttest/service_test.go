@@ -18,13 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/httpapi"
-	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -41,9 +37,8 @@ type decorators struct {
 	warm func(warmcache.Warm) warmcache.Warm
 }
 
-// service is warmcache wired as `warmcache serve` wires it (configuration
-// defaults from config.Load, pgstore, rediscache, the core and the REST
-// handler), served by an httptest.Server.
+// service is the gateway that `warmcache serve` builds from the same
+// configuration, its REST handler served by an httptest.Server.
 type service struct {
 	cfg    config.Config
 	url    string
@@ -56,7 +51,14 @@ type service struct {
 // when the test ends; the service's warnings are shown if the test fails.
 func startService(t testing.TB, env serviceEnv, d decorators) *service {
 	t.Helper()
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	// Unless env sets it, freshness is off: these tests are about the
+	// read and write paths, not about writes that bypass the service.
+	cfg, err := config.Load("warmcache serve", nil, func(k string) string {
+		if v, ok := env[k]; ok || k != "WARMCACHE_FRESHNESS" {
+			return v
+		}
+		return "off"
+	}, io.Discard)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -67,29 +69,13 @@ func startService(t testing.TB, env serviceEnv, d decorators) *service {
 			t.Logf("service log (last 8 KiB):\n%s", logs.tail(8<<10))
 		}
 	})
-	reg := prometheus.NewRegistry()
-
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := pgstore.Open(ctx, pgstore.Options{
-		DSN:      cfg.PostgresDSN,
-		ExecMode: cfg.PGExecMode,
-		Pooler:   cfg.PGPooler,
-		MaxConns: int32(cfg.PGMaxConns),
-	}, cfg.Namespaces, reg, log)
+	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: log, Hot: d.hot, Warm: d.warm,
+		// The stampede tests count every scan of the service's life.
+		SkipDoctor: true})
 	if err != nil {
-		t.Fatalf("open warehouse: %v", err)
-	}
-	cache, err := rediscache.New(rediscache.Options{
-		Addrs:      cfg.RedisAddrs,
-		MasterName: cfg.RedisMasterName,
-		Password:   cfg.RedisPassword,
-		DB:         cfg.RedisDB,
-		Prefix:     cfg.RedisPrefix,
-	}, reg, log)
-	if err != nil {
-		store.Close()
-		t.Fatalf("hot tier: %v", err)
+		t.Fatalf("gateway: %v", err)
 	}
 	var srv *httptest.Server
 	var once sync.Once
@@ -98,47 +84,18 @@ func startService(t testing.TB, env serviceEnv, d decorators) *service {
 			if srv != nil {
 				srv.Close()
 			}
-			_ = cache.Close()
-			store.Close()
+			_ = g.Close()
 		})
 	}
 	t.Cleanup(stop)
-
-	var hot warmcache.Hot = cache
-	var warm warmcache.Warm = store
-	if d.hot != nil {
-		hot = d.hot(hot)
-	}
-	if d.warm != nil {
-		warm = d.warm(warm)
-	}
-	svc, err := warmcache.NewService(hot, warm, cfg.Namespaces, reg, log, warmcache.Options{
-		HotTimeout:      cfg.HotTimeout,
-		WarmTimeout:     cfg.WarmTimeout,
-		MaxWarmInflight: cfg.MaxWarmInflight,
-		MaxBatchKeys:    cfg.MaxBatchKeys,
-		MaxValueBytes:   int(cfg.MaxBodyBytes),
-	})
-	if err != nil {
-		t.Fatalf("service: %v", err)
-	}
-	keys, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
-	if err != nil {
-		t.Fatalf("keyring: %v", err)
-	}
-	handler, err := httpapi.NewHandler(svc, promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}), reg, log,
-		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxLoadBytes: cfg.MaxLoadBytes, MaxInflight: cfg.MaxInflight, Keys: keys})
-	if err != nil {
-		t.Fatalf("handler: %v", err)
-	}
-	srv = httptest.NewServer(handler)
+	srv = httptest.NewServer(g.Handler())
 	transport := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024}
 	t.Cleanup(transport.CloseIdleConnections)
 	return &service{
 		cfg:    cfg,
 		url:    srv.URL,
 		client: &http.Client{Transport: transport, Timeout: 5 * time.Second},
-		reg:    reg,
+		reg:    g.Registry(),
 		stop:   stop,
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -22,10 +22,12 @@ import (
 
 const rows = 200_000
 
+// tiers are a migrated and seeded warehouse and a Redis key prefix, which
+// the services of the benchmarks share.
 type tiers struct {
 	ns     *warmcache.Namespace
-	store  *pgstore.Store
-	cache  *rediscache.Cache
+	dsn    string
+	addr   string
 	raw    *redis.Client
 	prefix string
 }
@@ -55,25 +57,14 @@ func newTiers(b *testing.B) tiers {
 	if _, err := conn.Exec(ctx, "ANALYZE w"); err != nil {
 		b.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 8}, []*warmcache.Namespace{ns}, prometheus.NewRegistry(), log)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(store.Close)
 	addr := testenv.RedisAddr(b)
 	prefix := "bench-" + testenv.RandomSuffix(b) + ":"
-	cache, err := rediscache.New(rediscache.Options{Addrs: []string{addr}, Prefix: prefix, PoolSize: 64}, nil, log)
-	if err != nil {
-		b.Fatal(err)
-	}
 	raw := redis.NewClient(&redis.Options{Addr: addr})
 	b.Cleanup(func() {
 		flush(raw, prefix)
 		raw.Close()
-		cache.Close()
 	})
-	return tiers{ns: ns, store: store, cache: cache, raw: raw, prefix: prefix}
+	return tiers{ns: ns, dsn: dsn, addr: addr, raw: raw, prefix: prefix}
 }
 
 func flush(raw *redis.Client, prefix string) {
@@ -91,15 +82,35 @@ func flush(raw *redis.Client, prefix string) {
 	}
 }
 
+// service builds a gateway over the tiers whose core folds up to fold
+// concurrent reads, and returns its core. It is closed when b ends.
 func (t tiers) service(b *testing.B, fold int) *warmcache.Service {
 	b.Helper()
-	svc, err := warmcache.NewService(t.cache, t.store, []*warmcache.Namespace{t.ns}, prometheus.NewRegistry(),
-		slog.New(slog.NewTextHandler(io.Discard, nil)),
-		warmcache.Options{MaxBatchFold: fold, MaxWarmInflight: 64, WarmTimeout: 10 * time.Second, HotTimeout: time.Second})
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN": t.dsn,
+		"WARMCACHE_REDIS_ADDRS":  t.addr,
+		"WARMCACHE_REDIS_PREFIX": t.prefix,
+		"WARMCACHE_FRESHNESS":    "off",
+	}
+	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return svc
+	cfg.Namespaces = []*warmcache.Namespace{t.ns}
+	g, err := gateway.Open(context.Background(), cfg, gateway.Options{
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		SkipDoctor: true,
+		Redis:      func(o *rediscache.Options) { o.PoolSize = 64 },
+		Core: func(o *warmcache.Options) {
+			o.MaxBatchFold, o.MaxWarmInflight = fold, 64
+			o.WarmTimeout, o.HotTimeout = 10*time.Second, time.Second
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = g.Close() })
+	return g.Service()
 }
 
 // BenchmarkMiss reads distinct cold keys from 32 goroutines: every read

@@ -11,27 +11,22 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/httpapi"
-	"github.com/warmcache/warmcache/internal/nearcache"
-	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/tracing"
-	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // secret is in every stored value; no span may carry it.
 const secret = "s3cr3t-value-7c1f"
 
-// stack is the REST API over real PostgreSQL and Redis, wired as `serve`
-// wires it, with tracing on when tp is not nil.
+// stack is the REST API of the gateway over real PostgreSQL and Redis, with
+// tracing on when tp is not nil.
 type stack struct {
 	handler http.Handler
 	ns      string // widgets: no near cache
@@ -63,38 +58,27 @@ func newStack(tb testing.TB, tp *tracing.Provider) stack {
 		tb.Fatalf("migrate: %v", err)
 	}
 
-	reg := prometheus.NewRegistry()
-	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 4, Tracer: tp.PGTracer()}, namespaces, reg, log)
-	if err != nil {
-		tb.Fatalf("pgstore: %v", err)
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN":     dsn,
+		"WARMCACHE_REDIS_ADDRS":      testenv.RedisAddr(tb),
+		"WARMCACHE_REDIS_PREFIX":     "trace-" + testenv.RandomSuffix(tb) + ":",
+		"WARMCACHE_HOT_TIMEOUT":      "1s", // the suite's load must not make a fill miss its deadline
+		"WARMCACHE_NEAR_CACHE_BYTES": "1048576",
+		// Change capture would leave a replication slot in the test's
+		// database.
+		"WARMCACHE_FRESHNESS": "off",
 	}
-	tb.Cleanup(store.Close)
-	cache, err := rediscache.New(rediscache.Options{
-		Addrs:      []string{testenv.RedisAddr(tb)},
-		Prefix:     "trace-" + testenv.RandomSuffix(tb) + ":",
-		Instrument: tp.RedisInstrument(),
-	}, reg, log)
-	if err != nil {
-		tb.Fatalf("rediscache: %v", err)
-	}
-	tb.Cleanup(func() { _ = cache.Close() })
-	nc, err := nearcache.New(nearcache.Options{}, reg)
+	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	svc, err := warmcache.NewService(cache, store, namespaces, reg, log, warmcache.Options{
-		HotTimeout: time.Second, // the suite's load must not make a fill miss its deadline
-		Near:       nc,
-		Tracer:     tp.Core(),
-	})
+	cfg.Namespaces = namespaces
+	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: log, Tracer: tp})
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("gateway: %v", err)
 	}
-	h, err := httpapi.NewHandler(svc, http.NotFoundHandler(), reg, log, httpapi.Options{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return stack{handler: tp.HTTP(h, "warmcache"), ns: "widgets", nearNS: "near"}
+	tb.Cleanup(func() { _ = g.Close() })
+	return stack{handler: g.Handler(), ns: "widgets", nearNS: "near"}
 }
 
 // do serves one request in-process, with a W3C traceparent when parent is
@@ -217,6 +201,7 @@ func caller(n byte) trace.SpanContext {
 func TestSpanTrees(t *testing.T) {
 	tp, exp := newProvider(t)
 	s := newStack(t, tp)
+	exp.Reset() // the spans of the start, outside any request
 	value := `{"widget": {"id": "7", "note": "` + secret + `"}}`
 
 	t.Run("write", func(t *testing.T) {

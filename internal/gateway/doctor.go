@@ -1,38 +1,36 @@
-package main
+package gateway
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
 )
 
-// doctor runs `warmcache doctor`: it checks that each tier answers, then
-// shows for each namespace how its key lookup is really executed (see
-// pgstore.Store.Doctor) in plain words. It fails when a tier is down or a
-// namespace has a warning, so that it can gate a deployment.
-func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warmcache doctor", flag.ContinueOnError)
-	plans := fs.Bool("plans", false, "print every lookup plan, not only those with a warning")
-	cfg, help, err := subcommandConfig("warmcache doctor", "warmcache doctor [flags]", fs, args, getenv, stderr)
-	if help || err != nil {
-		return err
-	}
-	log := newLogger(stderr, "warn")
+// DoctorOptions say what Doctor shows.
+type DoctorOptions struct {
+	// Plans shows every lookup plan, not only those with a warning.
+	Plans bool
+}
+
+// Doctor checks that each tier of cfg answers, then shows on stdout, for
+// each namespace, how its key lookup is really executed (see
+// pgstore.Store.Doctor) in plain words, and the lookup plans that have a
+// warning, or every plan when o.Plans is set. It fails when a tier is
+// down or a namespace has a warning, so that it can gate a deployment.
+func Doctor(ctx context.Context, cfg config.Config, o DoctorOptions, stdout io.Writer, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
 	problems := 0
-	cache, err := rediscache.New(redisOptions(cfg), nil, log)
+	cache, err := rediscache.New(RedisOptions(cfg), nil, log)
 	if err != nil {
 		return err
 	}
@@ -45,7 +43,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "%-10s %-5s %s answered PING in %s\n", "redis", "ok", strings.Join(cfg.RedisAddrs, ","), roundDuration(time.Since(start)))
 	}
 
-	store, err := pgstore.Open(ctx, storeOptions(cfg, 2), cfg.Namespaces, prometheus.NewRegistry(), log)
+	store, err := openStore(ctx, cfg, cfg.Namespaces, log)
 	if err != nil {
 		fmt.Fprintf(stdout, "%-10s %-5s %v\n", "warehouse", "FAIL", err)
 		return fmt.Errorf("doctor: the warehouse cannot serve the namespaces")
@@ -63,7 +61,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 		if !d.OK() {
 			problems++
 		}
-		if *plans || !d.OK() {
+		if o.Plans || !d.OK() {
 			fmt.Fprintf(stdout, "  plan of the 6th execution:\n%s\n", indent(d.Check.Plan, "    "))
 			if d.Check.GenericPlan != "" {
 				fmt.Fprintf(stdout, "  plan under force_generic_plan:\n%s\n", indent(d.Check.GenericPlan, "    "))
@@ -134,51 +132,4 @@ func roundDuration(d time.Duration) time.Duration {
 	default:
 		return d.Round(time.Microsecond)
 	}
-}
-
-// splitFlags takes the flags that fs defines out of args, wherever they
-// are, parses them into fs, and returns the other arguments for the
-// configuration's flag set: its flags first, then the positional arguments,
-// so that "advise widgets --namespaces f" reads like "advise --namespaces f
-// widgets". A flag of fs is "-name value", "-name=value"
-// or, for a boolean, "-name", with one or two dashes.
-func splitFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var own, rest, positional []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		f := fs.Lookup(name)
-		switch {
-		case !strings.HasPrefix(a, "-") || a == "-":
-			positional = append(positional, a)
-			continue
-		case a == "--":
-			positional = append(positional, args[i:]...)
-			i = len(args)
-			continue
-		case f == nil:
-			// A configuration flag: every one of them takes a value.
-			rest = append(rest, a)
-			if !hasValue && i+1 < len(args) {
-				i++
-				rest = append(rest, args[i])
-			}
-			continue
-		}
-		own = append(own, a)
-		isBool := false
-		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
-			isBool = true
-		}
-		if !hasValue && !isBool && i+1 < len(args) {
-			i++
-			own = append(own, args[i])
-		}
-	}
-	if err := fs.Parse(own); err != nil {
-		return nil, err
-	}
-	// The configuration's flags come first, so that its parser sees them
-	// all; the positional arguments follow, in their order.
-	return append(rest, positional...), nil
 }

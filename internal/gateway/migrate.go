@@ -1,11 +1,10 @@
-package main
+package gateway
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,26 +14,12 @@ import (
 	"github.com/warmcache/warmcache/internal/schema"
 )
 
-// migrate runs `warmcache migrate up|down|status|plan`.
-func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("migrate: want one of up, down, status, plan")
-	}
-	action, args := args[0], args[1:]
-	if action == "plan" {
-		return migratePlan(ctx, args, getenv, stdout, stderr)
-	}
+// Migrate applies (up), reverts (down) or lists (status) the migrations
+// of cfg's warehouse and namespaces, and prints what it did to stdout.
+func Migrate(ctx context.Context, cfg config.Config, action string, stdout io.Writer, log *slog.Logger) error {
 	if action != "up" && action != "down" && action != "status" {
 		return fmt.Errorf("migrate: unknown action %q (want up, down, status or plan)", action)
 	}
-	cfg, err := config.Load("warmcache migrate "+action, args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	log := newLogger(stderr, cfg.LogLevel)
 	connectCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(connectCtx, cfg.PostgresDSN)
@@ -81,17 +66,12 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	}
 }
 
-// migratePlan prints the DDL for a dialect: the one of --dialect, or else
-// the one the server of the DSN speaks when it answers within a few
-// seconds, or else PostgreSQL. With --dialect it connects to nothing.
-func migratePlan(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load("warmcache migrate plan", args, getenv, stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
+// PlanMigrations prints the DDL for a dialect to stdout: the one of
+// cfg.Dialect, or else the one the server of the DSN speaks when it
+// answers within a few seconds, or else PostgreSQL. With a dialect set it
+// connects to nothing.
+func PlanMigrations(ctx context.Context, cfg config.Config, stdout io.Writer) error {
+	var err error
 	d, how := dialect.Postgres, "the --dialect flag"
 	if cfg.Dialect != "" {
 		if d, err = dialect.Parse(cfg.Dialect); err != nil {

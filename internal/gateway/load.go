@@ -1,56 +1,64 @@
-package main
+package gateway
 
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/loadfmt"
-	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// load runs `warmcache load <namespace> [file]`: a bulk load of NDJSON or
-// CSV through the same path as POST /v1/kv/{namespace}/_load (COPY into a
-// staging table, a merge by key with new versions, then the changed keys
-// refreshed in Redis). It shows a progress bar when stderr is a terminal and
-// prints the counts and rows per second at the end.
-func load(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("warmcache load", flag.ContinueOnError)
-	format := fs.String("format", "auto", "input format: ndjson, csv, or auto (by the file's extension; ndjson for stdin)")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when it is a terminal), on or off")
-	cfg, help, err := subcommandConfig("warmcache load", "warmcache load [flags] <namespace> [file.ndjson|file.csv|-]", fs, args, getenv, stderr)
-	if help || err != nil {
-		return err
+// LoadOptions are the arguments of a bulk load from a file.
+type LoadOptions struct {
+	// Namespace is the namespace loaded into.
+	Namespace string
+	// Path is the file read; "-" or empty means In.
+	Path string
+	// In is read when Path is "-" or empty.
+	In io.Reader
+	// Format is ndjson, csv, or auto (the default): csv for a .csv
+	// file, ndjson otherwise.
+	Format string
+	// Progress is on, off, or auto (the default): a progress bar on
+	// Stderr when it is a terminal.
+	Progress string
+	// Stdout receives the summary; Stderr the progress bar, the bad lines
+	// and the warnings.
+	Stdout, Stderr io.Writer
+}
+
+// Load bulk-loads NDJSON or CSV into a namespace, through the same path as
+// POST /v1/kv/{namespace}/_load (COPY into a staging table, a merge by key
+// with new versions, then the changed keys refreshed in Redis), with a
+// Command assembly of cfg. It prints the counts and rows per second at the
+// end. A file with bad lines loads nothing: they are printed and the error
+// counts them.
+func Load(ctx context.Context, cfg config.Config, o LoadOptions, log *slog.Logger) error {
+	path, format := o.Path, o.Format
+	if path == "" {
+		path = "-"
 	}
-	if len(cfg.Args) < 1 || len(cfg.Args) > 2 {
-		return errors.New("load: want a namespace and optionally a file (default stdin): warmcache load <namespace> [file]")
-	}
-	name, path := cfg.Args[0], "-"
-	if len(cfg.Args) == 2 {
-		path = cfg.Args[1]
-	}
-	if *format == "auto" {
-		*format = "ndjson"
+	if format == "" || format == "auto" {
+		format = "ndjson"
 		if strings.EqualFold(filepath.Ext(path), ".csv") {
-			*format = "csv"
+			format = "csv"
 		}
 	}
-	if *format != "ndjson" && *format != "csv" {
-		return fmt.Errorf("load: --format must be ndjson, csv or auto, got %q", *format)
+	if format != "ndjson" && format != "csv" {
+		return fmt.Errorf("load: --format must be ndjson, csv or auto, got %q", o.Format)
 	}
+	stderr := o.Stderr
 
-	in, size := io.Reader(os.Stdin), int64(-1)
+	in, size := o.In, int64(-1)
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
@@ -63,30 +71,13 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 		in = f
 	}
 
-	log := newLogger(stderr, "warn")
-	store, err := pgstore.Open(ctx, storeOptions(cfg, 2), cfg.Namespaces, prometheus.NewRegistry(), log)
+	g, err := Open(ctx, cfg, Options{Role: Command, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	cache, err := rediscache.New(redisOptions(cfg), nil, log)
-	if err != nil {
-		return err
-	}
-	defer cache.Close()
-	// The refreshed keys must be written in the namespaces' current
-	// generations.
-	if _, err := startGenerations(ctx, cfg, store, cache, nearTier{}, prometheus.NewRegistry(), log); err != nil {
-		return err
-	}
-	svc, err := warmcache.NewService(cache, store, cfg.Namespaces, prometheus.NewRegistry(), log, warmcache.Options{
-		HotTimeout: cfg.HotTimeout, WarmTimeout: cfg.WarmTimeout, MaxValueBytes: int(cfg.MaxBodyBytes),
-		// The file is local and trusted: stream it, without a bound.
-		DirectLoads: true, MaxLoadBytes: -1,
-	})
-	if err != nil {
-		return err
-	}
+	defer g.Close()
+	svc := g.Service()
+	name := o.Namespace
 	ns, err := svc.Namespace(name)
 	if err != nil {
 		return err
@@ -94,14 +85,14 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 
 	counted := &countingReader{r: in}
 	var src warmcache.RecordReader
-	if *format == "csv" {
+	if format == "csv" {
 		src = loadfmt.NewCSV(counted, ns.KeyColumn, int(cfg.MaxBodyBytes)+4<<10)
 	} else {
 		src = loadfmt.NewNDJSON(counted, int(cfg.MaxBodyBytes)+4<<10)
 	}
 	records := &countingRecords{src: src}
 
-	showBar := *progress == "on" || (*progress == "auto" && isTerminal(stderr))
+	showBar := o.Progress == "on" || ((o.Progress == "" || o.Progress == "auto") && isTerminal(stderr))
 	done := make(chan struct{})
 	barDone := make(chan struct{})
 	start := time.Now()
@@ -140,7 +131,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
-	fmt.Fprintf(stdout, "loaded %s into %s: %s lines, %s inserted, %s updated, %s unchanged in %s (%s rows/s); "+
+	fmt.Fprintf(o.Stdout, "loaded %s into %s: %s lines, %s inserted, %s updated, %s unchanged in %s (%s rows/s); "+
 		"%s keys refreshed in Redis in %s of it\n",
 		path, name, thousands(res.Lines), thousands(res.Inserted), thousands(res.Updated), thousands(res.Unchanged),
 		res.Duration.Round(time.Millisecond), thousands(int64(res.RowsPerSecond())), thousands(res.Refreshed), res.Refresh.Round(time.Millisecond))

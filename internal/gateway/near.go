@@ -1,9 +1,10 @@
-package main
+package gateway
 
 import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,6 +13,10 @@ import (
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
+
+// subscribeWait bounds how long the start waits for the near cache's
+// subscription to invalidations.
+const subscribeWait = 5 * time.Second
 
 // nearTier is the near cache (L1) of this instance and the invalidations that
 // keep the near caches of all instances coherent. Either may be nil.
@@ -25,7 +30,8 @@ type nearTier struct {
 // near_ttl, writes publish invalidations, even when this instance's own near
 // cache is off, so that other instances' near caches stay coherent. When
 // cfg.NearCacheBytes is also set, the near cache is built and subscribed to
-// the invalidations until stop is called.
+// the invalidations until stop is called; startNear returns once the
+// subscription is confirmed, or after subscribeWait.
 func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Registerer, log *slog.Logger) (nearTier, error) {
 	t := nearTier{stop: func() {}}
 	var used []string
@@ -60,8 +66,23 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 	t.near = near
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { inv.Subscribe(ctx, near.InvalidateKey, near.Clear) })
+	subscribed := make(chan struct{})
+	var once sync.Once
+	wg.Go(func() {
+		inv.Subscribe(ctx, near.InvalidateKey, func() {
+			near.Clear()
+			once.Do(func() { close(subscribed) })
+		})
+	})
 	t.stop = func() { cancel(); wg.Wait() }
+	// Serve only once other instances' writes reach this near cache, or
+	// after subscribeWait, when the subscription keeps retrying behind.
+	select {
+	case <-subscribed:
+	case <-time.After(subscribeWait):
+		log.Warn("near cache: not yet subscribed to invalidations; serving, and retrying in the background",
+			slog.Duration("waited", subscribeWait))
+	}
 	log.Info("near cache on", slog.Int64("bytes", cfg.NearCacheBytes), slog.Any("namespaces", used),
 		slog.String("channel", inv.Channel()))
 	return t, nil

@@ -1,4 +1,4 @@
-package main
+package gateway
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"log/slog"
 	"text/tabwriter"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -27,45 +25,17 @@ const (
 	minSamples = 20
 )
 
-// dict runs `warmcache dict train <namespace>` and `warmcache dict list`.
-func dict(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("dict: want train <namespace> or list")
-	}
-	action, args := args[0], args[1:]
-	if action != "train" && action != "list" {
-		return fmt.Errorf("dict: unknown action %q (want train or list)", action)
-	}
-	cfg, help, err := subcommandConfig("warmcache dict "+action, "warmcache dict train <namespace> | warmcache dict list", nil, args, getenv, stderr)
-	if help || err != nil {
-		return err
-	}
-	log := newLogger(stderr, cfg.LogLevel)
-	if action == "list" {
-		return dictList(ctx, cfg, stdout, log)
-	}
-	if len(cfg.Args) != 1 {
-		return errors.New("dict train: want a namespace: warmcache dict train <namespace>")
-	}
-	ns, err := namespace(cfg, cfg.Args[0])
+// TrainDictionary samples the values of the namespace called name, trains
+// a zstd dictionary on them, stores it in the warehouse as the namespace's
+// newest and prints its id, its size and its ratio on held-out values to
+// stdout. The error wraps warmcache.ErrUnknownNamespace when cfg has no
+// such namespace.
+func TrainDictionary(ctx context.Context, cfg config.Config, name string, stdout io.Writer, log *slog.Logger) error {
+	ns, err := Namespace(cfg, name)
 	if err != nil {
 		return fmt.Errorf("dict train: %w", err)
 	}
-	return dictTrain(ctx, cfg, ns, stdout, log)
-}
-
-// openDictStore opens the warehouse for the dict commands, checking only
-// namespaces.
-func openDictStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
-	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	return pgstore.Open(openCtx, storeOptions(cfg, 2), namespaces, prometheus.NewRegistry(), log)
-}
-
-// dictTrain samples ns's values, trains a dictionary, stores it as the
-// namespace's newest and prints its id, size and ratio on held-out values.
-func dictTrain(ctx context.Context, cfg config.Config, ns *warmcache.Namespace, stdout io.Writer, log *slog.Logger) error {
-	store, err := openDictStore(ctx, cfg, []*warmcache.Namespace{ns}, log)
+	store, err := openStore(ctx, cfg, []*warmcache.Namespace{ns}, log)
 	if err != nil {
 		return err
 	}
@@ -108,9 +78,10 @@ func dictTrain(ctx context.Context, cfg config.Config, ns *warmcache.Namespace, 
 	return nil
 }
 
-// dictList prints the stored dictionaries, newest of each namespace marked.
-func dictList(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
-	store, err := openDictStore(ctx, cfg, nil, log)
+// ListDictionaries prints the stored dictionaries to stdout, the newest of
+// each namespace (the one that encodes) marked.
+func ListDictionaries(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
+	store, err := openStore(ctx, cfg, nil, log)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,502 @@
+// Package gateway assembles warmcache. From a config.Config it builds the
+// tiers (the warehouse over pgstore, Redis over rediscache, the near cache),
+// the core (warmcache.Service), freshness, tracing and the transports (REST,
+// gRPC and Dapr's state API), and it owns their start and stop.
+//
+// `warmcache serve`, every subcommand and the end-to-end tests build
+// through this package; nothing else wires the tiers together.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+
+	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/daprapi"
+	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/freshness"
+	"github.com/warmcache/warmcache/internal/grpcapi"
+	"github.com/warmcache/warmcache/internal/httpapi"
+	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/tracing"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// Role says what an assembly is for.
+type Role int
+
+const (
+	// Server is the long-running gateway: the full warehouse pool, the near
+	// cache, the value dictionaries, freshness, tracing and the transports.
+	Server Role = iota
+	// Command is a one-shot command such as `warmcache load`: a pool of two
+	// connections, the tiers and the core, and nothing that runs in the
+	// background. Its loads stream straight into the warehouse, without a
+	// bound: the source is local and trusted.
+	Command
+)
+
+// commandConns is the warehouse pool of a Command.
+const commandConns = 2
+
+// startTimeout bounds connecting to the tiers and reading what the service
+// needs from them at start.
+const startTimeout = 30 * time.Second
+
+// Options are what an assembly takes besides the configuration. The zero
+// value builds a Server that logs nowhere.
+type Options struct {
+	// Role is Server (the default) or Command.
+	Role Role
+	// Logger receives the gateway's logs. Nil means none.
+	Logger *slog.Logger
+	// Registry receives every metric. Nil means a new registry; a Server
+	// adds the Go and process collectors to a registry it made itself.
+	Registry *prometheus.Registry
+	// Stdout receives one "warmcache: serving ..." line per listener, and
+	// the notice of open access. Nil means none.
+	Stdout io.Writer
+	// Tracing configures the traces of a Server: Open starts the exporter
+	// and Close flushes it. The zero value means no traces.
+	Tracing tracing.Config
+	// Tracer, when set, is used instead of Tracing, and Close leaves it
+	// running.
+	Tracer *tracing.Provider
+
+	// Hot and Warm, when set, wrap the tiers before the core is built, to
+	// observe their calls or to hold them open.
+	Hot  func(warmcache.Hot) warmcache.Hot
+	Warm func(warmcache.Warm) warmcache.Warm
+	// SkipDoctor leaves out the lookup checks that a Server runs and logs
+	// at start (see pgstore.Store.Doctor): their queries count in the
+	// warehouse's statistics of the namespaces' tables.
+	SkipDoctor bool
+	// Redis and Core, when set, adjust the options of the Redis client and
+	// of the core that the configuration does not carry, such as client
+	// timeouts or batch folding, after the gateway has set its own.
+	Redis func(*rediscache.Options)
+	Core  func(*warmcache.Options)
+}
+
+// Gateway is one assembly: the tiers, the core, and for a Server the
+// transports. Its methods are safe for concurrent use, except Serve and
+// Close, which are called once each.
+type Gateway struct {
+	cfg  config.Config
+	opts Options
+	log  *slog.Logger
+	reg  *prometheus.Registry
+
+	tracer *tracing.Provider
+	store  *pgstore.Store
+	cache  *rediscache.Cache
+	near   nearTier
+	gens   *freshness.Generations
+	svc    *warmcache.Service
+	keys   *auth.Keyring
+	rest   http.Handler
+	grpc   *grpcapi.API
+	dapr   daprServers
+
+	closers []func() error // run in reverse by Close
+}
+
+// Open builds the assembly that opts.Role asks for from cfg. It connects
+// to the warehouse and Redis, and for a Server starts the profiling
+// listener, tracing, the near cache's subscription and freshness, all of
+// which run until Close. The transports are served by Serve. On error,
+// whatever was started is stopped.
+func Open(ctx context.Context, cfg config.Config, opts Options) (_ *Gateway, err error) {
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, reg: opts.Registry}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	if g.opts.Stdout == nil {
+		g.opts.Stdout = io.Discard
+	}
+	if g.reg == nil {
+		g.reg = prometheus.NewRegistry()
+		if opts.Role == Server {
+			if err := registerAll(g.reg,
+				collectors.NewGoCollector(),
+				collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			); err != nil {
+				return nil, err
+			}
+		}
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, g.Close())
+		}
+	}()
+	if opts.Role == Server {
+		if err := g.startServer(ctx); err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := g.openTiers(startCtx, commandConns); err != nil {
+		return nil, err
+	}
+	// Written keys must land in the namespaces' current generations.
+	if g.gens, err = g.startGenerations(startCtx); err != nil {
+		return nil, err
+	}
+	return g, g.buildCore(warmcache.Options{
+		HotTimeout:    cfg.HotTimeout,
+		WarmTimeout:   cfg.WarmTimeout,
+		MaxValueBytes: int(cfg.MaxBodyBytes),
+		DirectLoads:   true,
+		MaxLoadBytes:  -1,
+		Generations:   g.gens,
+	})
+}
+
+// startServer builds everything a Server runs, in the order it needs them.
+func (g *Gateway) startServer(ctx context.Context) error {
+	cfg := g.cfg
+	if cfg.PprofAddr != "" {
+		pp, err := startPprof(cfg.PprofAddr, g.log)
+		if err != nil {
+			return err
+		}
+		g.onClose(func() error { pp.close(); return nil })
+	}
+	if err := g.startTracing(ctx); err != nil {
+		return err
+	}
+
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := g.openTiers(startCtx, int32(cfg.PGMaxConns)); err != nil {
+		return err
+	}
+	g.log.Info("warehouse connected", "dialect", g.store.Dialect().String(), "exec_mode", g.store.ExecMode(), "pooler", cfg.PGPooler)
+	if !g.opts.SkipDoctor {
+		logDoctor(startCtx, g.store, g.log)
+	}
+	var err error
+	if g.near, err = startNear(cfg, g.cache, g.reg, g.log); err != nil {
+		return err
+	}
+	g.onClose(func() error { g.near.stop(); return nil })
+	loadDictionaries(startCtx, g.store, g.cache, cfg.Namespaces, g.log)
+	if g.gens, err = g.startGenerations(startCtx); err != nil {
+		return err
+	}
+	err = g.buildCore(warmcache.Options{
+		HotTimeout:       cfg.HotTimeout,
+		WarmTimeout:      cfg.WarmTimeout,
+		MaxWarmInflight:  cfg.MaxWarmInflight,
+		BreakerThreshold: cfg.BreakerThreshold,
+		BreakerCooldown:  cfg.BreakerCooldown,
+		MaxBatchKeys:     cfg.MaxBatchKeys,
+		MaxValueBytes:    int(cfg.MaxBodyBytes),
+		MaxResponseBytes: cfg.MaxResponseBytes,
+		MaxLoads:         cfg.MaxLoads,
+		MaxLoadBytes:     cfg.MaxLoadBytes,
+		SpoolDir:         cfg.SpoolDir,
+		CursorKey:        []byte(cfg.CursorKey),
+		Near:             g.near.near,
+		Invalidations:    g.near.invalidations,
+		Generations:      g.gens,
+		Tracer:           g.tracer.Core(),
+	})
+	if err != nil {
+		return err
+	}
+	fresh, err := freshness.Start(ctx, freshnessOptions(cfg, g.store), cfg.Namespaces, g.store, g.svc, g.gens, g.reg, g.log)
+	if err != nil {
+		return err
+	}
+	g.onClose(func() error { fresh.Stop(); return nil })
+	return g.buildTransports()
+}
+
+// startTracing starts the tracer of a Server, unless one was given.
+func (g *Gateway) startTracing(ctx context.Context) error {
+	if g.opts.Tracer != nil {
+		g.tracer = g.opts.Tracer
+		return nil
+	}
+	tcfg := g.opts.Tracing
+	tp, err := tracing.Start(ctx, tcfg, buildVersion())
+	if err != nil {
+		return err
+	}
+	g.tracer = tp
+	g.onClose(func() error {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(sctx); err != nil {
+			g.log.Warn("traces not flushed", "err", err)
+		}
+		return nil
+	})
+	g.log.Info("tracing", "enabled", tcfg.Enabled, "protocol", tcfg.Protocol, "reason", tcfg.Reason)
+	return nil
+}
+
+// openTiers connects to the warehouse, with a pool of maxConns, and builds
+// the Redis client.
+func (g *Gateway) openTiers(ctx context.Context, maxConns int32) error {
+	storeOpts := StoreOptions(g.cfg)
+	storeOpts.MaxConns = maxConns
+	storeOpts.Tracer = g.tracer.PGTracer()
+	store, err := pgstore.Open(ctx, storeOpts, g.cfg.Namespaces, g.reg, g.log)
+	if err != nil {
+		return err
+	}
+	g.store = store
+	g.onClose(func() error { store.Close(); return nil })
+
+	redisOpts := RedisOptions(g.cfg)
+	redisOpts.Instrument = g.tracer.RedisInstrument()
+	if g.opts.Redis != nil {
+		g.opts.Redis(&redisOpts)
+	}
+	cache, err := rediscache.New(redisOpts, g.reg, g.log)
+	if err != nil {
+		return err
+	}
+	g.cache = cache
+	g.onClose(cache.Close)
+	return nil
+}
+
+// buildCore builds the core over the tiers, wrapped as the options ask.
+func (g *Gateway) buildCore(o warmcache.Options) error {
+	var hot warmcache.Hot = g.cache
+	var warm warmcache.Warm = g.store
+	if g.opts.Hot != nil {
+		hot = g.opts.Hot(hot)
+	}
+	if g.opts.Warm != nil {
+		warm = g.opts.Warm(warm)
+	}
+	if g.opts.Core != nil {
+		g.opts.Core(&o)
+	}
+	svc, err := warmcache.NewService(hot, warm, g.cfg.Namespaces, g.reg, g.log, o)
+	if err != nil {
+		return err
+	}
+	g.svc = svc
+	return nil
+}
+
+// buildTransports builds the REST handler, the gRPC API and Dapr's state
+// API over the core.
+func (g *Gateway) buildTransports() error {
+	cfg := g.cfg
+	keys, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
+	if err != nil {
+		return err
+	}
+	g.keys = keys
+	rest, err := httpapi.NewHandler(g.svc, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}), g.reg, g.log,
+		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxLoadBytes: cfg.MaxLoadBytes, LoadIdleTimeout: cfg.LoadIdleTimeout,
+			MaxInflight: cfg.MaxInflight, Keys: keys})
+	if err != nil {
+		return err
+	}
+	g.rest = g.tracer.HTTP(rest, "warmcache")
+	g.grpc, err = grpcapi.New(g.svc, keys, g.reg, g.log, grpcapi.Options{
+		MaxMessageBytes: int(cfg.MaxBodyBytes) + 64<<10,
+		// An MGet answer carries its values and, per key, the key and a
+		// few fields.
+		MaxSendBytes:    cfg.MaxResponseBytes + cfg.MaxBatchKeys*(512+64),
+		MaxLoadBytes:    cfg.MaxLoadBytes,
+		LoadIdleTimeout: cfg.LoadIdleTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	daprGRPC := daprapi.NewGRPC(g.svc, keys, g.log)
+	g.dapr = daprServers{
+		http: g.tracer.HTTP(daprapi.NewHTTP(g.svc, g.log, daprapi.HTTPOptions{MaxBodyBytes: cfg.MaxBodyBytes, Keys: keys}), "dapr"),
+		grpc: func(opts ...grpc.ServerOption) *grpc.Server {
+			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.MaxBodyBytes) + 64<<10)}, opts...)...)
+		},
+	}
+	return nil
+}
+
+// Serve serves the transports of a Server on every configured listener
+// until ctx is done or a listener fails; then it stops intake and drains
+// in-flight requests for up to the shutdown timeout. It returns only after
+// every server has returned. The tiers stay open until Close.
+func (g *Gateway) Serve(ctx context.Context) error {
+	if g.rest == nil {
+		return errors.New("gateway: only a Server serves")
+	}
+	lns, err := startListeners(g.cfg, g.rest, g.grpc, g.dapr, g.tracer.GRPCServerOptions(), g.log, g.opts.Stdout)
+	if err != nil {
+		return err
+	}
+	names := make([]string, len(g.cfg.Namespaces))
+	for i, ns := range g.cfg.Namespaces {
+		names[i] = ns.Name
+	}
+	g.log.Info("serving namespaces", "namespaces", names)
+	if g.keys.Open() {
+		g.log.Warn("no API keys configured: every request is served unauthenticated, on loopback and unix sockets only")
+		fmt.Fprintln(g.opts.Stdout, "warmcache: no API keys configured: serving unauthenticated, on loopback and unix sockets only")
+	} else {
+		g.log.Info("access control on", "api_keys", len(g.cfg.APIKeys))
+	}
+
+	served := lns.wait(ctx)
+	if served == nil {
+		g.log.Info("shutting down: draining requests", "timeout", g.cfg.ShutdownTimeout)
+	}
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := errors.Join(served, lns.shutdown(drainCtx)); err != nil {
+		return err
+	}
+	g.log.Info("stopped")
+	return nil
+}
+
+// Close stops what Open started, in the reverse order, and closes the
+// tiers' clients. It returns the errors of closing them.
+func (g *Gateway) Close() error {
+	var errs []error
+	for i := len(g.closers) - 1; i >= 0; i-- {
+		errs = append(errs, g.closers[i]())
+	}
+	g.closers = nil
+	return errors.Join(errs...)
+}
+
+func (g *Gateway) onClose(fn func() error) { g.closers = append(g.closers, fn) }
+
+// Config returns the configuration the gateway was built from.
+func (g *Gateway) Config() config.Config { return g.cfg }
+
+// Registry returns the registry that holds the gateway's metrics.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// Service returns the core.
+func (g *Gateway) Service() *warmcache.Service { return g.svc }
+
+// Store returns the warehouse tier.
+func (g *Gateway) Store() *pgstore.Store { return g.store }
+
+// Cache returns the Redis tier.
+func (g *Gateway) Cache() *rediscache.Cache { return g.cache }
+
+// Handler returns the REST API of a Server, traced when tracing is on;
+// nil for a Command.
+func (g *Gateway) Handler() http.Handler { return g.rest }
+
+// StoreOptions returns the warehouse options of cfg.
+func StoreOptions(cfg config.Config) pgstore.Options {
+	return pgstore.Options{DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler, MaxConns: int32(cfg.PGMaxConns)}
+}
+
+// RedisOptions returns the Redis tier's options of cfg.
+func RedisOptions(cfg config.Config) rediscache.Options {
+	return rediscache.Options{
+		Addrs:      cfg.RedisAddrs,
+		MasterName: cfg.RedisMasterName,
+		Password:   cfg.RedisPassword,
+		DB:         cfg.RedisDB,
+		Prefix:     cfg.RedisPrefix,
+	}
+}
+
+// openStore connects to the warehouse of cfg for a command, with a pool of
+// two connections, checking only namespaces.
+func openStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
+	openCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	opts := StoreOptions(cfg)
+	opts.MaxConns = commandConns
+	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
+}
+
+// Namespace returns the namespace of cfg called name, or an error that
+// wraps warmcache.ErrUnknownNamespace.
+func Namespace(cfg config.Config, name string) (*warmcache.Namespace, error) {
+	for _, ns := range cfg.Namespaces {
+		if ns.Name == name {
+			return ns, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
+}
+
+// startGenerations returns the namespace generations of the warehouse,
+// read once, which move the hot tier's keys and drop the near cache. A
+// failed first read is logged: the generations are read again every poll
+// interval.
+func (g *Gateway) startGenerations(ctx context.Context) (*freshness.Generations, error) {
+	var dropNear func(string)
+	if c, ok := g.near.near.(interface{ Clear() }); ok {
+		dropNear = func(string) { c.Clear() }
+	}
+	gens, err := freshness.NewGenerations(g.store, g.cfg.Namespaces, g.cache.SetGeneration, dropNear, g.reg, g.log)
+	if err != nil {
+		return nil, err
+	}
+	if err := gens.Sync(ctx); err != nil {
+		g.log.Warn("namespace generations not read; retrying every poll interval", slog.Any("err", err))
+	}
+	return gens, nil
+}
+
+// freshnessOptions returns the freshness options of cfg for the store's
+// dialect.
+func freshnessOptions(cfg config.Config, store *pgstore.Store) freshness.Options {
+	return freshness.Options{
+		Mode:           cfg.Freshness,
+		PostgreSQL:     store.Dialect() == dialect.Postgres,
+		ReplicationDSN: cfg.ReplicationDSN,
+		Slot:           cfg.ReplicationSlot,
+		PollInterval:   cfg.PollInterval,
+		PollOverlap:    cfg.PollOverlap,
+	}
+}
+
+// buildVersion is the main module's version as the build recorded it.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// NewLogger returns a JSON logger on w at level (debug, info, warn or
+// error; config validates it).
+func NewLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
