@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -44,14 +45,11 @@ WHERE namespace = $1::text AND id = $2::bigint RETURNING created_at`
 VALUES ($1::text, $2::bigint, $3::bytea, clock_timestamp()) RETURNING created_at`
 )
 
-// undefinedTable is SQLSTATE 42P01.
-const undefinedTable = "42P01"
-
 // dictionaryErr wraps err for op, as ErrNoDictionaryTable when the table is
 // missing.
 func dictionaryErr(op string, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == undefinedTable {
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
 		return fmt.Errorf("pgstore: %s: %w", op, ErrNoDictionaryTable)
 	}
 	return fmt.Errorf("pgstore: %s: %w", op, err)

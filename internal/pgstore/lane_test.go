@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
@@ -443,7 +444,7 @@ func TestLoadStatementTimeout(t *testing.T) {
 			}
 			_, err = s.Load(testContext(t), ns, loadRows(ns, 1, 20_000, "a"))
 			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) || pgErr.Code != "57014" { // query_canceled
+			if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.QueryCanceled {
 				t.Fatalf("Load with a 1ms statement timeout = %v, want a canceled statement (57014)", err)
 			}
 			var n int

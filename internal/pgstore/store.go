@@ -476,7 +476,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 	}
 	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version)
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return warmcache.Entry{}, exists
 	}
 	if err != nil {

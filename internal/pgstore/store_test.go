@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -373,7 +374,7 @@ func TestOpenRefusesMissingSequence(t *testing.T) {
 	tg := targets()[0]
 	_, err := openStore(t, options(t, dsn, tg), prometheus.NewRegistry(), widgetsNamespace())
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "42P01" || !strings.Contains(err.Error(), `namespace "widgets"`) {
+	if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UndefinedTable || !strings.Contains(err.Error(), `namespace "widgets"`) {
 		t.Fatalf("Open error = %v, want undefined_table naming the namespace", err)
 	}
 	readOnly := with(widgetsNamespace, func(ns *warmcache.Namespace) { ns.Writable = false })()
