@@ -13,6 +13,28 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
+// readAll reads r to its end and returns each record as "line key value",
+// or "line bad" for a bad line. Any other error fails the test.
+func readAll(t *testing.T, r warmcache.RecordReader) []string {
+	t.Helper()
+	var got []string
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return got
+		}
+		var le *warmcache.LineError
+		if errors.As(err, &le) {
+			got = append(got, strconv.FormatInt(le.Line, 10)+" bad")
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, strconv.FormatInt(rec.Line, 10)+" "+rec.Key+" "+string(rec.Value))
+	}
+}
+
 func TestNDJSON(t *testing.T) {
 	long := `{"key":9,"value":"` + strings.Repeat("x", 200) + `"}`
 	src := strings.Join([]string{
@@ -25,40 +47,10 @@ func TestNDJSON(t *testing.T) {
 		long,
 		`{"key":8,"value":null}`,
 	}, "\n")
-	r := loadfmt.NewNDJSON(strings.NewReader(src), 100)
-	type result struct {
-		line  int64
-		key   string
-		value string
-		bad   bool
-	}
-	var got []result
-	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		var le *warmcache.LineError
-		if errors.As(err, &le) {
-			got = append(got, result{line: le.Line, bad: true})
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, result{line: rec.Line, key: rec.Key, value: string(rec.Value)})
-	}
-	want := []result{
-		{line: 1, key: "1", value: `{"a":1}`},
-		{line: 3, key: "k2", value: `[1,2]`},
-		{line: 4, bad: true},
-		{line: 5, bad: true},
-		{line: 6, bad: true},
-		{line: 7, bad: true},
-		{line: 8, key: "8", value: `null`},
-	}
+	got := readAll(t, loadfmt.NewNDJSON(strings.NewReader(src), 100))
+	want := []string{`1 1 {"a":1}`, `3 k2 [1,2]`, `4 bad`, `5 bad`, `6 bad`, `7 bad`, `8 8 null`}
 	if !slices.Equal(got, want) {
-		t.Fatalf("records =\n%v\nwant\n%v", got, want)
+		t.Fatalf("records = %q, want %q", got, want)
 	}
 }
 
@@ -74,23 +66,7 @@ func TestCSV(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := loadfmt.NewCSV(strings.NewReader(tt.src), "id", 0)
-			var got []string
-			for {
-				rec, err := r.Read()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				var le *warmcache.LineError
-				if errors.As(err, &le) {
-					got = append(got, strconv.FormatInt(le.Line, 10)+" bad")
-					continue
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, strconv.FormatInt(rec.Line, 10)+" "+rec.Key+" "+string(rec.Value))
-			}
+			got := readAll(t, loadfmt.NewCSV(strings.NewReader(tt.src), "id", 0))
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("records = %q, want %q", got, tt.want)
 			}

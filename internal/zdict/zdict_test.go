@@ -9,29 +9,26 @@ import (
 	"github.com/warmcache/warmcache/internal/zdict"
 )
 
-// widgetDoc returns the local stack's sample widget document with id, as
-// the warehouse returns it (jsonb's text form).
-func widgetDoc(id int) []byte {
-	return fmt.Appendf(nil, `{"widget": {"id": "%d", "text": {"data": "Click Here", "name": "text1", "size": 36, `+
-		`"style": "bold", "hOffset": 250, "vOffset": 100, "alignment": "center", `+
-		`"onMouseUp": "sun1.opacity = (sun1.opacity / 100) * 90;"}, "debug": "on", `+
-		`"image": {"src": "Images/Sun.png", "name": "sun1", "hOffset": 250, "vOffset": 250, "alignment": "center"}, `+
-		`"window": {"name": "main_window", "title": "Sample Konfabulator Widget", "width": 500, "height": 500}}}`, id)
-}
-
-// widgetDocs returns n widget documents with random ids from a source
-// seeded with seed.
-func widgetDocs(n int, seed uint64) [][]byte {
+// orderDocs returns n order documents, as a warehouse returns a table's
+// JSON values: one schema, with ids, quantities and statuses drawn from a
+// source seeded with seed.
+func orderDocs(n int, seed uint64) [][]byte {
 	r := rand.New(rand.NewPCG(seed, seed))
+	statuses := []string{"placed", "paid", "shipped", "delivered", "returned"}
 	out := make([][]byte, n)
 	for i := range out {
-		out[i] = widgetDoc(1 + r.IntN(1_000_000))
+		out[i] = fmt.Appendf(nil, `{"order": {"id": %d, "status": "%s", "currency": "EUR", `+
+			`"customer": {"id": %d, "tier": "gold", "country": "DE", "newsletter": false}, `+
+			`"items": [{"sku": "WIDGET-%03d", "qty": %d, "unit_price": "19.90"}, {"sku": "GADGET-%03d", "qty": %d, "unit_price": "4.50"}], `+
+			`"shipping": {"method": "standard", "carrier": "DHL", "address": {"city": "Berlin", "postcode": "10115"}}}}`,
+			1+r.IntN(1_000_000), statuses[r.IntN(len(statuses))], 1+r.IntN(50_000),
+			r.IntN(1000), 1+r.IntN(5), r.IntN(1000), 1+r.IntN(5))
 	}
 	return out
 }
 
 func TestTrain(t *testing.T) {
-	samples := widgetDocs(300, 1)
+	samples := orderDocs(300, 1)
 	a1, err := zdict.Train(samples, nil, zdict.Options{})
 	if err != nil {
 		t.Fatalf("Train: %v", err)
@@ -63,14 +60,14 @@ func TestTrain(t *testing.T) {
 	// may or may not be enough, but never panics.
 	for _, n := range []int{1, 3, 30} {
 		t.Run(fmt.Sprintf("%d samples", n), func(t *testing.T) {
-			d, err := zdict.Train(widgetDocs(n, 1), nil, zdict.Options{})
+			d, err := zdict.Train(orderDocs(n, 1), nil, zdict.Options{})
 			if n == 1 && err != nil {
 				return
 			}
 			if err != nil {
 				t.Fatalf("Train: %v", err)
 			}
-			sizes, err := zdict.Measure(d, widgetDocs(50, 2))
+			sizes, err := zdict.Measure(d, orderDocs(50, 2))
 			if err != nil || sizes.DictRatio() < 5 {
 				t.Errorf("dictionary from %d samples compresses %.1fx (%v), want at least 5x", n, sizes.DictRatio(), err)
 			}
