@@ -1,11 +1,12 @@
 # Developer tasks for warmcache. The local stack (PostgreSQL with logical
-# replication, Redis and a PgBouncer sidecar on 127.0.0.1) is managed by
-# deploy/local/stack.sh, which also names every address: `stack.sh run-env`
-# for the service and `stack.sh env` for the tests.
+# replication, Redis and a PgBouncer sidecar on 127.0.0.1) is run by
+# bin/localstack (cmd/localstack, internal/localstack), which installs what is
+# missing and names every address: `localstack run-env` for the service and
+# `localstack env` for the tests.
 
 GO ?= go
 BIN := bin/warmcache
-STACK := deploy/local/stack.sh
+STACK := bin/localstack
 NAMESPACES := deploy/local/namespaces.yaml
 HTTP_ADDR ?= 127.0.0.1:8080
 # Extra flags for `make test`, e.g. make test TESTFLAGS='-run TestTier -v'
@@ -17,19 +18,29 @@ BENCHFLAGS ?=
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run test vet clean proto stack-up stack-down bench
+.PHONY: build run test vet clean proto localstack install stack-up stack-down bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
 
+# bin/localstack, built by every target that uses it (quick from Go's cache).
+localstack:
+	$(GO) build -o $(STACK) ./cmd/localstack
+
+# Install, with apt-get, what is missing: the servers, and the tools that
+# building and testing need. `make test` runs it; `make run` installs only
+# the servers (localstack up).
+install: localstack
+	$(STACK) install
+
 # Start the stack, migrate, seed 100k widgets, then serve in the foreground.
 # Migrations (DDL) go straight to PostgreSQL; the server goes through PgBouncer.
-run:
+run: localstack
 	$(STACK) up
 	$(GO) build -o $(BIN) ./cmd/warmcache
 	@eval "$$($(STACK) run-env)" && \
 		WARMCACHE_POSTGRES_DSN="$$WARMCACHE_STACK_DIRECT_DSN" $(BIN) migrate up --namespaces $(NAMESPACES)
-	$(STACK) seed
+	$(STACK) seed deploy/local/sample-widgets.sql
 	@printf '%s\n' \
 		'' \
 		'warmcache listens on http://$(HTTP_ADDR); try:' \
@@ -41,16 +52,15 @@ run:
 		'  curl -s http://$(HTTP_ADDR)/metrics' \
 		''
 	@eval "$$($(STACK) run-env)" && exec env WARMCACHE_HTTP_ADDR=$(HTTP_ADDR) \
-		WARMCACHE_REPLICATION_DSN="$$WARMCACHE_STACK_DIRECT_DSN" \
 		$(BIN) serve --namespaces $(NAMESPACES)
 
 # The node packages of the @dapr/dapr check that TestDaprJavaScriptSDKOverHTTP
 # runs, installed from their committed package-lock.json.
 DAPR_NODE := internal/daprapi/testdata/node
 
-# The WARMCACHE_TEST_* defaults from `stack.sh env` apply only to variables
-# not already set in the environment (CI sets its own).
-test:
+# The WARMCACHE_TEST_* defaults from `localstack env` apply only to
+# variables not already set in the environment (CI may set its own).
+test: install
 	$(STACK) up
 	npm ci --prefix $(DAPR_NODE) --no-audit --no-fund
 	@test_env="$$($(STACK) env)" && eval "$$test_env" && \
@@ -82,19 +92,18 @@ proto:
 	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler'; exit 1; }
 	internal/grpcapi/proto/gen.sh
 
-# Load test: prepares its own 1M-row database (warmcache_bench), starts the
-# service and a floor server on free loopback ports, runs the vegeta
+# Load test: prepares its own 1M-row database (warmcache_bench) on the local
+# stack, starts the service and a floor server on free loopback ports, runs the vegeta
 # scenarios and the pgbench/redis-benchmark baselines, and writes
 # loadtest/RESULTS.md with loadtest/results/*.png (logs in loadtest/out/).
-bench:
+bench: localstack
 	$(STACK) up
 	$(GO) build -o $(BIN) ./cmd/warmcache
 	$(GO) build -o bin/loadtest ./loadtest
-	@eval "$$($(STACK) env)" && set -x && bin/loadtest -bin $(BIN) -postgres "$$WARMCACHE_STACK_PG_ADDR" \
-		-pgbouncer "$$WARMCACHE_STACK_PGBOUNCER_ADDR" -redis "$$WARMCACHE_TEST_REDIS_ADDR" $(BENCHFLAGS)
+	bin/loadtest -bin $(BIN) $(BENCHFLAGS)
 
-stack-up:
+stack-up: localstack
 	$(STACK) up
 
-stack-down:
+stack-down: localstack
 	$(STACK) down

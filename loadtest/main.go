@@ -1,5 +1,6 @@
 // Command loadtest is warmcache's benchmark harness. It prepares a
-// database of 1,000,000 widgets, starts bin/warmcache serve and a floor
+// database of 1,000,000 widgets on the local stack (internal/localstack;
+// `make bench` starts it), starts bin/warmcache serve and a floor
 // server as subprocesses on loopback ports, attacks them with vegeta
 // scenario by scenario, measures pgbench and redis-benchmark baselines in
 // the same run, and writes loadtest/RESULTS.md with PNG charts.
@@ -19,11 +20,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/warmcache/warmcache/internal/localstack"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "loadtest:", err)
@@ -32,11 +35,15 @@ func main() {
 }
 
 // run is the whole program; main only binds it to the process.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "floor" {
 		return serveFloor(ctx, args[1:], stdout, stderr)
 	}
-	opts, err := parseOptions(args, stderr)
+	stack, err := localstack.FromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	opts, err := parseOptions(args, stack, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

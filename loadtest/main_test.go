@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/warmcache/warmcache/internal/localstack"
 )
 
 // The harness itself needs the local stack and minutes of load, so it
@@ -54,10 +56,10 @@ func TestRequireLoopback(t *testing.T) {
 }
 
 func TestOptionsRefuseNonLoopbackTargets(t *testing.T) {
-	if _, err := parseOptions([]string{"-redis", "192.168.1.10:6379"}, io.Discard); err == nil {
+	if _, err := parseOptions([]string{"-redis", "192.168.1.10:6379"}, localstack.Config{}, io.Discard); err == nil {
 		t.Fatal("parseOptions accepted a non-loopback Redis")
 	}
-	o, err := parseOptions([]string{"-near-env", "WARMCACHE_NEAR_CACHE_BYTES=1048576", "-duration", "2s"}, io.Discard)
+	o, err := parseOptions([]string{"-near-env", "WARMCACHE_NEAR_CACHE_BYTES=1048576", "-duration", "2s"}, localstack.Config{}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +68,16 @@ func TestOptionsRefuseNonLoopbackTargets(t *testing.T) {
 	}
 	if o.Command != "make bench BENCHFLAGS='-duration=2s -near-env=WARMCACHE_NEAR_CACHE_BYTES=1048576'" {
 		t.Errorf("Command = %q", o.Command)
+	}
+}
+
+func TestOptionsDefaultToTheLocalStack(t *testing.T) {
+	stack := localstack.Config{PostgresPort: 15432, PgBouncerPort: 16432, RedisPort: 16379}
+	o, err := parseOptions(nil, stack, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.PGHost != "127.0.0.1:15432" || o.PGBouncer != "127.0.0.1:16432" || o.RedisAddr != "127.0.0.1:16379" {
+		t.Errorf("servers = %s, %s, %s; want the stack's 127.0.0.1:15432, :16432, :16379", o.PGHost, o.PGBouncer, o.RedisAddr)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/warmcache/warmcache/internal/localstack"
 )
 
 // options are the harness's flags.
@@ -53,7 +55,8 @@ func (l *listFlag) Set(v string) error {
 
 var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
 
-func parseOptions(args []string, usage io.Writer) (options, error) {
+// parseOptions parses the flags; the servers default to those of stack.
+func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {
 	o := options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(usage)
@@ -61,10 +64,10 @@ func parseOptions(args []string, usage io.Writer) (options, error) {
 	fs.StringVar(&o.OutDir, "out", "loadtest", "directory of RESULTS.md and results/*.png")
 	fs.StringVar(&o.ArtifactDir, "artifacts", "loadtest/out", "directory of logs, profiles and pgbench logs")
 	fs.StringVar(&o.Database, "database", "warmcache_bench", "database the harness creates and fills")
-	fs.StringVar(&o.PGHost, "postgres", "127.0.0.1:5432", "PostgreSQL host:port (user postgres, trust)")
-	fs.StringVar(&o.PGBouncer, "pgbouncer", "127.0.0.1:6432", "PgBouncer host:port")
+	fs.StringVar(&o.PGHost, "postgres", stack.PostgresAddr(), "PostgreSQL host:port (user postgres, trust); default: the local stack's")
+	fs.StringVar(&o.PGBouncer, "pgbouncer", stack.PgBouncerAddr(), "PgBouncer host:port; default: the local stack's")
 	fs.BoolVar(&o.ViaPgBouncer, "via-pgbouncer", true, "the service reaches PostgreSQL through PgBouncer, as deployed")
-	fs.StringVar(&o.RedisAddr, "redis", "127.0.0.1:6379", "Redis host:port")
+	fs.StringVar(&o.RedisAddr, "redis", stack.RedisAddr(), "Redis host:port; default: the local stack's")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", "wcbench:", "Redis key prefix of the service under test (flushed by the harness)")
 	fs.Int64Var(&o.Rows, "rows", 1_000_000, "widget rows in the table")
 	fs.DurationVar(&o.Duration, "duration", 4*time.Second, "length of each measured attack")

@@ -2,15 +2,15 @@
 --
 -- Run after `warmcache migrate up` (which creates the hash-partitioned table
 -- widgets(key bigint primary key, value jsonb, version bigint) and the
--- sequence warmcache_version_seq), e.g. via `deploy/local/stack.sh seed`.
+-- sequence warmcache_version_seq), as `make run` does with
+-- `bin/localstack seed deploy/local/sample-widgets.sql`: plain SQL, run as
+-- one transaction.
 --
 -- Idempotent: keys that already exist are left alone, and only new rows take a
 -- version from the sequence, so running it again changes nothing.
 --
 -- The value is the "Sample Konfabulator Widget" JSON document from a Greenplum
 -- blog post, with widget.id set to the key as a string (key 42 -> "id": "42").
-
-\set ON_ERROR_STOP on
 
 INSERT INTO widgets (key, value, version)
 SELECT g.key,

@@ -1,6 +1,7 @@
 // Package testenv gives integration tests real servers: PostgreSQL, PgBouncer,
 // Redis and Greenplum. Each comes from an environment variable when it is set
-// (CI and `make test` set them from the local stack); otherwise, where a
+// (CI may set them; `make test` sets the others to the servers of
+// internal/localstack); otherwise, where a
 // Docker engine is available, testcontainers-go starts PostgreSQL or Redis
 // for the test. A test that can get neither is skipped with the reason,
 // except under CI=true, where it fails (see Unavailable): a missing server
@@ -34,14 +35,17 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 	tcredis "github.com/testcontainers/testcontainers-go/modules/redis"
+
+	"github.com/warmcache/warmcache/internal/localstack"
 )
 
-// The environment variables that name the servers.
+// The environment variables that name the servers. `make test` sets the
+// first three to the local stack's (localstack.Config.TestEnv).
 const (
-	EnvPostgres  = "WARMCACHE_TEST_POSTGRES_DSN"
-	EnvPgBouncer = "WARMCACHE_TEST_PGBOUNCER_DSN"
-	EnvRedis     = "WARMCACHE_TEST_REDIS_ADDR"
-	EnvGreenplum = "WARMCACHE_TEST_GREENPLUM_DSN"
+	EnvPostgres  = localstack.EnvTestPostgres
+	EnvPgBouncer = localstack.EnvTestPgBouncer
+	EnvRedis     = localstack.EnvTestRedis
+	EnvGreenplum = localstack.EnvTestGreenplum
 )
 
 // PostgresServer returns a DSN of a PostgreSQL server that the test may

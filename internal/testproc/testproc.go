@@ -2,21 +2,17 @@
 // Redis, a PostgreSQL cluster initdb'd in a temporary directory (with any
 // settings, such as wal_level=logical), PgBouncer, and any other program,
 // so that a test can stop, kill and restart them without touching shared
-// servers. Every Process is stopped when its test ends. A missing program
+// servers. The servers are those of internal/localstack, defined there
+// once. Every Process is stopped when its test ends. A missing program
 // skips the test, or fails it under CI=true (testenv.Unavailable).
 package testproc
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 
@@ -39,24 +36,16 @@ func FreePort(t testing.TB) int {
 }
 
 // ServiceUser returns the credential that PostgreSQL and PgBouncer run
-// under. Both refuse to run as root, so a test running as root runs them as
-// the postgres user, and skips when there is none; otherwise they run as the
-// test's own user (nil).
+// under (see localstack.ServiceAccount): the postgres user's when the test
+// runs as root, the test's own (nil) otherwise. Without a postgres user the
+// test is skipped, or fails under CI=true.
 func ServiceUser(t testing.TB) *syscall.Credential {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		return nil
-	}
-	u, err := user.Lookup("postgres")
+	cred, err := localstack.ServiceAccount()
 	if err != nil {
-		testenv.Unavailable(t, "faulttest: running as root, and there is no postgres user to run PostgreSQL and PgBouncer as: %v", err)
+		testenv.Unavailable(t, "testproc: %v", err)
 	}
-	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
-	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
-	if err1 != nil || err2 != nil {
-		testenv.Unavailable(t, "faulttest: user postgres has ids %q/%q, not numbers", u.Uid, u.Gid)
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return cred
 }
 
 // OwnedDir makes a temporary directory that cred's user owns (t.TempDir's
@@ -68,58 +57,32 @@ func OwnedDir(t testing.TB, cred *syscall.Credential) string {
 		t.Fatalf("temp dir: %v", err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	chown(t, dir, cred)
+	if err := localstack.Chown(dir, cred); err != nil {
+		t.Fatal(err)
+	}
 	return dir
 }
 
-// chown gives path to cred's user; nil cred leaves it as it is.
-func chown(t testing.TB, path string, cred *syscall.Credential) {
+// Binary returns the path of an installed program (see
+// localstack.Program), or skips the test (fails it under CI=true).
+func Binary(t testing.TB, name string) string {
 	t.Helper()
-	if cred == nil {
-		return
+	p, err := localstack.Program(name)
+	if err != nil {
+		testenv.Unavailable(t, "testproc: %v", err)
 	}
-	if err := os.Chown(path, int(cred.Uid), int(cred.Gid)); err != nil {
-		t.Fatalf("chown %s: %v", path, err)
-	}
-}
-
-// Binary returns the path of a program, looked up in PATH and then in dirs,
-// and skips the test when it is missing.
-func Binary(t testing.TB, name string, dirs ...string) string {
-	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
-	}
-	for _, d := range dirs {
-		p := filepath.Join(d, name)
-		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	testenv.Unavailable(t, "faulttest: %s not found in PATH or %v", name, dirs)
-	return ""
+	return p
 }
 
 // PostgresBinDir returns the directory of the newest installed PostgreSQL's
-// server programs (initdb, postgres, pg_ctl), or skips the test.
+// server programs (initdb, postgres), or skips the test.
 func PostgresBinDir(t testing.TB) string {
 	t.Helper()
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int {
-		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
-		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
-		return va - vb
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if _, err := os.Stat(filepath.Join(dirs[i], "initdb")); err == nil {
-			return dirs[i]
-		}
+	dir, err := localstack.PostgresBinDir("")
+	if err != nil {
+		testenv.Unavailable(t, "testproc: %v", err)
 	}
-	if p, err := exec.LookPath("initdb"); err == nil {
-		return filepath.Dir(p)
-	}
-	testenv.Unavailable(t, "faulttest: no PostgreSQL server programs (initdb) in /usr/lib/postgresql/*/bin or PATH")
-	return ""
+	return dir
 }
 
 // Process is a server the test runs. It is killed, with its Process group,
@@ -257,13 +220,12 @@ type Redis struct {
 // StartRedis starts a redis-server of the test's own.
 func StartRedis(t testing.TB) *Redis {
 	t.Helper()
-	bin := Binary(t, "redis-server", "/usr/bin", "/usr/local/bin")
 	dir := t.TempDir()
-	port := FreePort(t)
+	srv := localstack.Redis{Dir: dir, Port: FreePort(t)}
+	path, args := srv.Server(Binary(t, "redis-server"))
 	r := &Redis{
-		Addr: fmt.Sprintf("127.0.0.1:%d", port),
-		proc: &Process{Path: bin, Dir: dir, Log: filepath.Join(dir, "redis.log"), Quit: syscall.SIGTERM,
-			Args: []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir}},
+		Addr: srv.Addr(),
+		proc: &Process{Path: path, Args: args, Dir: dir, Log: filepath.Join(dir, "redis.log"), Quit: syscall.SIGTERM},
 	}
 	r.Start(t)
 	return r
@@ -295,26 +257,16 @@ func (r *Redis) Thaw(t testing.TB) {
 }
 
 func (r *Redis) pong() bool {
-	c, err := net.DialTimeout("tcp", r.Addr, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(500 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return false
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "+PONG")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	return localstack.PingRedis(ctx, r.Addr) == nil
 }
 
 // Postgres is a PostgreSQL cluster of the test's own, with trust
 // authentication for user postgres on 127.0.0.1 and fsync off.
 type Postgres struct {
-	bin  string
-	data string
+	srv  localstack.Postgres
 	dir  string
-	port int
 	cred *syscall.Credential
 	proc *Process
 }
@@ -324,28 +276,24 @@ type Postgres struct {
 // "wal_level=logical", which win over the defaults.
 func StartPostgres(t testing.TB, settings ...string) *Postgres {
 	t.Helper()
-	bin := PostgresBinDir(t)
 	cred := ServiceUser(t)
 	dir := OwnedDir(t, cred)
-	p := &Postgres{bin: bin, data: filepath.Join(dir, "data"), dir: dir, port: FreePort(t), cred: cred}
-	RunAs(t, cred, dir, filepath.Join(bin, "initdb"), "-D", p.data, "-U", "postgres",
-		"--auth=trust", "-E", "UTF8", "--locale=C", "--no-sync")
-	p.proc = &Process{Path: filepath.Join(bin, "postgres"), Dir: dir, Log: filepath.Join(dir, "postgres.log"),
-		Cred: cred, Quit: syscall.SIGINT, // fast shutdown
-		Args: []string{"-D", p.data, "-p", strconv.Itoa(p.port),
-			"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + dir,
-			"-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=50",
-			"-c", "shared_buffers=16MB", "-c", "log_min_messages=warning"}}
-	for _, kv := range settings {
-		p.proc.Args = append(p.proc.Args, "-c", kv)
-	}
+	p := &Postgres{dir: dir, cred: cred, srv: localstack.Postgres{
+		BinDir: PostgresBinDir(t), Data: filepath.Join(dir, "data"), Port: FreePort(t), SocketDir: dir,
+		Settings: append([]string{"fsync=off", "full_page_writes=off", "max_connections=50",
+			"shared_buffers=16MB", "log_min_messages=warning"}, settings...)}}
+	initdb, args := p.srv.InitDB("C", "--no-sync")
+	RunAs(t, cred, dir, initdb, args...)
+	path, args := p.srv.Server()
+	p.proc = &Process{Path: path, Args: args, Dir: dir, Log: filepath.Join(dir, "postgres.log"),
+		Cred: cred, Quit: syscall.SIGINT} // fast shutdown
 	p.Start(t)
 	return p
 }
 
 // DSN returns the URL of database on the server.
 func (p *Postgres) DSN(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", p.port, database)
+	return p.srv.DSN(database) + "&connect_timeout=2"
 }
 
 // Start starts the server and returns when it accepts queries.
@@ -360,7 +308,6 @@ func (p *Postgres) Start(t testing.TB) {
 // exited.
 func (p *Postgres) Stop(t testing.TB) {
 	t.Helper()
-	RunAs(t, p.cred, p.dir, filepath.Join(p.bin, "pg_ctl"), "stop", "-D", p.data, "-m", "fast", "-w", "-t", "30")
 	p.proc.Stop(t, syscall.SIGINT)
 }
 
@@ -384,64 +331,39 @@ func (p *Postgres) CreateDatabase(t testing.TB, name string) string {
 func PingSQL(dsn string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return false
-	}
-	defer conn.Close(ctx)
-	return conn.Ping(ctx) == nil
+	return localstack.PingSQL(ctx, dsn) == nil
 }
 
 // PgBouncer is a PgBouncer of the test's own in transaction pooling, in
 // front of one Postgres.
 type PgBouncer struct {
-	port int
+	srv  localstack.PgBouncer
 	proc *Process
 }
 
 // StartPgBouncer starts a PgBouncer in transaction pooling in front of pg.
 func StartPgBouncer(t testing.TB, pg *Postgres) *PgBouncer {
 	t.Helper()
-	bin := Binary(t, "pgbouncer", "/usr/sbin", "/usr/local/bin")
+	bin := Binary(t, "pgbouncer")
 	cred := ServiceUser(t)
 	dir := OwnedDir(t, cred)
-	b := &PgBouncer{port: FreePort(t)}
-	ini := filepath.Join(dir, "pgbouncer.ini")
-	users := filepath.Join(dir, "userlist.txt")
-	config := fmt.Sprintf(`[databases]
-* = host=127.0.0.1 port=%d
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = trust
-auth_file = %s
-pool_mode = transaction
-max_client_conn = 200
-default_pool_size = 10
-ignore_startup_parameters = extra_float_digits
-server_login_retry = 1
-logfile = %s
-pidfile = %s
-`, pg.port, b.port, users, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
-	for path, text := range map[string]string{ini: config, users: `"postgres" ""` + "\n"} {
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatalf("write %s: %v", path, err)
-		}
-		chown(t, path, cred)
+	b := &PgBouncer{srv: localstack.PgBouncer{Dir: dir, Port: FreePort(t), PostgresPort: pg.Port(),
+		Settings: []string{"server_login_retry = 1"}}}
+	if _, err := b.srv.WriteConfig(cred); err != nil {
+		t.Fatal(err)
 	}
 	// SIGTERM is PgBouncer 1.18's immediate shutdown: client and server
 	// connections are closed at once, as in a crash of the pooler.
-	b.proc = &Process{Path: bin, Dir: dir, Log: filepath.Join(dir, "stderr.log"), Cred: cred,
-		Quit: syscall.SIGTERM, Args: []string{ini}}
+	path, args := b.srv.Server(bin)
+	b.proc = &Process{Path: path, Args: args, Dir: dir, Log: filepath.Join(dir, "stderr.log"), Cred: cred,
+		Quit: syscall.SIGTERM}
 	b.Start(t)
 	return b
 }
 
 // DSN returns the URL of database through the pooler.
 func (b *PgBouncer) DSN(database string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable&connect_timeout=2", b.port, database)
+	return b.srv.DSN(database) + "&connect_timeout=2"
 }
 
 // Start starts the pooler and returns when a query passes through it.
@@ -456,7 +378,7 @@ func (b *PgBouncer) Start(t testing.TB) {
 func (b *PgBouncer) Stop(t testing.TB) { t.Helper(); b.proc.Stop(t, syscall.SIGTERM) }
 
 // Port returns the server's TCP port.
-func (p *Postgres) Port() int { return p.port }
+func (p *Postgres) Port() int { return p.srv.Port }
 
 // waitFor polls cond every 10ms until it holds, failing the test after
 // limit.
