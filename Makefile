@@ -11,6 +11,9 @@ NAMESPACES := deploy/local/namespaces.yaml
 HTTP_ADDR ?= 127.0.0.1:8080
 # Extra flags for `make test`, e.g. make test TESTFLAGS='-run TestTier -v'
 TESTFLAGS ?=
+# The packages `make test` tests; the fuzz targets run only with all of them,
+# e.g. make test PKGS=./internal/faulttest TESTFLAGS='-run TestFaultRedis'
+PKGS ?= ./...
 # Extra flags for `make bench`, e.g. make bench BENCHFLAGS='-duration 10s -workers 64'
 BENCHFLAGS ?=
 # Inputs each fuzz target tries in `make test`. A count, not a duration: with
@@ -68,8 +71,9 @@ test: install
 		echo "WARMCACHE_TEST_PGBOUNCER_DSN=$$WARMCACHE_TEST_PGBOUNCER_DSN" && \
 		echo "WARMCACHE_TEST_REDIS_ADDR=$$WARMCACHE_TEST_REDIS_ADDR" && \
 		echo "WARMCACHE_TEST_GREENPLUM_DSN=$${WARMCACHE_TEST_GREENPLUM_DSN:-(unset: the Greenplum lane is left out)}" && \
-		echo "$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./..." && \
-		$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./... && \
+		echo "$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)" && \
+		$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS) && \
+		if [ "$(PKGS)" != ./... ]; then exit 0; fi && \
 		for target in warmcache:FuzzParseKey warmcache:FuzzCheckValue warmcache:FuzzCheckMatch loadfmt:FuzzCSVReader \
 			httpapi:FuzzPathKey httpapi:FuzzDecodeMGet; do \
 			echo "$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz '^$${target#*:}$$' -fuzztime=$(FUZZ_EXECS)" && \
