@@ -78,13 +78,13 @@ func TestKubernetesDaprApp(t *testing.T) {
 			appEnv[str(e, "name")] = data("Secret", str(ref, "name"), str(ref, "key"))
 		}
 	}
-	if cfg.DaprGRPCAddr == "" || appEnv["DAPR_GRPC_ENDPOINT"] != cfg.DaprGRPCAddr {
-		t.Errorf("DAPR_GRPC_ENDPOINT %q, warmcache's --dapr-grpc-addr %q", appEnv["DAPR_GRPC_ENDPOINT"], cfg.DaprGRPCAddr)
+	if cfg.Dapr.GRPCAddr == "" || appEnv["DAPR_GRPC_ENDPOINT"] != cfg.Dapr.GRPCAddr {
+		t.Errorf("DAPR_GRPC_ENDPOINT %q, warmcache's --dapr-grpc-addr %q", appEnv["DAPR_GRPC_ENDPOINT"], cfg.Dapr.GRPCAddr)
 	}
-	if cfg.DaprHTTPAddr == "" || appEnv["DAPR_HTTP_ENDPOINT"] != "http://"+cfg.DaprHTTPAddr {
-		t.Errorf("DAPR_HTTP_ENDPOINT %q, warmcache's --dapr-http-addr %q", appEnv["DAPR_HTTP_ENDPOINT"], cfg.DaprHTTPAddr)
+	if cfg.Dapr.HTTPAddr == "" || appEnv["DAPR_HTTP_ENDPOINT"] != "http://"+cfg.Dapr.HTTPAddr {
+		t.Errorf("DAPR_HTTP_ENDPOINT %q, warmcache's --dapr-http-addr %q", appEnv["DAPR_HTTP_ENDPOINT"], cfg.Dapr.HTTPAddr)
 	}
-	for _, addr := range []string{cfg.DaprGRPCAddr, cfg.DaprHTTPAddr} {
+	for _, addr := range []string{cfg.Dapr.GRPCAddr, cfg.Dapr.HTTPAddr} {
 		if !strings.HasPrefix(addr, "127.0.0.1:") {
 			t.Errorf("Dapr listener %q is not on the pod's loopback", addr)
 		}

@@ -101,7 +101,7 @@ func strs(v any, path ...any) []string {
 func knownEnv(t *testing.T) map[string]bool {
 	t.Helper()
 	seen := map[string]bool{}
-	if _, err := config.Load("serve", nil, func(k string) string { seen[k] = true; return "" }, io.Discard); err != nil {
+	if _, err := config.Load(config.ServeCommand, nil, func(k string) string { seen[k] = true; return "" }, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	return seen
@@ -110,7 +110,7 @@ func knownEnv(t *testing.T) map[string]bool {
 // defaults is the configuration with no flags and no environment.
 func defaults(t *testing.T) config.Config {
 	t.Helper()
-	c, err := config.Load("serve", nil, func(string) string { return "" }, io.Discard)
+	c, err := config.Load(config.ServeCommand, nil, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func (r configRun) load(t *testing.T) config.Config {
 	if len(r.args) == 0 || r.args[0] != "serve" {
 		t.Fatalf("command %q does not run serve", r.args)
 	}
-	c, err := config.Load("serve", r.args[1:], func(k string) string { return r.env[k] }, io.Discard)
+	c, err := config.Load(config.ServeCommand, r.args[1:], func(k string) string { return r.env[k] }, io.Discard)
 	if err != nil {
 		t.Fatalf("the configuration loader refuses %q with %v: %v", r.args, r.env, err)
 	}
@@ -493,18 +493,18 @@ func TestKubernetes(t *testing.T) {
 			httpPort = get(p, "containerPort").(int)
 		}
 	}
-	if httpPort != port(t, def.HTTPAddr) || port(t, cfg.HTTPAddr) != httpPort {
-		t.Errorf("http containerPort %d, --http-addr %s, default %s: want one port", httpPort, cfg.HTTPAddr, def.HTTPAddr)
+	if httpPort != port(t, def.HTTP.Addr) || port(t, cfg.HTTP.Addr) != httpPort {
+		t.Errorf("http containerPort %d, --http-addr %s, default %s: want one port", httpPort, cfg.HTTP.Addr, def.HTTP.Addr)
 	}
-	if port(t, cfg.GRPCAddr) != port(t, def.GRPCAddr) {
-		t.Errorf("--grpc-addr %s, default %s: want the default port", cfg.GRPCAddr, def.GRPCAddr)
+	if port(t, cfg.GRPC.Addr) != port(t, def.GRPC.Addr) {
+		t.Errorf("--grpc-addr %s, default %s: want the default port", cfg.GRPC.Addr, def.GRPC.Addr)
 	}
 	// A listener on the pod's address carries API tokens over the cluster
 	// network: it must serve TLS, and the probes and scrapes speak HTTPS.
-	if host, _, _ := net.SplitHostPort(cfg.HTTPAddr); host != "127.0.0.1" && host != "localhost" && host != "::1" && cfg.TLSCert == "" {
-		t.Errorf("--http-addr %s is reachable from the network without TLS", cfg.HTTPAddr)
+	if host, _, _ := net.SplitHostPort(cfg.HTTP.Addr); host != "127.0.0.1" && host != "localhost" && host != "::1" && cfg.TLS.Cert == "" {
+		t.Errorf("--http-addr %s is reachable from the network without TLS", cfg.HTTP.Addr)
 	}
-	tlsOn := cfg.TLSCert != ""
+	tlsOn := cfg.TLS.Cert != ""
 	if tlsOn && str(get(dep, "spec", "template", "metadata", "annotations"), "prometheus.io/scheme") != "https" {
 		t.Error("REST serves TLS but Prometheus is not told to scrape https")
 	}
@@ -516,7 +516,7 @@ func TestKubernetes(t *testing.T) {
 	}
 	// Loads are spooled: the spool directory must be writable with a
 	// read-only root filesystem.
-	if cfg.SpoolDir == "" {
+	if cfg.Loads.SpoolDir == "" {
 		t.Error("no --spool-dir, yet the root filesystem is read-only and loads spool to disk")
 	}
 	for probe, path := range map[string]string{"livenessProbe": "/healthz", "readinessProbe": "/readyz", "startupProbe": "/readyz"} {
@@ -540,7 +540,7 @@ func TestKubernetes(t *testing.T) {
 	for _, m := range list(cs["app"], "volumeMounts") {
 		appMounts[str(m, "mountPath")] = true
 	}
-	for _, dir := range []string{cfg.SpoolDir} {
+	for _, dir := range []string{cfg.Loads.SpoolDir} {
 		ok := false
 		for p, real := range mounts {
 			if (dir == real || strings.HasPrefix(dir, real+"/")) && writable[p] {
@@ -551,7 +551,7 @@ func TestKubernetes(t *testing.T) {
 			t.Errorf("--spool-dir %s is not on a writable volume", dir)
 		}
 	}
-	for _, sock := range []string{cfg.HTTPSocket, cfg.GRPCSocket} {
+	for _, sock := range []string{cfg.HTTP.Socket, cfg.GRPC.Socket} {
 		var dir string
 		for p, real := range mounts {
 			if strings.HasPrefix(sock, real+"/") && writable[p] {
@@ -564,11 +564,11 @@ func TestKubernetes(t *testing.T) {
 	}
 
 	// Keys: the application's token passes with write scope.
-	if len(cfg.APIKeys) == 0 {
+	if len(cfg.Access.Keys) == 0 {
 		t.Fatal("no API keys, yet REST listens on the pod's address")
 	}
 	appEnv := envOf(cs["app"])
-	checkToken(t, cfg.APIKeys, appEnv["CACHE_TOKEN"], cfg.Namespaces[0].Name)
+	checkToken(t, cfg.Access.Keys, appEnv["CACHE_TOKEN"], cfg.Namespaces[0].Name)
 
 	// PgBouncer: transaction pooling on the address the DSN names.
 	pgbMounts, _ := mountFiles(cs["pgbouncer"])
@@ -624,10 +624,10 @@ func checkPgBouncer(t *testing.T, ini map[string]string, cfg config.Config, host
 	if ini["pool_mode"] != "transaction" {
 		t.Errorf("pool_mode %q, want transaction", ini["pool_mode"])
 	}
-	if cfg.PGPooler != "pgbouncer" {
-		t.Errorf("--pg-pooler %q, want pgbouncer", cfg.PGPooler)
+	if cfg.Postgres.Pooler != "pgbouncer" {
+		t.Errorf("--pg-pooler %q, want pgbouncer", cfg.Postgres.Pooler)
 	}
-	u, err := url.Parse(cfg.PostgresDSN)
+	u, err := url.Parse(cfg.Postgres.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +690,7 @@ func TestCompose(t *testing.T) {
 		published[container] = host
 	}
 	def := defaults(t)
-	for _, addr := range []struct{ got, def string }{{cfg.HTTPAddr, def.HTTPAddr}, {cfg.GRPCAddr, def.GRPCAddr}} {
+	for _, addr := range []struct{ got, def string }{{cfg.HTTP.Addr, def.HTTP.Addr}, {cfg.GRPC.Addr, def.GRPC.Addr}} {
 		p := port(t, addr.got)
 		if p != port(t, addr.def) || published[p] != p {
 			t.Errorf("listens on %s (default %s), publishes %v: want the default ports, published as they are", addr.got, addr.def, published)
@@ -711,8 +711,8 @@ func TestCompose(t *testing.T) {
 	for k, v := range get(svcs["app"], "environment").(map[string]any) {
 		appEnv[k] = v.(string)
 	}
-	checkToken(t, cfg.APIKeys, appEnv["WARMCACHE_TOKEN"], "widgets")
-	if u, err := url.Parse(appEnv["WARMCACHE_URL"]); err != nil || u.Hostname() != "warmcache" || u.Port() != strconv.Itoa(port(t, cfg.HTTPAddr)) {
+	checkToken(t, cfg.Access.Keys, appEnv["WARMCACHE_TOKEN"], "widgets")
+	if u, err := url.Parse(appEnv["WARMCACHE_URL"]); err != nil || u.Hostname() != "warmcache" || u.Port() != strconv.Itoa(port(t, cfg.HTTP.Addr)) {
 		t.Errorf("the app calls %q, want warmcache on its HTTP port", appEnv["WARMCACHE_URL"])
 	}
 
@@ -722,10 +722,10 @@ func TestCompose(t *testing.T) {
 		t.Fatal(err)
 	}
 	tokens := regexp.MustCompile(`# token: (\S+)`).FindAllStringSubmatch(string(b), -1)
-	if len(tokens) != len(cfg.APIKeys) {
-		t.Fatalf("%d demo tokens for %d keys", len(tokens), len(cfg.APIKeys))
+	if len(tokens) != len(cfg.Access.Keys) {
+		t.Fatalf("%d demo tokens for %d keys", len(tokens), len(cfg.Access.Keys))
 	}
-	kr, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
+	kr, err := auth.NewKeyring(cfg.Access.Keys, auth.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -738,7 +738,7 @@ func TestCompose(t *testing.T) {
 
 func TestPrometheus(t *testing.T) {
 	def := defaults(t)
-	httpPort := strconv.Itoa(port(t, def.HTTPAddr))
+	httpPort := strconv.Itoa(port(t, def.HTTP.Addr))
 	compose := readYAML(t, "prometheus/prometheus.yml")[0]
 	job := get(compose, "scrape_configs", 0)
 	if str(job, "metrics_path") != "/metrics" || !slices.Contains(strs(job, "static_configs", 0, "targets"), "warmcache:"+httpPort) {

@@ -23,7 +23,11 @@ func migrate(ctx context.Context, args []string, getenv func(string) string, std
 	if action != "up" && action != "down" && action != "status" && action != "plan" {
 		return fmt.Errorf("migrate: unknown action %q (want up, down, status or plan)", action)
 	}
-	cfg, err := config.Load("warmcache migrate "+action, args, getenv, stderr)
+	cmd := config.MigrateCommand
+	if action == "plan" {
+		cmd = config.PlanCommand
+	}
+	cfg, err := config.Load(cmd, args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -45,7 +49,7 @@ func dict(ctx context.Context, args []string, getenv func(string) string, stdout
 	if action != "train" && action != "list" {
 		return fmt.Errorf("dict: unknown action %q (want train or list)", action)
 	}
-	cfg, help, err := subcommandConfig("warmcache dict "+action, "warmcache dict train <namespace> | warmcache dict list", nil, args, getenv, stderr)
+	cfg, help, err := subcommandConfig(config.DictCommand, "warmcache dict train <namespace> | warmcache dict list", nil, args, getenv, stderr)
 	if help || err != nil {
 		return err
 	}
@@ -63,7 +67,7 @@ func dict(ctx context.Context, args []string, getenv func(string) string, stdout
 func doctor(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache doctor", flag.ContinueOnError)
 	plans := fs.Bool("plans", false, "print every lookup plan, not only those with a warning")
-	cfg, help, err := subcommandConfig("warmcache doctor", "warmcache doctor [flags]", fs, args, getenv, stderr)
+	cfg, help, err := subcommandConfig(config.DoctorCommand, "warmcache doctor [flags]", fs, args, getenv, stderr)
 	if help || err != nil {
 		return err
 	}
@@ -75,7 +79,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 	fs := flag.NewFlagSet("warmcache load", flag.ContinueOnError)
 	format := fs.String("format", "auto", "input format: ndjson, csv, or auto (by the file's extension; ndjson for stdin)")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (when it is a terminal), on or off")
-	cfg, help, err := subcommandConfig("warmcache load", "warmcache load [flags] <namespace> [file.ndjson|file.csv|-]", fs, args, getenv, stderr)
+	cfg, help, err := subcommandConfig(config.LoadCommand, "warmcache load [flags] <namespace> [file.ndjson|file.csv|-]", fs, args, getenv, stderr)
 	if help || err != nil {
 		return err
 	}
@@ -93,7 +97,7 @@ func load(ctx context.Context, args []string, getenv func(string) string, stdout
 func invalidate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache invalidate", flag.ContinueOnError)
 	all := fs.Bool("all", false, "retire every cached entry of the namespace (a new generation) instead of listed keys")
-	cfg, help, err := subcommandConfig("warmcache invalidate", "warmcache invalidate [--all] <namespace> [key ...]", fs, args, getenv, stderr)
+	cfg, help, err := subcommandConfig(config.InvalidateCommand, "warmcache invalidate [--all] <namespace> [key ...]", fs, args, getenv, stderr)
 	if help || err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func adviseCmd(ctx context.Context, args []string, getenv func(string) string, s
 	sample := fs.Int("sample", 20_000, "rows of the namespace to copy into each candidate; more is slower and closer to the real table")
 	lookups := fs.Int("lookups", 2_000, "timed point lookups per candidate")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file")
-	cfg, help, err := subcommandConfig("warmcache advise", "warmcache advise [flags] <namespace>", fs, args, getenv, stderr)
+	cfg, help, err := subcommandConfig(config.AdviseCommand, "warmcache advise [flags] <namespace>", fs, args, getenv, stderr)
 	if help || err != nil {
 		return err
 	}
@@ -150,16 +154,16 @@ func adviseCmd(ctx context.Context, args []string, getenv func(string) string, s
 // subcommandConfig parses a subcommand's own flags (fs, which may be nil)
 // and the configuration, from args in any order. help is true when -h was
 // asked for: the usage line and the subcommand's flags have been printed.
-func subcommandConfig(name, usage string, fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (cfg config.Config, help bool, err error) {
+func subcommandConfig(cmd config.Command, usage string, fs *flag.FlagSet, args []string, getenv func(string) string, stderr io.Writer) (cfg config.Config, help bool, err error) {
 	if fs == nil {
-		fs = flag.NewFlagSet(name, flag.ContinueOnError)
+		fs = flag.NewFlagSet("warmcache "+string(cmd), flag.ContinueOnError)
 	}
 	fs.SetOutput(stderr)
 	rest, err := splitFlags(fs, args)
 	if err != nil {
 		return config.Config{}, false, err
 	}
-	cfg, err = config.Load(name, rest, getenv, stderr)
+	cfg, err = config.Load(cmd, rest, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stderr, "usage: "+usage)
 		fs.PrintDefaults()

@@ -15,7 +15,7 @@ import (
 // is cancelled; then it stops intake, drains in-flight requests and closes
 // the clients.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := config.Load("warmcache serve", args, getenv, stderr)
+	cfg, err := config.Load(config.ServeCommand, args, getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

@@ -1,7 +1,9 @@
 // Package config loads the service's configuration from flags, WARMCACHE_*
-// environment variables and an optional YAML file of namespaces. Flags win
-// over the environment, and the environment over defaults. No other package
-// reads the environment.
+// environment variables and YAML files of namespaces and API keys. Flags
+// win over the environment, and the environment over the defaults. Each
+// command registers only the settings it uses (see Command), and each
+// setting is registered once, with its flag, its variable and its default.
+// No other package reads the environment.
 package config
 
 import (
@@ -9,278 +11,336 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// Config is everything the service and its subcommands need.
+// Config is everything the service and its subcommands need, in groups. A
+// command's Config holds the defaults in the groups it does not use. Each
+// field names its flag; `warmcache <command> -h` prints the defaults.
 type Config struct {
-	// HTTPAddr is the REST listener. Default 127.0.0.1:8080.
-	HTTPAddr string
-	// PostgresDSN reaches the warehouse (directly or through PgBouncer).
-	// Default postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable.
-	PostgresDSN string
-	// PGExecMode is the pgx exec mode; "auto" picks one per dialect.
-	PGExecMode string
-	// PGPooler is "none" or "pgbouncer" (transaction pooling in between).
-	PGPooler string
-	// PGMaxConns bounds the warehouse pool. Default 8.
-	PGMaxConns int
-	// RedisAddrs lists the hot tier's addresses: one for a standalone server,
-	// several for a Cluster, Sentinels with RedisMasterName. Default
-	// 127.0.0.1:6379.
-	RedisAddrs      []string
-	RedisMasterName string
-	RedisPassword   string
-	RedisDB         int
-	// RedisPrefix starts every key the service writes. Default "wc:".
-	RedisPrefix string
-	// HotTimeout bounds one Redis call. Default 50ms.
-	HotTimeout time.Duration
-	// WarmTimeout bounds one warehouse call. Default 2s.
-	WarmTimeout time.Duration
-	// MaxWarmInflight bounds concurrent warehouse reads. Default 32.
-	MaxWarmInflight int
-	// BreakerThreshold is the number of consecutive warehouse failures
-	// that open the circuit breaker. Default 5.
-	BreakerThreshold int
-	// BreakerCooldown is how long an open breaker refuses warehouse calls
-	// before one probe; it doubles while probes fail, up to 30 times.
-	// Default 1s.
-	BreakerCooldown time.Duration
-	// MaxInflight bounds the REST requests served at once; the excess gets
-	// 503 with Retry-After at once instead of queueing. Default 1024.
-	MaxInflight int
-	// MaxBodyBytes bounds a request body. Default 1 MiB.
-	MaxBodyBytes int64
-	// MaxLoadBytes bounds the streamed body of a _load. Default 64 MiB.
-	MaxLoadBytes int64
-	// MaxBatchKeys bounds the keys of one _mget. Default 1000.
-	MaxBatchKeys int
-	// MaxResponseBytes bounds the values of one _mget answer (REST and
-	// gRPC). Default 16 MiB.
-	MaxResponseBytes int
-	// MaxLoads bounds the bulk loads in progress at once, REST and gRPC
-	// together. Default 4.
-	MaxLoads int
-	// LoadIdleTimeout cuts off a load whose client sends nothing for this
-	// long. Default 30s.
-	LoadIdleTimeout time.Duration
-	// SpoolDir is where loads are spooled before they reach the warehouse.
-	// Empty (the default) means the system's temporary directory.
-	SpoolDir string
-	// CursorKey signs _query cursors. Empty (the default) means a random
-	// key per process; instances behind one load balancer need the same.
-	CursorKey string
-	// ShutdownTimeout bounds the drain on SIGTERM. Default 15s.
-	ShutdownTimeout time.Duration
-	// LogLevel is debug, info, warn or error. Default info.
+	HTTP      HTTP
+	GRPC      GRPC
+	Dapr      Dapr
+	TLS       TLS
+	Access    Access
+	Postgres  Postgres
+	Redis     Redis
+	Near      Near
+	Freshness Freshness
+	Tiers     Tiers
+	Limits    Limits
+	Loads     Loads
+	Server    Server
+	// LogLevel is debug, info, warn or error (--log-level).
 	LogLevel string
-	// PprofAddr is the loopback address of a separate listener serving
-	// net/http/pprof. Empty (the default) means no profiling endpoints.
-	PprofAddr string
-	// NearCacheBytes bounds the in-process near cache (L1), which serves the
-	// namespaces whose near_ttl is set and is kept coherent across instances
-	// over Redis pub/sub. Zero (the default) means no near cache.
-	NearCacheBytes int64
-	// Freshness is how the service learns of writes that bypass it: auto
-	// (change capture on PostgreSQL when wal_level is logical, polling
-	// otherwise), capture, poll or off. Default auto.
-	Freshness string
-	// ReplicationDSN reaches PostgreSQL directly for change capture:
-	// replication connections cannot pass PgBouncer. Empty means
-	// PostgresDSN when PGPooler is none, and no change capture otherwise.
-	ReplicationDSN string
-	// ReplicationSlot names the deployment's replication slot; the
-	// instances of one deployment share it. Default warmcache.
-	ReplicationSlot string
-	// PollInterval is the time between two watermark polls and two reads
-	// of the namespace generations. Default 1s.
-	PollInterval time.Duration
-	// PollOverlap is how far back each poll reads again, for transactions
-	// that commit after one with a higher version. Default 10s.
-	PollOverlap time.Duration
-	// Dialect names the warehouse dialect for `migrate plan`: postgres or
-	// greenplum. Empty means the dialect of the DSN's server when it
-	// answers, else postgres. Everywhere else the dialect is detected at
-	// connect.
-	Dialect string
-	// NamespacesFile is the YAML file that declares namespaces. Empty means
-	// the built-in widgets and widgets_archive namespaces.
+	// NamespacesFile is the YAML file that declares namespaces
+	// (--namespaces). Empty means the built-in widgets and widgets_archive
+	// namespaces.
 	NamespacesFile string
 	// Namespaces are loaded from NamespacesFile, or the built-in default.
 	Namespaces []*warmcache.Namespace
 	// Args are the arguments left after the flags.
 	Args []string
-
-	// GRPCAddr is the gRPC listener. Default 127.0.0.1:9090; empty means
-	// no gRPC TCP listener.
-	GRPCAddr string
-	// DaprHTTPAddr and DaprGRPCAddr are the listeners of Dapr's state API
-	// (HTTP /v1.0/state and gRPC dapr.proto.runtime.v1.Dapr), on ports of
-	// their own as a Dapr sidecar has them (3500 and 50001). Empty, the
-	// default, means the Dapr API is not served.
-	DaprHTTPAddr string
-	DaprGRPCAddr string
-	// HTTPSocket and GRPCSocket are unix socket paths on which REST and gRPC
-	// are also served, for a sidecar's application. Empty means none.
-	HTTPSocket string
-	GRPCSocket string
-	// TLSCert and TLSKey are PEM files; when both are set the TCP listeners
-	// (not the unix sockets) serve TLS. Empty means plain TCP.
-	TLSCert string
-	TLSKey  string
-	// KeysFile is the YAML file of API keys (see ParseKeys). Empty means no
-	// keys: every request is let through, and only loopback addresses and
-	// unix sockets may be listened on.
-	KeysFile string
-	// APIKeys are loaded from KeysFile.
-	APIKeys []auth.Key
 }
 
-// Load parses args (without the program and subcommand names) and the
-// environment read through getenv. Errors name the flag, variable or field
-// that is wrong. A -h or -help flag returns flag.ErrHelp after printing the
-// usage to usage.
-func Load(name string, args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	c := Config{
-		HTTPAddr:         "127.0.0.1:8080",
-		PostgresDSN:      "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable",
-		PGExecMode:       "auto",
-		PGPooler:         "none",
-		PGMaxConns:       8,
-		RedisAddrs:       []string{"127.0.0.1:6379"},
-		RedisPrefix:      "wc:",
-		HotTimeout:       50 * time.Millisecond,
-		WarmTimeout:      2 * time.Second,
-		MaxWarmInflight:  32,
-		BreakerThreshold: 5,
-		BreakerCooldown:  time.Second,
-		MaxInflight:      1024,
-		MaxBodyBytes:     1 << 20,
-		MaxLoadBytes:     64 << 20,
-		MaxBatchKeys:     1000,
-		MaxResponseBytes: 16 << 20,
-		MaxLoads:         4,
-		LoadIdleTimeout:  30 * time.Second,
-		ShutdownTimeout:  15 * time.Second,
-		LogLevel:         "info",
-		GRPCAddr:         "127.0.0.1:9090",
-		Freshness:        "auto",
-		ReplicationSlot:  "warmcache",
-		PollInterval:     time.Second,
-		PollOverlap:      10 * time.Second,
+// HTTP is the REST listener.
+type HTTP struct {
+	// Addr is the TCP address (--http-addr).
+	Addr string
+	// Socket is a unix socket path on which REST is also served, for a
+	// sidecar's application (--http-socket). Empty means none.
+	Socket string
+	// MaxInflight bounds the requests served at once; the excess gets 503
+	// with Retry-After at once instead of queueing (--max-inflight).
+	MaxInflight int
+}
+
+// GRPC is the gRPC listener.
+type GRPC struct {
+	// Addr is the TCP address (--grpc-addr); empty means no TCP listener.
+	Addr string
+	// Socket is a unix socket path on which gRPC is also served
+	// (--grpc-socket). Empty means none.
+	Socket string
+}
+
+// Dapr is the listeners of Dapr's state API (HTTP /v1.0/state and gRPC
+// dapr.proto.runtime.v1.Dapr), on ports of their own as a Dapr sidecar has
+// them (3500 and 50001). An empty address means that form is not served.
+type Dapr struct {
+	HTTPAddr string // --dapr-http-addr
+	GRPCAddr string // --dapr-grpc-addr
+}
+
+// TLS is the certificate of the TCP listeners (not the unix sockets).
+type TLS struct {
+	// Cert and Key are PEM files (--tls-cert, --tls-key); when both are set
+	// the TCP listeners serve TLS. Empty means plain TCP.
+	Cert string
+	Key  string
+}
+
+// Access is who may call.
+type Access struct {
+	// KeysFile is the YAML file of API keys (--keys-file; see ParseKeys).
+	// Empty means no keys: every request is let through, and only loopback
+	// addresses and unix sockets may be listened on.
+	KeysFile string
+	// Keys are loaded from KeysFile.
+	Keys []auth.Key
+}
+
+// Postgres is the warehouse.
+type Postgres struct {
+	// DSN reaches the warehouse, directly or through PgBouncer
+	// (--postgres-dsn).
+	DSN string
+	// ExecMode is pgx's exec mode; auto picks one per dialect
+	// (--pg-exec-mode).
+	ExecMode pgstore.ExecMode
+	// Pooler is what sits between the service and the warehouse
+	// (--pg-pooler).
+	Pooler pgstore.Pooler
+	// MaxConns bounds the pool of `serve` (--pg-max-conns). Commands use
+	// two connections.
+	MaxConns int
+	// Dialect names the warehouse dialect for `migrate plan`: postgres or
+	// greenplum (--dialect). Empty means the dialect of the DSN's server
+	// when it answers, else postgres. Everywhere else the dialect is
+	// detected at connect.
+	Dialect string
+}
+
+// Redis is the hot tier.
+type Redis struct {
+	// Addrs lists the addresses: one for a standalone server, several for a
+	// Cluster, Sentinels with MasterName (--redis-addrs).
+	Addrs      []string
+	MasterName string // --redis-master
+	Password   string // --redis-password
+	DB         int    // --redis-db
+	// Prefix starts every key the service writes (--redis-prefix).
+	Prefix string
+}
+
+// Near is the in-process near cache (L1).
+type Near struct {
+	// Bytes bounds the near cache, which serves the namespaces whose
+	// near_ttl is set and is kept coherent across instances over Redis
+	// pub/sub (--near-cache-bytes). Zero means no near cache.
+	Bytes int64
+}
+
+// Freshness is how the service learns of writes that bypass it.
+type Freshness struct {
+	// Mode is auto (change capture on PostgreSQL when wal_level is
+	// logical, polling otherwise), capture, poll or off (--freshness).
+	Mode string
+	// ReplicationDSN reaches PostgreSQL directly for change capture:
+	// replication connections cannot pass PgBouncer (--replication-dsn).
+	// Empty means the warehouse DSN when the pooler is none, and no change
+	// capture otherwise.
+	ReplicationDSN string
+	// ReplicationSlot names the deployment's replication slot; the
+	// instances of one deployment share it (--replication-slot).
+	ReplicationSlot string
+	// PollInterval is the time between two watermark polls and two reads
+	// of the namespace generations (--poll-interval).
+	PollInterval time.Duration
+	// PollOverlap is how far back each poll reads again, for transactions
+	// that commit after one with a higher version (--poll-overlap).
+	PollOverlap time.Duration
+}
+
+// Tiers are the deadlines and the protection of the tiers.
+type Tiers struct {
+	// HotTimeout bounds one Redis call (--hot-timeout).
+	HotTimeout time.Duration
+	// WarmTimeout bounds one warehouse call (--warm-timeout).
+	WarmTimeout time.Duration
+	// MaxWarmInflight bounds concurrent warehouse reads
+	// (--max-warm-inflight).
+	MaxWarmInflight int
+	// BreakerThreshold is the number of consecutive warehouse failures
+	// that open the circuit breaker (--breaker-threshold).
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker refuses warehouse calls
+	// before one probe; it doubles while probes fail, up to 30 times
+	// (--breaker-cooldown).
+	BreakerCooldown time.Duration
+}
+
+// Limits bound what one request may carry.
+type Limits struct {
+	// MaxBodyBytes bounds a request body, and so a value
+	// (--max-body-bytes).
+	MaxBodyBytes int64
+	// MaxBatchKeys bounds the keys of one _mget (--max-batch-keys).
+	MaxBatchKeys int
+	// MaxResponseBytes bounds the values of one _mget answer, REST and
+	// gRPC (--max-response-bytes).
+	MaxResponseBytes int
+}
+
+// Loads are the bulk loads served over REST and gRPC.
+type Loads struct {
+	// Max bounds the loads in progress at once, REST and gRPC together
+	// (--max-loads).
+	Max int
+	// MaxBytes bounds the streamed body of one load (--max-load-bytes).
+	MaxBytes int64
+	// IdleTimeout cuts off a load whose client sends nothing for this long
+	// (--load-idle-timeout).
+	IdleTimeout time.Duration
+	// SpoolDir is where loads are spooled before they reach the warehouse
+	// (--spool-dir). Empty means the system's temporary directory.
+	SpoolDir string
+}
+
+// Server is the rest of what `serve` needs.
+type Server struct {
+	// CursorKey signs _query cursors (--cursor-key). Empty means a random
+	// key per process; instances behind one load balancer need the same.
+	CursorKey string
+	// ShutdownTimeout bounds the drain on SIGTERM (--shutdown-timeout).
+	ShutdownTimeout time.Duration
+	// PprofAddr is the loopback address of a separate listener serving
+	// net/http/pprof (--pprof). Empty means no profiling endpoints.
+	PprofAddr string
+}
+
+// Command is a warmcache command. It decides which settings Load
+// registers: each command accepts only the flags and reads only the
+// variables it uses.
+type Command string
+
+// The commands.
+const (
+	ServeCommand      Command = "serve"
+	MigrateCommand    Command = "migrate"      // up, down and status
+	PlanCommand       Command = "migrate plan" // the DDL, without a server
+	DictCommand       Command = "dict"
+	DoctorCommand     Command = "doctor"
+	LoadCommand       Command = "load"
+	AdviseCommand     Command = "advise"
+	InvalidateCommand Command = "invalidate"
+)
+
+// Commands returns every command, serve first.
+func Commands() []Command {
+	return []Command{ServeCommand, MigrateCommand, PlanCommand, DictCommand, DoctorCommand, LoadCommand, AdviseCommand, InvalidateCommand}
+}
+
+// groups returns the settings cmd registers, or nil for an unknown command.
+func (cmd Command) groups() []func(*Config, *settings) {
+	warehouse := func(c *Config, s *settings) { c.Postgres.registerConn(s) }
+	switch cmd {
+	case ServeCommand:
+		return []func(*Config, *settings){
+			func(c *Config, s *settings) { c.HTTP.register(s) },
+			func(c *Config, s *settings) { c.GRPC.register(s) },
+			func(c *Config, s *settings) { c.Dapr.register(s) },
+			func(c *Config, s *settings) { c.TLS.register(s) },
+			func(c *Config, s *settings) { c.Access.register(s) },
+			warehouse,
+			func(c *Config, s *settings) { c.Postgres.registerPool(s) },
+			func(c *Config, s *settings) { c.Redis.register(s) },
+			func(c *Config, s *settings) { c.Near.register(s) },
+			func(c *Config, s *settings) { c.Freshness.register(s) },
+			func(c *Config, s *settings) { c.Tiers.registerTimeouts(s) },
+			func(c *Config, s *settings) { c.Tiers.registerProtection(s) },
+			func(c *Config, s *settings) { c.Limits.register(s) },
+			func(c *Config, s *settings) { c.Loads.register(s) },
+			func(c *Config, s *settings) { c.Server.register(s) },
+			(*Config).registerLog,
+			(*Config).registerNamespaces,
+		}
+	case MigrateCommand:
+		return []func(*Config, *settings){
+			func(c *Config, s *settings) { c.Postgres.registerDSN(s) },
+			(*Config).registerLog,
+			(*Config).registerNamespaces,
+		}
+	case DictCommand:
+		return []func(*Config, *settings){warehouse, (*Config).registerLog, (*Config).registerNamespaces}
+	case PlanCommand:
+		return []func(*Config, *settings){
+			func(c *Config, s *settings) { c.Postgres.registerDSN(s) },
+			func(c *Config, s *settings) { c.Postgres.registerDialect(s) },
+			(*Config).registerNamespaces,
+		}
+	case DoctorCommand:
+		return []func(*Config, *settings){warehouse, func(c *Config, s *settings) { c.Redis.register(s) }, (*Config).registerNamespaces}
+	case AdviseCommand:
+		return []func(*Config, *settings){warehouse, (*Config).registerNamespaces}
+	case LoadCommand, InvalidateCommand:
+		groups := []func(*Config, *settings){
+			warehouse,
+			func(c *Config, s *settings) { c.Redis.register(s) },
+			func(c *Config, s *settings) { c.Tiers.registerTimeouts(s) },
+			(*Config).registerNamespaces,
+		}
+		if cmd == LoadCommand {
+			groups = append(groups, func(c *Config, s *settings) { c.Limits.registerBody(s) })
+		}
+		return groups
+	default:
+		return nil
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+}
+
+// Defaults returns the configuration with every setting at its default, as
+// if no flag and no variable were set, without namespaces.
+func Defaults() Config {
+	var c Config
+	s := newSettings(flag.NewFlagSet("defaults", flag.ContinueOnError), func(string) string { return "" })
+	for _, g := range allGroups() {
+		g(&c, s)
+	}
+	return c
+}
+
+// allGroups registers every setting, for the defaults of the groups a
+// command does not use.
+func allGroups() []func(*Config, *settings) {
+	groups := ServeCommand.groups()
+	return append(groups,
+		func(c *Config, s *settings) { c.Postgres.registerDialect(s) },
+	)
+}
+
+// Load parses args (without the program and command names) and the
+// environment read through getenv, for cmd. Errors name the flag, variable
+// or field that is wrong. A -h or -help flag returns flag.ErrHelp after
+// printing the usage to usage.
+func Load(cmd Command, args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	groups := cmd.groups()
+	if groups == nil {
+		return Config{}, fmt.Errorf("config: unknown command %q", cmd)
+	}
+	c := Defaults()
+	fs := flag.NewFlagSet("warmcache "+string(cmd), flag.ContinueOnError)
 	fs.SetOutput(usage)
-	var redisAddrs string
-	var errs []error
-	str := func(p *string, flagName, env, help string) {
-		if v := getenv(env); v != "" {
-			*p = v
-		}
-		fs.StringVar(p, flagName, *p, help+" ("+env+")")
+	s := newSettings(fs, getenv)
+	for _, g := range groups {
+		g(&c, s)
 	}
-	num := func(p *int, flagName, env, help string) {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				errs = append(errs, fmt.Errorf("%s: want a positive integer, got %q", env, v))
-			} else {
-				*p = n
-			}
-		}
-		fs.IntVar(p, flagName, *p, help+" ("+env+")")
-	}
-	dur := func(p *time.Duration, flagName, env, help string) {
-		if v := getenv(env); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				errs = append(errs, fmt.Errorf("%s: want a positive duration such as 50ms, got %q", env, v))
-			} else {
-				*p = d
-			}
-		}
-		fs.DurationVar(p, flagName, *p, help+" ("+env+")")
-	}
-	redisAddrs = strings.Join(c.RedisAddrs, ",")
-	maxBody := int(c.MaxBodyBytes)
-	maxLoad := int(c.MaxLoadBytes)
-	str(&c.HTTPAddr, "http-addr", "WARMCACHE_HTTP_ADDR", "REST listen address")
-	str(&c.PostgresDSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", "warehouse connection string")
-	str(&c.PGExecMode, "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", "pgx exec mode: auto, cache_statement, cache_describe, describe_exec, exec or simple_protocol")
-	str(&c.PGPooler, "pg-pooler", "WARMCACHE_PG_POOLER", "pooler between the service and the warehouse: none or pgbouncer")
-	num(&c.PGMaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", "warehouse pool size")
-	str(&redisAddrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", "comma-separated Redis addresses (several for a Cluster)")
-	str(&c.RedisMasterName, "redis-master", "WARMCACHE_REDIS_MASTER", "Sentinel master name")
-	str(&c.RedisPassword, "redis-password", "WARMCACHE_REDIS_PASSWORD", "Redis password")
-	str(&c.RedisPrefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", "prefix of every Redis key")
-	dur(&c.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", "deadline of one Redis call")
-	dur(&c.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", "deadline of one warehouse call")
-	num(&c.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", "concurrent warehouse reads")
-	num(&c.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", "consecutive warehouse failures that open the circuit breaker")
-	dur(&c.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", "first wait of an open circuit breaker")
-	num(&c.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", "REST requests served at once")
-	num(&maxBody, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", "largest request body")
-	num(&maxLoad, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", "largest _load body (streamed)")
-	num(&c.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", "most keys in one _mget")
-	num(&c.MaxResponseBytes, "max-response-bytes", "WARMCACHE_MAX_RESPONSE_BYTES", "largest sum of values in one _mget answer")
-	num(&c.MaxLoads, "max-loads", "WARMCACHE_MAX_LOADS", "bulk loads in progress at once, REST and gRPC together")
-	dur(&c.LoadIdleTimeout, "load-idle-timeout", "WARMCACHE_LOAD_IDLE_TIMEOUT", "cut off a load that sends nothing for this long")
-	str(&c.SpoolDir, "spool-dir", "WARMCACHE_SPOOL_DIR", "directory where loads are spooled; empty: the system's temporary directory")
-	str(&c.CursorKey, "cursor-key", "WARMCACHE_CURSOR_KEY", "secret that signs _query cursors; empty: random per process")
-	dur(&c.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", "drain deadline on SIGTERM")
-	str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "debug, info, warn or error")
-	str(&c.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "loopback address serving net/http/pprof; empty: off")
-	str(&c.Freshness, "freshness", "WARMCACHE_FRESHNESS", "how writes that bypass the cache are seen: auto, capture, poll or off")
-	str(&c.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
-	str(&c.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "replication slot of this deployment")
-	dur(&c.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", "time between two polls for writes that bypass the cache")
-	dur(&c.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", "how far back each poll reads again")
-	str(&c.Dialect, "dialect", "WARMCACHE_DIALECT", "dialect for migrate plan: postgres or greenplum (default: detected from the DSN's server, else postgres)")
-	str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "YAML file declaring namespaces")
-	str(&c.GRPCAddr, "grpc-addr", "WARMCACHE_GRPC_ADDR", "gRPC listen address; empty: no gRPC TCP listener")
-	str(&c.DaprHTTPAddr, "dapr-http-addr", "WARMCACHE_DAPR_HTTP_ADDR", "listen address of Dapr's state API over HTTP, e.g. 127.0.0.1:3500; empty: not served")
-	str(&c.DaprGRPCAddr, "dapr-grpc-addr", "WARMCACHE_DAPR_GRPC_ADDR", "listen address of Dapr's state API over gRPC, e.g. 127.0.0.1:50001; empty: not served")
-	str(&c.HTTPSocket, "http-socket", "WARMCACHE_HTTP_SOCKET", "unix socket path to also serve REST on")
-	str(&c.GRPCSocket, "grpc-socket", "WARMCACHE_GRPC_SOCKET", "unix socket path to also serve gRPC on")
-	str(&c.TLSCert, "tls-cert", "WARMCACHE_TLS_CERT", "PEM certificate for TLS on the TCP listeners")
-	str(&c.TLSKey, "tls-key", "WARMCACHE_TLS_KEY", "PEM private key for TLS on the TCP listeners")
-	str(&c.KeysFile, "keys-file", "WARMCACHE_KEYS_FILE", "YAML file of API keys (hashed); empty: no keys, loopback only")
-	if v := getenv("WARMCACHE_REDIS_DB"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("WARMCACHE_REDIS_DB: want a non-negative integer, got %q", v))
-		}
-		c.RedisDB = n
-	}
-	fs.IntVar(&c.RedisDB, "redis-db", c.RedisDB, "Redis database number (WARMCACHE_REDIS_DB)")
-	if v := getenv("WARMCACHE_NEAR_CACHE_BYTES"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			errs = append(errs, fmt.Errorf("WARMCACHE_NEAR_CACHE_BYTES: want a non-negative integer, got %q", v))
-		}
-		c.NearCacheBytes = n
-	}
-	fs.Int64Var(&c.NearCacheBytes, "near-cache-bytes", c.NearCacheBytes, "bytes of the in-process near cache for namespaces with near_ttl; 0: off (WARMCACHE_NEAR_CACHE_BYTES)")
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(s.errs...); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	c.Args = fs.Args()
-	c.MaxBodyBytes = int64(maxBody)
-	c.MaxLoadBytes = int64(maxLoad)
-	c.RedisAddrs = splitList(redisAddrs)
-	if c.ReplicationDSN == "" && c.PGPooler == "none" {
-		c.ReplicationDSN = c.PostgresDSN
+	if c.Freshness.ReplicationDSN == "" && c.Postgres.Pooler == pgstore.PoolerNone {
+		c.Freshness.ReplicationDSN = c.Postgres.DSN
 	}
-	if err := c.validate(); err != nil {
+	if err := s.validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	var err error
@@ -289,73 +349,188 @@ func Load(name string, args []string, getenv func(string) string, usage io.Write
 	} else if c.Namespaces, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
 		return Config{}, err
 	}
-	if c.KeysFile != "" {
-		if c.APIKeys, err = LoadKeysFile(c.KeysFile); err != nil {
+	if c.Access.KeysFile != "" {
+		if c.Access.Keys, err = LoadKeysFile(c.Access.KeysFile); err != nil {
 			return Config{}, err
 		}
 	}
-	if err := c.checkOpenAccess(); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	if cmd == ServeCommand {
+		if err := c.checkOpenAccess(); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
 	}
 	return c, nil
 }
 
-func (c *Config) validate() error {
-	var errs []error
-	oneOf := func(field, v string, allowed ...string) {
-		for _, a := range allowed {
-			if v == a {
-				return
-			}
-		}
-		errs = append(errs, fmt.Errorf("%s: must be one of %s, got %q", field, strings.Join(allowed, ", "), v))
-	}
-	oneOf("pg-exec-mode", c.PGExecMode, "auto", "cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol")
-	oneOf("pg-pooler", c.PGPooler, "none", "pgbouncer")
-	oneOf("freshness", c.Freshness, "auto", "capture", "poll", "off")
-	if c.ReplicationSlot == "" || strings.IndexFunc(c.ReplicationSlot, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
-	}) >= 0 || len(c.ReplicationSlot) > 63 {
-		errs = append(errs, fmt.Errorf("replication-slot: must be 1 to 63 lowercase letters, digits or underscores, got %q", c.ReplicationSlot))
-	}
-	oneOf("dialect", c.Dialect, "", "postgres", "greenplum")
-	oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error")
-	if c.NearCacheBytes < 0 {
-		errs = append(errs, fmt.Errorf("near-cache-bytes: must not be negative, got %d", c.NearCacheBytes))
-	}
-	if c.PprofAddr != "" && !isLoopback(c.PprofAddr) {
-		errs = append(errs, fmt.Errorf("pprof: must be a loopback host:port such as 127.0.0.1:6060, got %q", c.PprofAddr))
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("tls-cert, tls-key: give both or neither"))
-	}
-	if c.PGPooler == "pgbouncer" && c.PGExecMode == "cache_statement" {
-		errs = append(errs, errors.New("pg-exec-mode: cache_statement keeps named prepared statements, which PgBouncer in transaction pooling cannot; use auto, cache_describe, exec or simple_protocol"))
-	}
-	if len(c.RedisAddrs) == 0 {
-		errs = append(errs, errors.New("redis-addrs: at least one address is needed"))
-	}
-	if c.PostgresDSN == "" {
-		errs = append(errs, errors.New("postgres-dsn: must not be empty"))
-	}
-	for _, field := range []struct {
-		name string
-		n    int
-	}{{"pg-max-conns", c.PGMaxConns}, {"max-warm-inflight", c.MaxWarmInflight}, {"max-batch-keys", c.MaxBatchKeys}, {"max-inflight", c.MaxInflight}, {"max-body-bytes", int(c.MaxBodyBytes)},
-		{"max-load-bytes", int(c.MaxLoadBytes)}, {"max-response-bytes", c.MaxResponseBytes}, {"max-loads", c.MaxLoads}} {
-		if field.n <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be positive, got %d", field.name, field.n))
-		}
-	}
-	return errors.Join(errs...)
+func (h *HTTP) register(s *settings) {
+	s.str(&h.Addr, "http-addr", "WARMCACHE_HTTP_ADDR", "127.0.0.1:8080", "REST listen address")
+	s.str(&h.Socket, "http-socket", "WARMCACHE_HTTP_SOCKET", "", "unix socket path to also serve REST on")
+	s.positive(&h.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", 1024, "REST requests served at once")
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
+func (g *GRPC) register(s *settings) {
+	s.str(&g.Addr, "grpc-addr", "WARMCACHE_GRPC_ADDR", "127.0.0.1:9090", "gRPC listen address; empty: no gRPC TCP listener")
+	s.str(&g.Socket, "grpc-socket", "WARMCACHE_GRPC_SOCKET", "", "unix socket path to also serve gRPC on")
+}
+
+func (d *Dapr) register(s *settings) {
+	s.str(&d.HTTPAddr, "dapr-http-addr", "WARMCACHE_DAPR_HTTP_ADDR", "", "listen address of Dapr's state API over HTTP, e.g. 127.0.0.1:3500; empty: not served")
+	s.str(&d.GRPCAddr, "dapr-grpc-addr", "WARMCACHE_DAPR_GRPC_ADDR", "", "listen address of Dapr's state API over gRPC, e.g. 127.0.0.1:50001; empty: not served")
+}
+
+func (t *TLS) register(s *settings) {
+	s.str(&t.Cert, "tls-cert", "WARMCACHE_TLS_CERT", "", "PEM certificate for TLS on the TCP listeners")
+	s.str(&t.Key, "tls-key", "WARMCACHE_TLS_KEY", "", "PEM private key for TLS on the TCP listeners")
+	s.check(func() error {
+		if (t.Cert == "") != (t.Key == "") {
+			return errors.New("tls-cert, tls-key: give both or neither")
 		}
+		return nil
+	})
+}
+
+func (a *Access) register(s *settings) {
+	s.str(&a.KeysFile, "keys-file", "WARMCACHE_KEYS_FILE", "", "YAML file of API keys (hashed); empty: no keys, loopback only")
+}
+
+// registerConn registers how the warehouse is reached.
+func (p *Postgres) registerConn(s *settings) {
+	p.registerDSN(s)
+	s.enum(enumOf(&p.ExecMode, pgstore.ParseExecMode), "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", string(pgstore.ExecModeAuto),
+		"pgx exec `mode`: "+strings.Join(names(pgstore.AllExecModes()), ", "))
+	s.enum(enumOf(&p.Pooler, pgstore.ParsePooler), "pg-pooler", "WARMCACHE_PG_POOLER", string(pgstore.PoolerNone),
+		"`pooler` between the service and the warehouse: "+strings.Join(names(pgstore.AllPoolers()), " or "))
+	s.check(func() error {
+		if err := p.ExecMode.Through(p.Pooler); err != nil {
+			return fmt.Errorf("pg-exec-mode: %w", err)
+		}
+		return nil
+	})
+}
+
+func (p *Postgres) registerDSN(s *settings) {
+	s.str(&p.DSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable", "warehouse connection string")
+	s.check(func() error {
+		if p.DSN == "" {
+			return errors.New("postgres-dsn: must not be empty")
+		}
+		return nil
+	})
+}
+
+func (p *Postgres) registerPool(s *settings) {
+	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", 8, "warehouse pool size")
+}
+
+func (p *Postgres) registerDialect(s *settings) {
+	s.str(&p.Dialect, "dialect", "WARMCACHE_DIALECT", "", "dialect for migrate plan: postgres or greenplum (default: detected from the DSN's server, else postgres)")
+	s.check(func() error { return oneOf("dialect", p.Dialect, "", "postgres", "greenplum") })
+}
+
+func (r *Redis) register(s *settings) {
+	s.list(&r.Addrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", []string{"127.0.0.1:6379"}, "comma-separated Redis `addresses` (several for a Cluster)")
+	s.str(&r.MasterName, "redis-master", "WARMCACHE_REDIS_MASTER", "", "Sentinel master name")
+	s.str(&r.Password, "redis-password", "WARMCACHE_REDIS_PASSWORD", "", "Redis password")
+	s.nonNegative(&r.DB, "redis-db", "WARMCACHE_REDIS_DB", 0, "Redis database number")
+	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", "wc:", "prefix of every Redis key")
+	s.check(func() error {
+		if len(r.Addrs) == 0 {
+			return errors.New("redis-addrs: at least one address is needed")
+		}
+		return nil
+	})
+}
+
+func (n *Near) register(s *settings) {
+	s.nonNegative64(&n.Bytes, "near-cache-bytes", "WARMCACHE_NEAR_CACHE_BYTES", 0, "bytes of the in-process near cache for namespaces with near_ttl; 0: off")
+}
+
+func (f *Freshness) register(s *settings) {
+	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", "auto", "how writes that bypass the cache are seen: auto, capture, poll or off")
+	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
+	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "warmcache", "replication slot of this deployment")
+	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", time.Second, "time between two polls for writes that bypass the cache")
+	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", 10*time.Second, "how far back each poll reads again")
+	s.check(func() error {
+		if err := oneOf("freshness", f.Mode, "auto", "capture", "poll", "off"); err != nil {
+			return err
+		}
+		if f.ReplicationSlot == "" || strings.IndexFunc(f.ReplicationSlot, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
+		}) >= 0 || len(f.ReplicationSlot) > 63 {
+			return fmt.Errorf("replication-slot: must be 1 to 63 lowercase letters, digits or underscores, got %q", f.ReplicationSlot)
+		}
+		return nil
+	})
+}
+
+// registerTimeouts registers the tiers' deadlines.
+func (t *Tiers) registerTimeouts(s *settings) {
+	s.duration(&t.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", 50*time.Millisecond, "deadline of one Redis call")
+	s.duration(&t.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", 2*time.Second, "deadline of one warehouse call")
+}
+
+// registerProtection registers what guards the warehouse of a server.
+func (t *Tiers) registerProtection(s *settings) {
+	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", 32, "concurrent warehouse reads")
+	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", 5, "consecutive warehouse failures that open the circuit breaker")
+	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", time.Second, "first wait of an open circuit breaker")
+}
+
+func (l *Limits) register(s *settings) {
+	l.registerBody(s)
+	s.positive(&l.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", 1000, "most keys in one _mget")
+	s.positive(&l.MaxResponseBytes, "max-response-bytes", "WARMCACHE_MAX_RESPONSE_BYTES", 16<<20, "largest sum of values in one _mget answer")
+}
+
+// registerBody registers the bound of a request body, which is also the
+// bound of a value.
+func (l *Limits) registerBody(s *settings) {
+	s.positive64(&l.MaxBodyBytes, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", 1<<20, "largest request body")
+}
+
+func (l *Loads) register(s *settings) {
+	s.positive64(&l.MaxBytes, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", 64<<20, "largest _load body (streamed)")
+	s.positive(&l.Max, "max-loads", "WARMCACHE_MAX_LOADS", 4, "bulk loads in progress at once, REST and gRPC together")
+	s.duration(&l.IdleTimeout, "load-idle-timeout", "WARMCACHE_LOAD_IDLE_TIMEOUT", 30*time.Second, "cut off a load that sends nothing for this long")
+	s.str(&l.SpoolDir, "spool-dir", "WARMCACHE_SPOOL_DIR", "", "directory where loads are spooled; empty: the system's temporary directory")
+}
+
+func (v *Server) register(s *settings) {
+	s.str(&v.CursorKey, "cursor-key", "WARMCACHE_CURSOR_KEY", "", "secret that signs _query cursors; empty: random per process")
+	s.duration(&v.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", 15*time.Second, "drain deadline on SIGTERM")
+	s.str(&v.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "", "loopback address serving net/http/pprof; empty: off")
+	s.check(func() error {
+		if v.PprofAddr != "" && !isLoopback(v.PprofAddr) {
+			return fmt.Errorf("pprof: must be a loopback host:port such as 127.0.0.1:6060, got %q", v.PprofAddr)
+		}
+		return nil
+	})
+}
+
+func (c *Config) registerLog(s *settings) {
+	s.str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "info", "debug, info, warn or error")
+	s.check(func() error { return oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error") })
+}
+
+func (c *Config) registerNamespaces(s *settings) {
+	s.str(&c.NamespacesFile, "namespaces", "WARMCACHE_NAMESPACES_FILE", "", "YAML file declaring namespaces")
+}
+
+// oneOf returns an error naming field unless v is one of allowed.
+func oneOf(field, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: must be one of %s, got %q", field, strings.Join(allowed, ", "), v)
+}
+
+func names[T ~string](vs []T) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = string(v)
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -17,11 +18,11 @@ func env(m map[string]string) func(string) string {
 }
 
 func TestDefaults(t *testing.T) {
-	c, err := config.Load("serve", nil, env(nil), io.Discard)
+	c, err := config.Load(config.ServeCommand, nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != "127.0.0.1:8080" || c.RedisAddrs[0] != "127.0.0.1:6379" || !strings.Contains(c.PostgresDSN, "127.0.0.1:5432") {
+	if c.HTTP.Addr != "127.0.0.1:8080" || c.Redis.Addrs[0] != "127.0.0.1:6379" || !strings.Contains(c.Postgres.DSN, "127.0.0.1:5432") {
 		t.Fatalf("defaults = %+v, want the laptop defaults", c)
 	}
 	if len(c.Namespaces) != 2 || c.Namespaces[0].Name != "widgets" || !c.Namespaces[1].Storage.AppendOptimized {
@@ -30,21 +31,21 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestFlagsWinOverEnvironment(t *testing.T) {
-	c, err := config.Load("serve",
+	c, err := config.Load(config.ServeCommand,
 		[]string{"--http-addr", "127.0.0.1:9999", "--redis-addrs", "a:1, b:2"},
 		env(map[string]string{"WARMCACHE_HTTP_ADDR": "127.0.0.1:7777", "WARMCACHE_HOT_TIMEOUT": "20ms", "WARMCACHE_PG_POOLER": "pgbouncer"}),
 		io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.HTTPAddr != "127.0.0.1:9999" {
-		t.Errorf("HTTPAddr = %q, want the flag's value", c.HTTPAddr)
+	if c.HTTP.Addr != "127.0.0.1:9999" {
+		t.Errorf("HTTPAddr = %q, want the flag's value", c.HTTP.Addr)
 	}
-	if c.HotTimeout != 20*time.Millisecond || c.PGPooler != "pgbouncer" {
-		t.Errorf("HotTimeout, PGPooler = %v, %q; want the environment's values", c.HotTimeout, c.PGPooler)
+	if c.Tiers.HotTimeout != 20*time.Millisecond || c.Postgres.Pooler != "pgbouncer" {
+		t.Errorf("HotTimeout, PGPooler = %v, %q; want the environment's values", c.Tiers.HotTimeout, c.Postgres.Pooler)
 	}
-	if strings.Join(c.RedisAddrs, "|") != "a:1|b:2" {
-		t.Errorf("RedisAddrs = %q", c.RedisAddrs)
+	if strings.Join(c.Redis.Addrs, "|") != "a:1|b:2" {
+		t.Errorf("RedisAddrs = %q", c.Redis.Addrs)
 	}
 }
 
@@ -64,7 +65,7 @@ func TestInvalidSettingsNameTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := config.Load("serve", c.args, env(c.env), io.Discard)
+			_, err := config.Load(config.ServeCommand, c.args, env(c.env), io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}
@@ -95,7 +96,7 @@ namespaces:
 	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := config.Load("serve", []string{"--namespaces", path}, env(nil), io.Discard)
+	c, err := config.Load(config.ServeCommand, []string{"--namespaces", path}, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,5 +136,60 @@ func TestBadNamespacesNameTheField(t *testing.T) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}
 		})
+	}
+}
+
+// Each command accepts only the flags it uses, and reads only those
+// variables.
+func TestCommandsTakeOnlyTheirFlags(t *testing.T) {
+	cases := []struct {
+		cmd  config.Command
+		args []string
+		ok   bool
+	}{
+		{config.ServeCommand, []string{"--near-cache-bytes", "1024"}, true},
+		{config.ServeCommand, []string{"--dialect", "greenplum"}, false},
+		{config.PlanCommand, []string{"--dialect", "greenplum"}, true},
+		{config.MigrateCommand, []string{"--redis-addrs", "r:6379"}, false},
+		{config.LoadCommand, []string{"--redis-addrs", "r:6379", "--max-body-bytes", "10"}, true},
+		{config.LoadCommand, []string{"--max-inflight", "10"}, false},
+		{config.InvalidateCommand, []string{"--hot-timeout", "1s"}, true},
+		{config.AdviseCommand, []string{"--pg-pooler", "pgbouncer"}, true},
+		{config.AdviseCommand, []string{"--hot-timeout", "1s"}, false},
+	}
+	for _, c := range cases {
+		t.Run(string(c.cmd)+" "+c.args[0], func(t *testing.T) {
+			_, err := config.Load(c.cmd, c.args, env(nil), io.Discard)
+			if (err == nil) != c.ok {
+				t.Fatalf("Load = %v, want accepted %v", err, c.ok)
+			}
+		})
+	}
+	// A variable that migrate does not read cannot fail it.
+	if _, err := config.Load(config.MigrateCommand, nil, env(map[string]string{"WARMCACHE_HOT_TIMEOUT": "soon"}), io.Discard); err != nil {
+		t.Errorf("migrate read WARMCACHE_HOT_TIMEOUT: %v", err)
+	}
+	if _, err := config.Load("nope", nil, env(nil), io.Discard); err == nil {
+		t.Error("Load accepted an unknown command")
+	}
+}
+
+// The exec mode and the pooler are parsed once, from a flag or a variable.
+func TestExecModeAndPoolerAreTyped(t *testing.T) {
+	c, err := config.Load(config.DoctorCommand, []string{"--pg-exec-mode", "simple_protocol"},
+		env(map[string]string{"WARMCACHE_PG_POOLER": "pgbouncer"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Postgres.ExecMode != pgstore.ExecModeSimpleProtocol || c.Postgres.Pooler != pgstore.PoolerPgBouncer {
+		t.Errorf("ExecMode, Pooler = %q, %q", c.Postgres.ExecMode, c.Postgres.Pooler)
+	}
+	if _, err := config.Load(config.DoctorCommand, nil, env(map[string]string{"WARMCACHE_PG_POOLER": "pgpool"}), io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "WARMCACHE_PG_POOLER") {
+		t.Errorf("an unknown pooler: err = %v, want one naming WARMCACHE_PG_POOLER", err)
+	}
+	d := config.Defaults()
+	if d.Postgres.ExecMode != pgstore.ExecModeAuto || d.Postgres.Pooler != pgstore.PoolerNone || d.Postgres.MaxConns != 8 {
+		t.Errorf("defaults = %+v", d.Postgres)
 	}
 }

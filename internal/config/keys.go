@@ -108,12 +108,12 @@ func isLoopback(addr string) bool {
 // checkOpenAccess refuses to serve without keys on a listener that other
 // machines can reach.
 func (c *Config) checkOpenAccess() error {
-	if len(c.APIKeys) > 0 {
+	if len(c.Access.Keys) > 0 {
 		return nil
 	}
 	var errs []error
 	for _, l := range []struct{ flag, addr string }{
-		{"http-addr", c.HTTPAddr}, {"grpc-addr", c.GRPCAddr}, {"dapr-http-addr", c.DaprHTTPAddr}, {"dapr-grpc-addr", c.DaprGRPCAddr},
+		{"http-addr", c.HTTP.Addr}, {"grpc-addr", c.GRPC.Addr}, {"dapr-http-addr", c.Dapr.HTTPAddr}, {"dapr-grpc-addr", c.Dapr.GRPCAddr},
 	} {
 		if l.addr != "" && !isLoopback(l.addr) {
 			errs = append(errs, fmt.Errorf("%s: %q is not a loopback address, and no API keys are configured: "+

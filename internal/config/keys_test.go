@@ -34,20 +34,20 @@ api_keys:
     scopes: [read]
     namespaces: ["*"]
 `)
-	c, err := config.Load("serve", []string{"--keys-file", keys, "--http-addr", "0.0.0.0:8080"}, env(nil), io.Discard)
+	c, err := config.Load(config.ServeCommand, []string{"--keys-file", keys, "--http-addr", "0.0.0.0:8080"}, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.APIKeys) != 2 {
-		t.Fatalf("APIKeys = %+v, want 2", c.APIKeys)
+	if len(c.Access.Keys) != 2 {
+		t.Fatalf("APIKeys = %+v, want 2", c.Access.Keys)
 	}
-	k := c.APIKeys[0]
+	k := c.Access.Keys[0]
 	if k.ID != "orders-app" || k.Scopes != auth.ScopeRead|auth.ScopeWrite || k.Rate != 100 || k.Burst != 200 ||
 		!k.Allows("widgets", auth.ScopeWrite) || k.Allows("orders", auth.ScopeRead) {
 		t.Fatalf("key = %+v", k)
 	}
-	if !c.APIKeys[1].Allows("anything", auth.ScopeRead) || c.APIKeys[1].Allows("anything", auth.ScopeWrite) {
-		t.Fatalf("reporting key = %+v, want read on every namespace", c.APIKeys[1])
+	if !c.Access.Keys[1].Allows("anything", auth.ScopeRead) || c.Access.Keys[1].Allows("anything", auth.ScopeWrite) {
+		t.Fatalf("reporting key = %+v, want read on every namespace", c.Access.Keys[1])
 	}
 }
 
@@ -83,7 +83,7 @@ func TestOpenAccessOnlyOnLoopback(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := config.Load("serve", c.args, env(nil), io.Discard)
+			_, err := config.Load(config.ServeCommand, c.args, env(nil), io.Discard)
 			if c.ok != (err == nil) {
 				t.Fatalf("err = %v, want ok=%v", err, c.ok)
 			}
@@ -95,7 +95,7 @@ func TestOpenAccessOnlyOnLoopback(t *testing.T) {
 }
 
 func TestTLSNeedsBothFiles(t *testing.T) {
-	_, err := config.Load("serve", []string{"--tls-cert", "cert.pem"}, env(nil), io.Discard)
+	_, err := config.Load(config.ServeCommand, []string{"--tls-cert", "cert.pem"}, env(nil), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "tls-key") {
 		t.Fatalf("err = %v, want one naming tls-key", err)
 	}

@@ -32,7 +32,7 @@ func TestNearCacheBytes(t *testing.T) {
 				}
 				return ""
 			}
-			cfg, err := config.Load("warmcache serve", tc.args, getenv, io.Discard)
+			cfg, err := config.Load(config.ServeCommand, tc.args, getenv, io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Load: err = %v, want one naming %s", err, tc.wantErr)
@@ -42,8 +42,8 @@ func TestNearCacheBytes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
-			if cfg.NearCacheBytes != tc.want {
-				t.Errorf("NearCacheBytes = %d, want %d", cfg.NearCacheBytes, tc.want)
+			if cfg.Near.Bytes != tc.want {
+				t.Errorf("NearCacheBytes = %d, want %d", cfg.Near.Bytes, tc.want)
 			}
 		})
 	}

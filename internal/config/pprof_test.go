@@ -28,12 +28,12 @@ func TestPprofAddr(t *testing.T) {
 				}
 				return ""
 			}
-			cfg, err := config.Load("warmcache serve", tc.args, getenv, io.Discard)
+			cfg, err := config.Load(config.ServeCommand, tc.args, getenv, io.Discard)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Load: err = %v, wantErr %v", err, tc.wantErr)
 			}
-			if err == nil && cfg.PprofAddr != tc.want {
-				t.Errorf("PprofAddr = %q, want %q", cfg.PprofAddr, tc.want)
+			if err == nil && cfg.Server.PprofAddr != tc.want {
+				t.Errorf("PprofAddr = %q, want %q", cfg.Server.PprofAddr, tc.want)
 			}
 		})
 	}

@@ -14,35 +14,42 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 )
 
-// The configuration tables of docs/configuration.md list exactly the
-// binary's flags, each with the environment variable the flag's help names:
-// a flag added without a row, or a row left for a flag that is gone, fails
-// here.
+// The configuration tables of docs/configuration.md list exactly the flags
+// of the binary's commands, each with the environment variable the flag's
+// help names: a flag added without a row, or a row left for a flag that is
+// gone, fails here.
 func TestConfigurationDocListsEveryFlag(t *testing.T) {
-	var usage bytes.Buffer
-	_, err := config.Load("warmcache serve", []string{"-h"}, func(string) string { return "" }, &usage)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("Load -h: %v", err)
-	}
 	// PrintDefaults writes "  -name type" then an indented help line that
 	// ends with "(WARMCACHE_...)".
 	binary := map[string]string{}
 	flagLine := regexp.MustCompile(`^  -([a-z0-9-]+)`)
 	envVar := regexp.MustCompile(`\((WARMCACHE_[A-Z0-9_]+)\)`)
-	var last string
-	sc := bufio.NewScanner(&usage)
-	for sc.Scan() {
-		line := sc.Text()
-		if m := flagLine.FindStringSubmatch(line); m != nil {
-			last = m[1]
-			binary[last] = ""
+	for _, cmd := range config.Commands() {
+		var usage bytes.Buffer
+		_, err := config.Load(cmd, []string{"-h"}, func(string) string { return "" }, &usage)
+		if !errors.Is(err, flag.ErrHelp) {
+			t.Fatalf("Load %s -h: %v", cmd, err)
 		}
-		if m := envVar.FindStringSubmatch(line); m != nil && last != "" {
-			binary[last] = m[1]
+		var last string
+		sc := bufio.NewScanner(&usage)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := flagLine.FindStringSubmatch(line); m != nil {
+				last = m[1]
+				if _, seen := binary[last]; !seen {
+					binary[last] = ""
+				}
+			}
+			if m := envVar.FindStringSubmatch(line); m != nil && last != "" {
+				if env := binary[last]; env != "" && env != m[1] {
+					t.Errorf("--%s reads %s in one command and %s in another", last, env, m[1])
+				}
+				binary[last] = m[1]
+			}
 		}
 	}
 	if len(binary) < 20 {
-		t.Fatalf("read only %d flags from the usage:\n%s", len(binary), usage.String())
+		t.Fatalf("read only %d flags from the commands' usage: %v", len(binary), binary)
 	}
 
 	readme, err := os.ReadFile("../../docs/configuration.md")

@@ -151,7 +151,7 @@ func newRig(t *testing.T, w testenv.Warehouse, naive bool) rig {
 		// out leaves the old version cached, which is a fault, not a race.
 		"WARMCACHE_HOT_TIMEOUT": "1s",
 	}
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.Load(config.ServeCommand, nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func TestFaultRedis(t *testing.T) {
 			median, longest, n := hot.between(tl.stop, tl.up)
 			t.Logf("recovery: first hit %v after Redis answered again; %d hot-tier calls during the outage: median %v, longest %v (deadline %v)",
 				firstSuccess(tl, results, readWarm, "hit").Round(time.Millisecond), n,
-				median.Round(time.Millisecond), longest.Round(time.Millisecond), svc.cfg.HotTimeout)
+				median.Round(time.Millisecond), longest.Round(time.Millisecond), svc.cfg.Tiers.HotTimeout)
 
 			fromSQL := 0
 			for _, o := range results {
@@ -150,9 +150,9 @@ func TestFaultRedis(t *testing.T) {
 			if fromSQL == 0 {
 				t.Error("no warm key was read from SQL during the outage: the load never met it")
 			}
-			if median > svc.cfg.HotTimeout+hotSlackMedian || longest > svc.cfg.HotTimeout+hotSlackLongest {
+			if median > svc.cfg.Tiers.HotTimeout+hotSlackMedian || longest > svc.cfg.Tiers.HotTimeout+hotSlackLongest {
 				t.Errorf("hot-tier calls during the outage took %v (median) and %v (longest), past the deadline %v plus %v and %v",
-					median, longest, svc.cfg.HotTimeout, hotSlackMedian, hotSlackLongest)
+					median, longest, svc.cfg.Tiers.HotTimeout, hotSlackMedian, hotSlackLongest)
 			}
 			checkWrites(t, svc, connect(t, dsn), keyRange(1, writeCount), results)
 		})
@@ -169,14 +169,14 @@ func TestFaultRedis(t *testing.T) {
 // reads may miss.
 func checkWarehouseOutage(t testing.TB, svc *service, tl timeline, results []outcome, sqlErrors, hotErrors float64) {
 	t.Helper()
-	limit := svc.cfg.WarmTimeout + time.Second
+	limit := svc.cfg.Tiers.WarmTimeout + time.Second
 	failedReads, failedWrites, warmMissed := 0, 0, 0
 	for _, o := range results {
 		switch {
 		case o.err != nil:
 			t.Errorf("%s %s in phase %s: no answer: %v", o.kind, o.key, tl.phase(o), o.err)
 		case o.took > limit:
-			t.Errorf("%s %s in phase %s took %v, more than the warehouse deadline %v plus 1s", o.kind, o.key, tl.phase(o), o.took, svc.cfg.WarmTimeout)
+			t.Errorf("%s %s in phase %s took %v, more than the warehouse deadline %v plus 1s", o.kind, o.key, tl.phase(o), o.took, svc.cfg.Tiers.WarmTimeout)
 		case o.status == http.StatusServiceUnavailable && o.retryAfter == "":
 			t.Errorf("%s %s in phase %s: 503 without Retry-After", o.kind, o.key, tl.phase(o))
 		case o.kind == readWarm && o.status == http.StatusOK && o.cache == "hit":

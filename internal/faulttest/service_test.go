@@ -53,7 +53,7 @@ func startService(t testing.TB, env serviceEnv, d decorators) *service {
 	t.Helper()
 	// Unless env sets it, freshness is off: these tests are about the
 	// read and write paths, not about writes that bypass the service.
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string {
+	cfg, err := config.Load(config.ServeCommand, nil, func(k string) string {
 		if v, ok := env[k]; ok || k != "WARMCACHE_FRESHNESS" {
 			return v
 		}

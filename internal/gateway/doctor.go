@@ -38,9 +38,9 @@ func Doctor(ctx context.Context, cfg config.Config, o DoctorOptions, stdout io.W
 	start := time.Now()
 	if err := cache.Ping(ctx); err != nil {
 		problems++
-		fmt.Fprintf(stdout, "%-10s %-5s %s: %v\n", "redis", "FAIL", strings.Join(cfg.RedisAddrs, ","), err)
+		fmt.Fprintf(stdout, "%-10s %-5s %s: %v\n", "redis", "FAIL", strings.Join(cfg.Redis.Addrs, ","), err)
 	} else {
-		fmt.Fprintf(stdout, "%-10s %-5s %s answered PING in %s\n", "redis", "ok", strings.Join(cfg.RedisAddrs, ","), roundDuration(time.Since(start)))
+		fmt.Fprintf(stdout, "%-10s %-5s %s answered PING in %s\n", "redis", "ok", strings.Join(cfg.Redis.Addrs, ","), roundDuration(time.Since(start)))
 	}
 
 	store, err := openStore(ctx, cfg, cfg.Namespaces, log)
@@ -50,7 +50,7 @@ func Doctor(ctx context.Context, cfg config.Config, o DoctorOptions, stdout io.W
 	}
 	defer store.Close()
 	fmt.Fprintf(stdout, "%-10s %-5s %s, pooler %s, reads %s, writes %s\n", "warehouse", "ok",
-		store.Dialect(), cfg.PGPooler, store.ExecMode(), store.WriteExecMode())
+		store.Dialect(), cfg.Postgres.Pooler, store.ExecMode(), store.WriteExecMode())
 
 	diags, err := store.Doctor(ctx)
 	for _, d := range diags {

@@ -159,9 +159,9 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (_ *Gateway, err
 		return nil, err
 	}
 	return g, g.buildCore(warmcache.Options{
-		HotTimeout:    cfg.HotTimeout,
-		WarmTimeout:   cfg.WarmTimeout,
-		MaxValueBytes: int(cfg.MaxBodyBytes),
+		HotTimeout:    cfg.Tiers.HotTimeout,
+		WarmTimeout:   cfg.Tiers.WarmTimeout,
+		MaxValueBytes: int(cfg.Limits.MaxBodyBytes),
 		DirectLoads:   true,
 		MaxLoadBytes:  -1,
 		Generations:   g.gens,
@@ -171,8 +171,8 @@ func Open(ctx context.Context, cfg config.Config, opts Options) (_ *Gateway, err
 // startServer builds everything a Server runs, in the order it needs them.
 func (g *Gateway) startServer(ctx context.Context) error {
 	cfg := g.cfg
-	if cfg.PprofAddr != "" {
-		pp, err := startPprof(cfg.PprofAddr, g.log)
+	if cfg.Server.PprofAddr != "" {
+		pp, err := startPprof(cfg.Server.PprofAddr, g.log)
 		if err != nil {
 			return err
 		}
@@ -184,10 +184,10 @@ func (g *Gateway) startServer(ctx context.Context) error {
 
 	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	if err := g.openTiers(startCtx, int32(cfg.PGMaxConns)); err != nil {
+	if err := g.openTiers(startCtx, int32(cfg.Postgres.MaxConns)); err != nil {
 		return err
 	}
-	g.log.Info("warehouse connected", "dialect", g.store.Dialect().String(), "exec_mode", g.store.ExecMode(), "pooler", cfg.PGPooler)
+	g.log.Info("warehouse connected", "dialect", g.store.Dialect().String(), "exec_mode", g.store.ExecMode(), "pooler", cfg.Postgres.Pooler)
 	if !g.opts.SkipDoctor {
 		logDoctor(startCtx, g.store, g.log)
 	}
@@ -201,18 +201,18 @@ func (g *Gateway) startServer(ctx context.Context) error {
 		return err
 	}
 	err = g.buildCore(warmcache.Options{
-		HotTimeout:       cfg.HotTimeout,
-		WarmTimeout:      cfg.WarmTimeout,
-		MaxWarmInflight:  cfg.MaxWarmInflight,
-		BreakerThreshold: cfg.BreakerThreshold,
-		BreakerCooldown:  cfg.BreakerCooldown,
-		MaxBatchKeys:     cfg.MaxBatchKeys,
-		MaxValueBytes:    int(cfg.MaxBodyBytes),
-		MaxResponseBytes: cfg.MaxResponseBytes,
-		MaxLoads:         cfg.MaxLoads,
-		MaxLoadBytes:     cfg.MaxLoadBytes,
-		SpoolDir:         cfg.SpoolDir,
-		CursorKey:        []byte(cfg.CursorKey),
+		HotTimeout:       cfg.Tiers.HotTimeout,
+		WarmTimeout:      cfg.Tiers.WarmTimeout,
+		MaxWarmInflight:  cfg.Tiers.MaxWarmInflight,
+		BreakerThreshold: cfg.Tiers.BreakerThreshold,
+		BreakerCooldown:  cfg.Tiers.BreakerCooldown,
+		MaxBatchKeys:     cfg.Limits.MaxBatchKeys,
+		MaxValueBytes:    int(cfg.Limits.MaxBodyBytes),
+		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
+		MaxLoads:         cfg.Loads.Max,
+		MaxLoadBytes:     cfg.Loads.MaxBytes,
+		SpoolDir:         cfg.Loads.SpoolDir,
+		CursorKey:        []byte(cfg.Server.CursorKey),
 		Near:             g.near.near,
 		Invalidations:    g.near.invalidations,
 		Generations:      g.gens,
@@ -305,34 +305,34 @@ func (g *Gateway) buildCore(o warmcache.Options) error {
 // API over the core.
 func (g *Gateway) buildTransports() error {
 	cfg := g.cfg
-	keys, err := auth.NewKeyring(cfg.APIKeys, auth.Options{})
+	keys, err := auth.NewKeyring(cfg.Access.Keys, auth.Options{})
 	if err != nil {
 		return err
 	}
 	g.keys = keys
 	rest, err := httpapi.NewHandler(g.svc, promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}), g.reg, g.log,
-		httpapi.Options{MaxBodyBytes: cfg.MaxBodyBytes, MaxLoadBytes: cfg.MaxLoadBytes, LoadIdleTimeout: cfg.LoadIdleTimeout,
-			MaxInflight: cfg.MaxInflight, Keys: keys})
+		httpapi.Options{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxLoadBytes: cfg.Loads.MaxBytes, LoadIdleTimeout: cfg.Loads.IdleTimeout,
+			MaxInflight: cfg.HTTP.MaxInflight, Keys: keys})
 	if err != nil {
 		return err
 	}
 	g.rest = g.tracer.HTTP(rest, "warmcache")
 	g.grpc, err = grpcapi.New(g.svc, keys, g.reg, g.log, grpcapi.Options{
-		MaxMessageBytes: int(cfg.MaxBodyBytes) + 64<<10,
+		MaxMessageBytes: int(cfg.Limits.MaxBodyBytes) + 64<<10,
 		// An MGet answer carries its values and, per key, the key and a
 		// few fields.
-		MaxSendBytes:    cfg.MaxResponseBytes + cfg.MaxBatchKeys*(512+64),
-		MaxLoadBytes:    cfg.MaxLoadBytes,
-		LoadIdleTimeout: cfg.LoadIdleTimeout,
+		MaxSendBytes:    cfg.Limits.MaxResponseBytes + cfg.Limits.MaxBatchKeys*(512+64),
+		MaxLoadBytes:    cfg.Loads.MaxBytes,
+		LoadIdleTimeout: cfg.Loads.IdleTimeout,
 	})
 	if err != nil {
 		return err
 	}
 	daprGRPC := daprapi.NewGRPC(g.svc, keys, g.log)
 	g.dapr = daprServers{
-		http: g.tracer.HTTP(daprapi.NewHTTP(g.svc, g.log, daprapi.HTTPOptions{MaxBodyBytes: cfg.MaxBodyBytes, Keys: keys}), "dapr"),
+		http: g.tracer.HTTP(daprapi.NewHTTP(g.svc, g.log, daprapi.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr"),
 		grpc: func(opts ...grpc.ServerOption) *grpc.Server {
-			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.MaxBodyBytes) + 64<<10)}, opts...)...)
+			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.Limits.MaxBodyBytes) + 64<<10)}, opts...)...)
 		},
 	}
 	return nil
@@ -359,14 +359,14 @@ func (g *Gateway) Serve(ctx context.Context) error {
 		g.log.Warn("no API keys configured: every request is served unauthenticated, on loopback and unix sockets only")
 		fmt.Fprintln(g.opts.Stdout, "warmcache: no API keys configured: serving unauthenticated, on loopback and unix sockets only")
 	} else {
-		g.log.Info("access control on", "api_keys", len(g.cfg.APIKeys))
+		g.log.Info("access control on", "api_keys", len(g.cfg.Access.Keys))
 	}
 
 	served := lns.wait(ctx)
 	if served == nil {
-		g.log.Info("shutting down: draining requests", "timeout", g.cfg.ShutdownTimeout)
+		g.log.Info("shutting down: draining requests", "timeout", g.cfg.Server.ShutdownTimeout)
 	}
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.ShutdownTimeout)
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.cfg.Server.ShutdownTimeout)
 	defer cancel()
 	if err := errors.Join(served, lns.shutdown(drainCtx)); err != nil {
 		return err
@@ -409,17 +409,17 @@ func (g *Gateway) Handler() http.Handler { return g.rest }
 
 // StoreOptions returns the warehouse options of cfg.
 func StoreOptions(cfg config.Config) pgstore.Options {
-	return pgstore.Options{DSN: cfg.PostgresDSN, ExecMode: cfg.PGExecMode, Pooler: cfg.PGPooler, MaxConns: int32(cfg.PGMaxConns)}
+	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, MaxConns: int32(cfg.Postgres.MaxConns)}
 }
 
 // RedisOptions returns the Redis tier's options of cfg.
 func RedisOptions(cfg config.Config) rediscache.Options {
 	return rediscache.Options{
-		Addrs:      cfg.RedisAddrs,
-		MasterName: cfg.RedisMasterName,
-		Password:   cfg.RedisPassword,
-		DB:         cfg.RedisDB,
-		Prefix:     cfg.RedisPrefix,
+		Addrs:      cfg.Redis.Addrs,
+		MasterName: cfg.Redis.MasterName,
+		Password:   cfg.Redis.Password,
+		DB:         cfg.Redis.DB,
+		Prefix:     cfg.Redis.Prefix,
 	}
 }
 
@@ -467,12 +467,12 @@ func (g *Gateway) startGenerations(ctx context.Context) (*freshness.Generations,
 // dialect.
 func freshnessOptions(cfg config.Config, store *pgstore.Store) freshness.Options {
 	return freshness.Options{
-		Mode:           cfg.Freshness,
+		Mode:           cfg.Freshness.Mode,
 		PostgreSQL:     store.Dialect() == dialect.Postgres,
-		ReplicationDSN: cfg.ReplicationDSN,
-		Slot:           cfg.ReplicationSlot,
-		PollInterval:   cfg.PollInterval,
-		PollOverlap:    cfg.PollOverlap,
+		ReplicationDSN: cfg.Freshness.ReplicationDSN,
+		Slot:           cfg.Freshness.ReplicationSlot,
+		PollInterval:   cfg.Freshness.PollInterval,
+		PollOverlap:    cfg.Freshness.PollOverlap,
 	}
 }
 

@@ -28,7 +28,7 @@ func testConfig(t *testing.T) config.Config {
 		// Change capture would leave a replication slot in the database.
 		"WARMCACHE_FRESHNESS": "off",
 	}
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.Load(config.ServeCommand, nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

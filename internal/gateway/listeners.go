@@ -60,8 +60,8 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 	}()
 
 	var tlsConf *tls.Config
-	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if cfg.TLS.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
 		if err != nil {
 			return nil, fmt.Errorf("tls: %w", err)
 		}
@@ -69,9 +69,9 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 		l.http.TLSConfig = tlsConf.Clone()
 	}
 
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.HTTPAddr, err)
+		return nil, fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
 	scheme := "http"
 	if tlsConf != nil {
@@ -83,24 +83,24 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 	fmt.Fprintf(stdout, "warmcache: serving HTTP on %s://%s\n", scheme, ln.Addr())
 	log.Info("serving", "transport", "http", "addr", scheme+"://"+ln.Addr().String())
 
-	if cfg.HTTPSocket != "" {
-		uln, err := listenUnix(cfg.HTTPSocket)
+	if cfg.HTTP.Socket != "" {
+		uln, err := listenUnix(cfg.HTTP.Socket)
 		if err != nil {
 			return nil, err
 		}
 		l.serve("http", func() error { return l.http.Serve(uln) })
-		fmt.Fprintf(stdout, "warmcache: serving HTTP on unix:%s\n", cfg.HTTPSocket)
-		log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTPSocket)
+		fmt.Fprintf(stdout, "warmcache: serving HTTP on unix:%s\n", cfg.HTTP.Socket)
+		log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTP.Socket)
 	}
 
-	if cfg.GRPCAddr != "" {
+	if cfg.GRPC.Addr != "" {
 		opts := grpcOpts
 		if tlsConf != nil {
 			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
 		}
-		gln, err := net.Listen("tcp", cfg.GRPCAddr)
+		gln, err := net.Listen("tcp", cfg.GRPC.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen %s: %w", cfg.GRPCAddr, err)
+			return nil, fmt.Errorf("listen %s: %w", cfg.GRPC.Addr, err)
 		}
 		gs := api.NewServer(opts...)
 		l.grpc = append(l.grpc, gs)
@@ -112,16 +112,16 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 		fmt.Fprintf(stdout, "warmcache: serving gRPC on %s%s\n", gln.Addr(), suffix)
 		log.Info("serving", "transport", "grpc", "addr", gln.Addr().String(), "tls", tlsConf != nil)
 	}
-	if cfg.GRPCSocket != "" {
-		uln, err := listenUnix(cfg.GRPCSocket)
+	if cfg.GRPC.Socket != "" {
+		uln, err := listenUnix(cfg.GRPC.Socket)
 		if err != nil {
 			return nil, err
 		}
 		gs := api.NewServer(grpcOpts...)
 		l.grpc = append(l.grpc, gs)
 		l.serve("grpc", func() error { return gs.Serve(uln) })
-		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPCSocket)
-		log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPCSocket)
+		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPC.Socket)
+		log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPC.Socket)
 	}
 	if err := l.startDapr(cfg, dapr, grpcOpts, tlsConf, log, stdout); err != nil {
 		return nil, err
@@ -138,10 +138,10 @@ type daprServers struct {
 // startDapr serves the Dapr state API on cfg's Dapr listeners, with TLS
 // when tlsConf is set.
 func (l *listeners) startDapr(cfg config.Config, dapr daprServers, grpcOpts []grpc.ServerOption, tlsConf *tls.Config, log *slog.Logger, stdout io.Writer) error {
-	if cfg.DaprHTTPAddr != "" {
-		ln, err := net.Listen("tcp", cfg.DaprHTTPAddr)
+	if cfg.Dapr.HTTPAddr != "" {
+		ln, err := net.Listen("tcp", cfg.Dapr.HTTPAddr)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.DaprHTTPAddr, err)
+			return fmt.Errorf("listen %s: %w", cfg.Dapr.HTTPAddr, err)
 		}
 		hs := &http.Server{
 			Handler:           dapr.http,
@@ -164,14 +164,14 @@ func (l *listeners) startDapr(cfg config.Config, dapr daprServers, grpcOpts []gr
 		fmt.Fprintf(stdout, "warmcache: serving the Dapr state API over HTTP on %s://%s\n", scheme, ln.Addr())
 		log.Info("serving", "transport", "dapr-http", "addr", scheme+"://"+ln.Addr().String())
 	}
-	if cfg.DaprGRPCAddr != "" {
+	if cfg.Dapr.GRPCAddr != "" {
 		opts := grpcOpts
 		if tlsConf != nil {
 			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
 		}
-		ln, err := net.Listen("tcp", cfg.DaprGRPCAddr)
+		ln, err := net.Listen("tcp", cfg.Dapr.GRPCAddr)
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.DaprGRPCAddr, err)
+			return fmt.Errorf("listen %s: %w", cfg.Dapr.GRPCAddr, err)
 		}
 		gs := dapr.grpc(opts...)
 		l.grpc = append(l.grpc, gs)

@@ -86,9 +86,9 @@ func Load(ctx context.Context, cfg config.Config, o LoadOptions, log *slog.Logge
 	counted := &countingReader{r: in}
 	var src warmcache.RecordReader
 	if format == "csv" {
-		src = loadfmt.NewCSV(counted, ns.KeyColumn, int(cfg.MaxBodyBytes)+4<<10)
+		src = loadfmt.NewCSV(counted, ns.KeyColumn, int(cfg.Limits.MaxBodyBytes)+4<<10)
 	} else {
-		src = loadfmt.NewNDJSON(counted, int(cfg.MaxBodyBytes)+4<<10)
+		src = loadfmt.NewNDJSON(counted, int(cfg.Limits.MaxBodyBytes)+4<<10)
 	}
 	records := &countingRecords{src: src}
 

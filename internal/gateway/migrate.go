@@ -22,7 +22,7 @@ func Migrate(ctx context.Context, cfg config.Config, action string, stdout io.Wr
 	}
 	connectCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(connectCtx, cfg.PostgresDSN)
+	conn, err := pgx.Connect(connectCtx, cfg.Postgres.DSN)
 	if err != nil {
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
@@ -67,18 +67,18 @@ func Migrate(ctx context.Context, cfg config.Config, action string, stdout io.Wr
 }
 
 // PlanMigrations prints the DDL for a dialect to stdout: the one of
-// cfg.Dialect, or else the one the server of the DSN speaks when it
+// cfg.Postgres.Dialect, or else the one the server of the DSN speaks when it
 // answers within a few seconds, or else PostgreSQL. With a dialect set it
 // connects to nothing.
 func PlanMigrations(ctx context.Context, cfg config.Config, stdout io.Writer) error {
 	var err error
 	d, how := dialect.Postgres, "the --dialect flag"
-	if cfg.Dialect != "" {
-		if d, err = dialect.Parse(cfg.Dialect); err != nil {
+	if cfg.Postgres.Dialect != "" {
+		if d, err = dialect.Parse(cfg.Postgres.Dialect); err != nil {
 			return err
 		}
 	} else {
-		d, how = planDialect(ctx, cfg.PostgresDSN)
+		d, how = planDialect(ctx, cfg.Postgres.DSN)
 	}
 	steps, err := schema.Plan(d, cfg.Namespaces)
 	if err != nil {

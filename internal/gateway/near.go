@@ -29,7 +29,7 @@ type nearTier struct {
 // startNear builds the near tier that cfg asks for. When a namespace has a
 // near_ttl, writes publish invalidations, even when this instance's own near
 // cache is off, so that other instances' near caches stay coherent. When
-// cfg.NearCacheBytes is also set, the near cache is built and subscribed to
+// cfg.Near.Bytes is also set, the near cache is built and subscribed to
 // the invalidations until stop is called; startNear returns once the
 // subscription is confirmed, or after subscribeWait.
 func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Registerer, log *slog.Logger) (nearTier, error) {
@@ -41,7 +41,7 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 		}
 	}
 	if len(used) == 0 {
-		if cfg.NearCacheBytes > 0 {
+		if cfg.Near.Bytes > 0 {
 			log.Info("near cache off: no namespace sets near_ttl")
 		}
 		return t, nil
@@ -51,14 +51,14 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 		return t, err
 	}
 	t.invalidations = inv
-	if cfg.NearCacheBytes == 0 {
+	if cfg.Near.Bytes == 0 {
 		log.Info("near cache off (near-cache-bytes is 0); writes still invalidate other instances' near caches",
 			slog.Any("namespaces", used))
 		return t, nil
 	}
 	near, err := nearcache.New(nearcache.Options{
-		MaxBytes: uint64(cfg.NearCacheBytes),
-		MarkTTL:  2 * (cfg.HotTimeout + cfg.WarmTimeout),
+		MaxBytes: uint64(cfg.Near.Bytes),
+		MarkTTL:  2 * (cfg.Tiers.HotTimeout + cfg.Tiers.WarmTimeout),
 	}, reg)
 	if err != nil {
 		return t, err
@@ -83,7 +83,7 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 		log.Warn("near cache: not yet subscribed to invalidations; serving, and retrying in the background",
 			slog.Duration("waited", subscribeWait))
 	}
-	log.Info("near cache on", slog.Int64("bytes", cfg.NearCacheBytes), slog.Any("namespaces", used),
+	log.Info("near cache on", slog.Int64("bytes", cfg.Near.Bytes), slog.Any("namespaces", used),
 		slog.String("channel", inv.Channel()))
 	return t, nil
 }

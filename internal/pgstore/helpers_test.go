@@ -124,7 +124,7 @@ func execSQL(tb testing.TB, dsn, sql string, args ...any) {
 // options returns the options that reach the database of dsn as tg says.
 func options(tb testing.TB, dsn string, tg target) pgstore.Options {
 	tb.Helper()
-	opts := pgstore.Options{DSN: dsn, ExecMode: tg.execMode, MaxConns: 4}
+	opts := pgstore.Options{DSN: dsn, ExecMode: pgstore.ExecMode(tg.execMode), MaxConns: 4}
 	if tg.pgbouncer {
 		opts.DSN = testenv.PgBouncerDSN(tb, testenv.DatabaseName(tb, dsn))
 		opts.Pooler = pgstore.PoolerPgBouncer

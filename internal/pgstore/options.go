@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ type Options struct {
 	// together with Pooler "pgbouncer" is refused. "exec" and
 	// "simple_protocol" never prepare and suit any pooler; "describe_exec"
 	// costs an extra round trip per query and is only useful for debugging.
-	ExecMode string
+	ExecMode ExecMode
 
 	// Pooler says what sits between the store and the server: "none" (a
 	// direct connection) or "pgbouncer" (PgBouncer in transaction pooling).
@@ -52,7 +53,7 @@ type Options struct {
 	// the Greenplum session settings (see SessionSettings) are not sent:
 	// set them on the service's role instead (ALTER ROLE ... SET), and the
 	// store logs a warning at Open when the server's values differ.
-	Pooler string
+	Pooler Pooler
 
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each
 	// Greenplum session holds a process on every segment, and the default
@@ -92,14 +93,65 @@ type Options struct {
 	LoadStatementTimeout time.Duration
 }
 
-// The Pooler values.
+// ExecMode selects how queries travel over the wire; see Options.ExecMode.
+// ParseExecMode is the one place its names are checked.
+type ExecMode string
+
+// The exec modes: auto, or one of pgx's QueryExecModes.
 const (
-	PoolerNone      = "none"
-	PoolerPgBouncer = "pgbouncer"
+	ExecModeAuto           ExecMode = "auto"
+	ExecModeCacheStatement ExecMode = "cache_statement"
+	ExecModeCacheDescribe  ExecMode = "cache_describe"
+	ExecModeDescribeExec   ExecMode = "describe_exec"
+	ExecModeExec           ExecMode = "exec"
+	ExecModeSimpleProtocol ExecMode = "simple_protocol"
 )
 
-// ExecModeAuto lets the store choose the exec mode by dialect and pooler.
-const ExecModeAuto = "auto"
+// AllExecModes returns every exec mode, auto first.
+func AllExecModes() []ExecMode {
+	return []ExecMode{ExecModeAuto, ExecModeCacheStatement, ExecModeCacheDescribe, ExecModeDescribeExec, ExecModeExec, ExecModeSimpleProtocol}
+}
+
+// ParseExecMode returns the exec mode called s, or an error that lists
+// them.
+func ParseExecMode(s string) (ExecMode, error) {
+	if m := ExecMode(s); slices.Contains(AllExecModes(), m) {
+		return m, nil
+	}
+	return "", fmt.Errorf("exec mode %q is not auto, cache_statement, cache_describe, describe_exec, exec or simple_protocol", s)
+}
+
+// Through returns an error when m cannot be used through pooler:
+// cache_statement keeps named prepared statements, which collide on the
+// server connections that PgBouncer in transaction pooling shares.
+func (m ExecMode) Through(pooler Pooler) error {
+	if pooler == PoolerPgBouncer && m == ExecModeCacheStatement {
+		return fmt.Errorf("exec mode cache_statement cannot be used through PgBouncer in transaction pooling " +
+			"(named prepared statements collide on shared server connections); use auto, cache_describe, exec or simple_protocol")
+	}
+	return nil
+}
+
+// Pooler says what sits between the store and the server; see
+// Options.Pooler. ParsePooler is the one place its names are checked.
+type Pooler string
+
+// The poolers.
+const (
+	PoolerNone      Pooler = "none"
+	PoolerPgBouncer Pooler = "pgbouncer"
+)
+
+// AllPoolers returns every pooler, none first.
+func AllPoolers() []Pooler { return []Pooler{PoolerNone, PoolerPgBouncer} }
+
+// ParsePooler returns the pooler called s, or an error that lists them.
+func ParsePooler(s string) (Pooler, error) {
+	if p := Pooler(s); slices.Contains(AllPoolers(), p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("pooler %q is not none or pgbouncer", s)
+}
 
 const (
 	defaultMaxConns        = 8
@@ -109,18 +161,18 @@ const (
 	defaultLoadTimeout     = 10 * time.Minute
 )
 
-// parseExecMode returns pgx's mode for an ExecMode option other than auto.
-func parseExecMode(name string) (pgx.QueryExecMode, bool) {
-	switch name {
-	case "cache_statement":
+// pgxExecMode returns pgx's mode for an exec mode other than auto.
+func pgxExecMode(m ExecMode) (pgx.QueryExecMode, bool) {
+	switch m {
+	case ExecModeCacheStatement:
 		return pgx.QueryExecModeCacheStatement, true
-	case "cache_describe":
+	case ExecModeCacheDescribe:
 		return pgx.QueryExecModeCacheDescribe, true
-	case "describe_exec":
+	case ExecModeDescribeExec:
 		return pgx.QueryExecModeDescribeExec, true
-	case "exec":
+	case ExecModeExec:
 		return pgx.QueryExecModeExec, true
-	case "simple_protocol":
+	case ExecModeSimpleProtocol:
 		return pgx.QueryExecModeSimpleProtocol, true
 	default:
 		return 0, false
@@ -154,18 +206,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ExecMode == "" {
 		o.ExecMode = ExecModeAuto
 	}
-	if _, ok := parseExecMode(o.ExecMode); !ok && o.ExecMode != ExecModeAuto {
-		return o, fmt.Errorf("pgstore: exec mode %q is not auto, cache_statement, cache_describe, describe_exec, exec or simple_protocol", o.ExecMode)
+	if _, err := ParseExecMode(string(o.ExecMode)); err != nil {
+		return o, fmt.Errorf("pgstore: %w", err)
 	}
 	if o.Pooler == "" {
 		o.Pooler = PoolerNone
 	}
-	if o.Pooler != PoolerNone && o.Pooler != PoolerPgBouncer {
-		return o, fmt.Errorf("pgstore: pooler %q is not none or pgbouncer", o.Pooler)
+	if _, err := ParsePooler(string(o.Pooler)); err != nil {
+		return o, fmt.Errorf("pgstore: %w", err)
 	}
-	if o.Pooler == PoolerPgBouncer && o.ExecMode == "cache_statement" {
-		return o, fmt.Errorf("pgstore: exec mode cache_statement cannot be used through PgBouncer in transaction pooling " +
-			"(named prepared statements collide on shared server connections); use auto, cache_describe, exec or simple_protocol")
+	if err := o.ExecMode.Through(o.Pooler); err != nil {
+		return o, fmt.Errorf("pgstore: %w", err)
 	}
 	if o.MaxConns < 0 || o.MinConns < 0 {
 		return o, fmt.Errorf("pgstore: MaxConns and MinConns must not be negative")
@@ -210,7 +261,7 @@ func ChooseExecModes(d dialect.Dialect, opts Options) (ExecModes, error) {
 		return ExecModes{}, err
 	}
 	if opts.ExecMode != ExecModeAuto {
-		m, _ := parseExecMode(opts.ExecMode)
+		m, _ := pgxExecMode(opts.ExecMode)
 		return ExecModes{Read: m, Write: m}, nil
 	}
 	viaPgBouncer := opts.Pooler == PoolerPgBouncer

@@ -52,7 +52,7 @@ func TestChooseExecModes(t *testing.T) {
 
 func TestExecModeName(t *testing.T) {
 	for _, name := range []string{"cache_statement", "cache_describe", "describe_exec", "exec", "simple_protocol"} {
-		modes, err := pgstore.ChooseExecModes(dialect.Postgres, pgstore.Options{ExecMode: name})
+		modes, err := pgstore.ChooseExecModes(dialect.Postgres, pgstore.Options{ExecMode: pgstore.ExecMode(name)})
 		if err != nil {
 			t.Fatalf("ChooseExecModes(%q): %v", name, err)
 		}

@@ -92,7 +92,7 @@ func (t tiers) service(b *testing.B, fold int) *warmcache.Service {
 		"WARMCACHE_REDIS_PREFIX": t.prefix,
 		"WARMCACHE_FRESHNESS":    "off",
 	}
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.Load(config.ServeCommand, nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}

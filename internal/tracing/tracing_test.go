@@ -68,7 +68,7 @@ func newStack(tb testing.TB, tp *tracing.Provider) stack {
 		// database.
 		"WARMCACHE_FRESHNESS": "off",
 	}
-	cfg, err := config.Load("warmcache serve", nil, func(k string) string { return env[k] }, io.Discard)
+	cfg, err := config.Load(config.ServeCommand, nil, func(k string) string { return env[k] }, io.Discard)
 	if err != nil {
 		tb.Fatal(err)
 	}

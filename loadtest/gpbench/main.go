@@ -236,11 +236,11 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 	// Bulk loads per storage variant: the warehouse's part (pgstore's
 	// Load: COPY, merge, ANALYZE) into an empty table, then the same rows
 	// again with every value changed; and warmcache load end to end once.
-	cfg, err := config.Load("gpbench", []string{"--namespaces", nsFile}, func(string) string { return "" }, io.Discard)
+	namespaces, err := config.LoadNamespacesFile(nsFile)
 	if err != nil {
 		return err
 	}
-	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 2}, cfg.Namespaces, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 2}, namespaces, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
@@ -248,7 +248,7 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 	fmt.Fprintf(&b, "| bulk load of %s rows | into an empty table | rows/s | again, every value changed | rows/s |\n|---|---:|---:|---:|---:|\n", num(float64(o.loadRows)))
 	for _, v := range loadVariants {
 		var ns *warmcache.Namespace
-		for _, n := range cfg.Namespaces {
+		for _, n := range namespaces {
 			if n.Name == v.name {
 				ns = n
 			}
