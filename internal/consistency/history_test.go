@@ -37,12 +37,6 @@ type delayedWarm struct {
 
 func (w delayedWarm) pause() { time.Sleep(rand.N(w.max)) }
 
-func (w delayedWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
-	e, err := w.Warm.Lookup(ctx, ns, key)
-	w.pause()
-	return e, err
-}
-
 func (w delayedWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, ks []warmcache.Key) ([]warmcache.Entry, error) {
 	es, err := w.Warm.LookupMany(ctx, ns, ks)
 	w.pause()
@@ -57,9 +51,11 @@ type naiveHot struct {
 	prefix string
 }
 
-func (h naiveHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
-	h.raw.Del(ctx, h.prefix+ns.Name+":"+key.Text)
-	return h.Cache.Fill(ctx, ns, key, e)
+func (h naiveHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	for _, f := range fills {
+		h.raw.Del(ctx, h.prefix+ns.Name+":"+f.Key.Text)
+	}
+	return h.Cache.FillMany(ctx, ns, fills)
 }
 
 type op struct {

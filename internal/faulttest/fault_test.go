@@ -69,24 +69,14 @@ func (h *timedHot) between(from, to time.Time) (median, longest time.Duration, n
 	return ds[len(ds)/2], ds[len(ds)-1], len(ds)
 }
 
-func (h *timedHot) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
-	defer h.observe(time.Now())
-	return h.Hot.Get(ctx, ns, key)
-}
-
 func (h *timedHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
 	defer h.observe(time.Now())
 	return h.Hot.GetMany(ctx, ns, keys)
 }
 
-func (h *timedHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
+func (h *timedHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
 	defer h.observe(time.Now())
-	return h.Hot.Fill(ctx, ns, key, e)
-}
-
-func (h *timedHot) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry) error {
-	defer h.observe(time.Now())
-	return h.Hot.FillMany(ctx, ns, keys, entries)
+	return h.Hot.FillMany(ctx, ns, fills)
 }
 
 // Bounds on how far past its deadline a hot-tier call may return: the time

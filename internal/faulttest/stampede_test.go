@@ -176,13 +176,6 @@ func (w *countingWarm) wait(ctx context.Context) error {
 	return nil
 }
 
-func (w *countingWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
-	if err := w.wait(ctx); err != nil {
-		return warmcache.Entry{}, err
-	}
-	return w.Warm.Lookup(ctx, ns, key)
-}
-
 func (w *countingWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
 	if err := w.wait(ctx); err != nil {
 		return nil, err
@@ -195,19 +188,11 @@ func (w *countingWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, 
 // warehouse read.
 type forgetfulHot struct{ warmcache.Hot }
 
-func (forgetfulHot) Get(context.Context, *warmcache.Namespace, warmcache.Key) (warmcache.Entry, bool, error) {
-	return warmcache.Entry{}, false, nil
-}
-
 func (forgetfulHot) GetMany(_ context.Context, _ *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
 	return make([]warmcache.Entry, len(keys)), make([]bool, len(keys)), nil
 }
 
-func (forgetfulHot) Fill(context.Context, *warmcache.Namespace, warmcache.Key, warmcache.Entry) error {
-	return nil
-}
-
-func (forgetfulHot) FillMany(context.Context, *warmcache.Namespace, []warmcache.Key, []warmcache.Entry) error {
+func (forgetfulHot) FillMany(context.Context, *warmcache.Namespace, []warmcache.Fill) error {
 	return nil
 }
 

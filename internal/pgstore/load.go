@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -194,7 +193,7 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 		}
 	}()
 	fail := func(step string, err error) (warmcache.LoadCounts, error) {
-		if err = classify(err); isRequestError(err) || errors.Is(err, warmcache.ErrTooLarge) {
+		if err = classify(err); isRequestError(err) {
 			return warmcache.LoadCounts{}, err
 		}
 		return warmcache.LoadCounts{}, fmt.Errorf("pgstore: load %s: %s: %w", ns.Name, step, err)

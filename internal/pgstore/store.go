@@ -264,8 +264,17 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 }
 
 // LookupMany reads keys in one query. The result has the length and order of
-// keys; absent keys have Found false. Errors are as for Lookup.
+// keys; absent keys have Found false. One key is read with Lookup's
+// statement on the key (`= $1`), which Greenplum dispatches to the key's
+// segment alone; several with one `= ANY($1)`. Errors are as for Lookup.
 func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
+	if len(keys) == 1 {
+		e, err := s.Lookup(ctx, ns, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		return []warmcache.Entry{e}, nil
+	}
 	t, err := s.table(ns)
 	if err != nil {
 		return nil, err
@@ -625,9 +634,7 @@ func versionMismatch(key warmcache.Key, ifMatch int64) error {
 // isRequestError reports whether err is an answer about the request rather
 // than a failure of the warehouse.
 func isRequestError(err error) bool {
-	return errors.Is(err, warmcache.ErrNotFound) ||
-		errors.Is(err, warmcache.ErrVersionMismatch) ||
-		errors.Is(err, warmcache.ErrInvalidValue)
+	return warmcache.Classify(err) == warmcache.ClassClient
 }
 
 // writeError wraps the error of a write, classified once (see classify):
@@ -635,11 +642,8 @@ func isRequestError(err error) bool {
 // become client errors with a message for the client, the warehouse's
 // failures wrap warmcache.ErrUnavailable, and the rest are bugs.
 func writeError(op string, ns *warmcache.Namespace, key warmcache.Key, err error) error {
-	if isRequestError(err) {
-		return err
-	}
 	err = classify(err)
-	if isRequestError(err) || errors.Is(err, warmcache.ErrTooLarge) || errors.Is(err, warmcache.ErrConflict) {
+	if class := warmcache.Classify(err); class == warmcache.ClassClient || class == warmcache.ClassConflict {
 		return err
 	}
 	return fmt.Errorf("pgstore: %s %s/%q: %w", op, ns.Name, key.Text, err)

@@ -23,7 +23,7 @@ func fillKeys(b *testing.B, f *fixture, ns *warmcache.Namespace, n int) []warmca
 		keys[i] = warmcache.Key{Text: strconv.Itoa(i)}
 		entries[i] = present(1, string(benchValue))
 	}
-	if err := f.cache.FillMany(testContext(b), ns, keys, entries); err != nil {
+	if err := fillMany(testContext(b), f.cache, ns, keys, entries); err != nil {
 		b.Fatalf("FillMany: %v", err)
 	}
 	return keys
@@ -38,7 +38,7 @@ func BenchmarkGet(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, hit, err := f.cache.Get(ctx, ns, key); err != nil || !hit {
+			if _, hit, err := getOne(ctx, f.cache, ns, key); err != nil || !hit {
 				b.Errorf("Get: hit %v, err %v", hit, err)
 				return
 			}

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,12 +60,6 @@ type Options struct {
 	// The deadline of the caller's context applies on top of these three
 	// timeouts, and the earlier one wins.
 
-	// TombstoneTTL is the minimum life of the absent entry that a delete
-	// stores, so that a slow reader holding an older version cannot refill
-	// the key after the delete. It must exceed the service's warehouse
-	// timeout. Zero means 30s.
-	TombstoneTTL time.Duration
-
 	// Instrument is called with the client once it is built, to add hooks
 	// such as OpenTelemetry tracing; an error fails New. Nil means none.
 	Instrument func(redis.UniversalClient) error
@@ -78,9 +71,6 @@ const (
 	defaultDialTimeout  = 200 * time.Millisecond
 	defaultReadTimeout  = 100 * time.Millisecond
 	defaultWriteTimeout = 100 * time.Millisecond
-	defaultTombstoneTTL = 30 * time.Second
-	defaultTTL          = 5 * time.Minute
-	defaultNegativeTTL  = 30 * time.Second
 )
 
 func (o Options) withDefaults() Options {
@@ -98,18 +88,16 @@ func (o Options) withDefaults() Options {
 	dur(&o.DialTimeout, defaultDialTimeout)
 	dur(&o.ReadTimeout, defaultReadTimeout)
 	dur(&o.WriteTimeout, defaultWriteTimeout)
-	dur(&o.TombstoneTTL, defaultTombstoneTTL)
 	return o
 }
 
 // Cache is the hot tier over Redis. It implements warmcache.Hot and is safe
 // for concurrent use.
 type Cache struct {
-	client       redis.UniversalClient
-	fill         *redis.Script
-	prefix       string
-	tombstoneTTL time.Duration
-	log          *slog.Logger
+	client redis.UniversalClient
+	fill   *redis.Script
+	prefix string
+	log    *slog.Logger
 
 	errs          *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
@@ -148,10 +136,9 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			Name: "warmcache_redis_fill_bytes_total",
 			Help: "Bytes of the present values filled, by namespace and form (json: the value; stored: its payload in Redis after the namespace's codec, without the header). json/stored is the codec's compression ratio.",
 		}, []string{"namespace", "form"}),
-		fill:         redis.NewScript(fillScript),
-		prefix:       opts.Prefix,
-		tombstoneTTL: opts.TombstoneTTL,
-		log:          log,
+		fill:   redis.NewScript(fillScript),
+		prefix: opts.Prefix,
+		log:    log,
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_redis_errors_total",
 			Help: "Failed Redis calls by op (get, get_many, fill, fill_many, ping). A miss is not an error.",
@@ -281,27 +268,6 @@ func (c *Cache) observe(op string, start time.Time, err error) {
 	}
 }
 
-// Get returns the cached entry for key; hit is false when nothing is cached
-// or the value cannot be read: a format this version does not know, a
-// dictionary it has not loaded, a damaged payload. A cached absent entry is
-// a hit with Found false. The returned Value is the JSON bytes, decompressed
-// when the namespace's codec compressed them. Errors are Redis and context
-// errors, wrapped.
-func (c *Cache) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
-	start := time.Now()
-	b, err := c.client.Get(ctx, c.key(ns, key)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		c.observe("get", start, nil)
-		return warmcache.Entry{}, false, nil
-	}
-	c.observe("get", start, err)
-	if err != nil {
-		return warmcache.Entry{}, false, fmt.Errorf("rediscache: get %q: %w", key.Text, err)
-	}
-	e, ok := c.decode(ctx, ns, key, b)
-	return e, ok, nil
-}
-
 // decode reads a stored value, decompresses its payload, and counts it when
 // it cannot be read.
 func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, b []byte) (warmcache.Entry, bool) {
@@ -330,9 +296,15 @@ func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcac
 	return e, true
 }
 
-// GetMany is Get for several keys, sent as one pipeline of GETs (on Cluster,
-// one per node). entries and hits have the length of keys. When any GET
-// fails, the error is returned with nil slices.
+// GetMany returns the cached entries of keys: one GET for one key, one
+// pipeline of GETs (on Cluster, one per node) for several. entries and
+// hits have the length of keys; hits[i] is false when nothing is cached or
+// the value cannot be read: a format this version does not know, a
+// dictionary it has not loaded, a damaged payload. A cached absent entry
+// is a hit with Found false. The returned Values are the JSON bytes,
+// decompressed when the namespace's codec compressed them. When any GET
+// fails, the error (Redis's or the context's, wrapped) is returned with nil
+// slices.
 func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
 	entries := make([]warmcache.Entry, len(keys))
 	hits := make([]bool, len(keys))
@@ -340,6 +312,19 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 		return entries, hits, nil
 	}
 	start := time.Now()
+	if len(keys) == 1 {
+		b, err := c.client.Get(ctx, c.key(ns, keys[0])).Bytes()
+		if errors.Is(err, redis.Nil) {
+			c.observe("get", start, nil)
+			return entries, hits, nil
+		}
+		c.observe("get", start, err)
+		if err != nil {
+			return nil, nil, fmt.Errorf("rediscache: get %q: %w", keys[0].Text, err)
+		}
+		entries[0], hits[0] = c.decode(ctx, ns, keys[0], b)
+		return entries, hits, nil
+	}
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
@@ -362,53 +347,42 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	return entries, hits, nil
 }
 
-// Fill stores e for key unless Redis holds an entry that wins by version
-// (see fillScript): a newer version, or an absent entry at the same version.
-// When nothing is cached, one SET NX stores it; otherwise one atomic script
-// compares the versions. An equal version otherwise renews the entry, and an
-// absent entry with version 0 never replaces a cached row. Entries expire after the namespace's TTL
-// (present), NegativeTTL (absent, version 0) or the larger of NegativeTTL and
-// the TombstoneTTL (absent, from a delete), spread by the namespace's
-// TTLJitter. Errors are Redis and context errors, and a negative version,
-// wrapped.
-func (c *Cache) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
-	v, px, err := c.encodeFill(ns, e)
-	if err != nil {
-		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
-	}
-	start := time.Now()
-	err = c.fillOne(ctx, c.key(ns, key), v, px)
-	c.observe("fill", start, err)
-	if err != nil {
-		return fmt.Errorf("rediscache: fill %q: %w", key.Text, err)
-	}
-	return nil
-}
-
-// FillMany is Fill for several keys, sent as one pipeline of scripts (on
-// Cluster, one per node). Each key is filled on its own: when some fail, the
-// others may still be stored, and the error reports the first failure.
-func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry) error {
-	if len(keys) != len(entries) {
-		return fmt.Errorf("rediscache: fill %d keys with %d entries", len(keys), len(entries))
-	}
-	if len(keys) == 0 {
+// FillMany stores each fill for its Keep unless Redis holds an entry of
+// the key that wins by version (see fillScript): a newer version, or an
+// absent entry at the same version. An equal version otherwise renews the
+// entry, and an absent entry with version 0 never replaces a cached row.
+// One key takes one SET NX when nothing is cached, and one atomic script
+// that compares the versions otherwise; several go as a pipeline of SET NX
+// (on Cluster, one per node) and then one of scripts for the keys that
+// held an entry. Each key is filled on its own: when some fail, the others
+// may still be stored, and the error reports the first failure. Errors
+// are Redis and context errors, and a negative version, wrapped.
+func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	if len(fills) == 0 {
 		return nil
 	}
-	values := make([][]byte, len(keys))
-	pxs := make([]int64, len(keys))
-	for i, e := range entries {
-		v, px, err := c.encodeFill(ns, e)
+	values := make([][]byte, len(fills))
+	pxs := make([]int64, len(fills))
+	for i, f := range fills {
+		v, err := c.encodeFill(ns, f.Entry)
 		if err != nil {
-			return fmt.Errorf("rediscache: fill %q: %w", keys[i].Text, err)
+			return fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, err)
 		}
-		values[i], pxs[i] = v, px
+		values[i], pxs[i] = v, max(f.Keep.Milliseconds(), 1)
 	}
 	start := time.Now()
-	err := c.fillPipeline(ctx, ns, keys, values, pxs)
+	if len(fills) == 1 {
+		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0])
+		c.observe("fill", start, err)
+		if err != nil {
+			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
+		}
+		return nil
+	}
+	err := c.fillPipeline(ctx, ns, fills, values, pxs)
 	c.observe("fill_many", start, err)
 	if err != nil {
-		return fmt.Errorf("rediscache: fill %d keys: %w", len(keys), err)
+		return fmt.Errorf("rediscache: fill %d keys: %w", len(fills), err)
 	}
 	return nil
 }
@@ -431,12 +405,12 @@ func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64) erro
 // then runs the fill script, by its digest, for the keys that held an
 // entry, and once more by its source for the keys whose node did not have
 // the script cached.
-func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, values [][]byte, pxs []int64) error {
-	rks := make([]string, len(keys))
+func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill, values [][]byte, pxs []int64) error {
+	rks := make([]string, len(fills))
 	pipe := c.client.Pipeline()
-	nx := make([]*redis.BoolCmd, len(keys))
-	for i, k := range keys {
-		rks[i] = c.key(ns, k)
+	nx := make([]*redis.BoolCmd, len(fills))
+	for i, f := range fills {
+		rks[i] = c.key(ns, f.Key)
 		nx[i] = pipe.SetNX(ctx, rks[i], values[i], time.Duration(pxs[i])*time.Millisecond)
 	}
 	_, _ = pipe.Exec(ctx)
@@ -494,53 +468,16 @@ func noScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
 }
 
-// encodeFill returns the stored form of e, fresh for its jittered TTL from
-// now, and how long Redis keeps it in milliseconds: a present entry lives
-// the namespace's MaxStale longer than it is fresh, so that it can be served
-// stale while it revalidates or while the warehouse is down.
-func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, int64, error) {
-	ttl := c.ttl(ns, e)
-	e.FreshUntil = time.Now().Add(ttl)
-	keep := ttl
-	if e.Found && ns.MaxStale > 0 {
-		keep += ns.MaxStale
-	}
+// encodeFill returns the stored form of e, with the freshness the core
+// gave it, and counts the bytes of a present value before and after the
+// namespace's codec.
+func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, error) {
 	v, err := c.codecs.encodeValue(ns, e)
 	if err == nil && e.Found {
 		c.fillBytes.WithLabelValues(ns.Name, "json").Add(float64(len(e.Value)))
 		c.fillBytes.WithLabelValues(ns.Name, "stored").Add(float64(len(v) - headerLen))
 	}
-	return v, keep.Milliseconds(), err
-}
-
-// ttl returns how long e lives in ns: the namespace's TTL for a present
-// entry, its NegativeTTL for the absent entry of a read, and the larger of
-// that and TombstoneTTL for the absent entry of a delete. Each is multiplied
-// by a random factor in [1-TTLJitter, 1+TTLJitter], and a delete's entry still
-// lives at least TombstoneTTL. The result is at least one millisecond.
-func (c *Cache) ttl(ns *warmcache.Namespace, e warmcache.Entry) time.Duration {
-	negative := ns.NegativeTTL
-	if negative <= 0 {
-		negative = defaultNegativeTTL
-	}
-	var base, floor time.Duration
-	switch {
-	case e.Found:
-		base = ns.TTL
-		if base <= 0 {
-			base = defaultTTL
-		}
-	case e.Version == 0:
-		base = negative
-	default:
-		base = max(negative, c.tombstoneTTL)
-		floor = c.tombstoneTTL
-	}
-	d := base
-	if j := min(ns.TTLJitter, 1); j > 0 {
-		d = time.Duration(float64(base) * (1 - j + 2*j*rand.Float64()))
-	}
-	return max(d, floor, time.Millisecond)
+	return v, err
 }
 
 // Ping reports whether Redis answers. Errors are Redis and context errors,

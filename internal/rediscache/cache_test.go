@@ -80,10 +80,44 @@ func testContext(tb testing.TB) context.Context {
 	return ctx
 }
 
+// testKeep is how long the tests keep the entries they fill.
+const testKeep = 10 * time.Minute
+
+// fillOne fills e for key, kept for testKeep and, unless e says otherwise,
+// fresh as long, as the core fills.
+func fillOne(ctx context.Context, c *rediscache.Cache, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
+	return fillMany(ctx, c, ns, []warmcache.Key{key}, []warmcache.Entry{e})
+}
+
+// fillMany fills entries for keys as fillOne does; an error when their
+// numbers differ.
+func fillMany(ctx context.Context, c *rediscache.Cache, ns *warmcache.Namespace, keys []warmcache.Key, entries []warmcache.Entry) error {
+	if len(keys) != len(entries) {
+		return fmt.Errorf("%d keys and %d entries", len(keys), len(entries))
+	}
+	fills := make([]warmcache.Fill, len(keys))
+	for i := range keys {
+		fills[i] = warmcache.Fill{Key: keys[i], Entry: entries[i], Keep: testKeep}
+		if fills[i].Entry.FreshUntil.IsZero() {
+			fills[i].Entry.FreshUntil = time.Now().Add(testKeep)
+		}
+	}
+	return c.FillMany(ctx, ns, fills)
+}
+
+// getOne reads one key, as a batch of one.
+func getOne(ctx context.Context, c *rediscache.Cache, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
+	entries, hits, err := c.GetMany(ctx, ns, []warmcache.Key{key})
+	if err != nil {
+		return warmcache.Entry{}, false, err
+	}
+	return entries[0], hits[0], nil
+}
+
 // fill fills e for key and fails the test on error.
 func (f *fixture) fill(tb testing.TB, ns *warmcache.Namespace, key string, e warmcache.Entry) {
 	tb.Helper()
-	if err := f.cache.Fill(testContext(tb), ns, warmcache.Key{Text: key}, e); err != nil {
+	if err := fillOne(testContext(tb), f.cache, ns, warmcache.Key{Text: key}, e); err != nil {
 		tb.Fatalf("Fill(%s, %+v): %v", key, e, err)
 	}
 }
@@ -91,7 +125,7 @@ func (f *fixture) fill(tb testing.TB, ns *warmcache.Namespace, key string, e war
 // get reads key and fails the test on error.
 func (f *fixture) get(tb testing.TB, ns *warmcache.Namespace, key string) (warmcache.Entry, bool) {
 	tb.Helper()
-	e, hit, err := f.cache.Get(testContext(tb), ns, warmcache.Key{Text: key})
+	e, hit, err := getOne(testContext(tb), f.cache, ns, warmcache.Key{Text: key})
 	if err != nil {
 		tb.Fatalf("Get(%s): %v", key, err)
 	}
@@ -194,7 +228,7 @@ func TestRoundTrip(t *testing.T) {
 		}
 	})
 	t.Run("negative version refused", func(t *testing.T) {
-		err := f.cache.Fill(testContext(t), ns, warmcache.Key{Text: "negative"}, present(-1, `1`))
+		err := fillOne(testContext(t), f.cache, ns, warmcache.Key{Text: "negative"}, present(-1, `1`))
 		if err == nil {
 			t.Fatal("Fill with version -1 succeeded, want an error")
 		}
@@ -269,52 +303,40 @@ func TestFillVersionRules(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestTTL(t *testing.T) {
-	const tombstone = 45 * time.Second
-	f := newFixture(t, rediscache.Options{TombstoneTTL: tombstone})
-	jittered := &warmcache.Namespace{Name: "jittered", TTL: 10 * time.Minute, NegativeTTL: 20 * time.Second, TTLJitter: 0.2}
-	defaults := &warmcache.Namespace{Name: "defaults"}
-	longNegative := &warmcache.Namespace{Name: "long-negative", NegativeTTL: time.Minute, TTLJitter: 0.1}
-	tests := []struct {
+// TestKeep: an entry lives in Redis for the Keep its fill gives, and keeps
+// the freshness the core gave it; the lifetimes are the core's policy.
+func TestKeep(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "keep"}
+	fresh := time.UnixMilli(time.Now().Add(time.Minute).UnixMilli())
+	for _, tt := range []struct {
 		name  string
-		ns    *warmcache.Namespace
 		entry warmcache.Entry
-		base  time.Duration
+		keep  time.Duration
 	}{
-		{"present", jittered, present(1, `1`), 10 * time.Minute},
-		{"read absent", jittered, absent(0), 20 * time.Second},
-		{"delete absent", jittered, absent(3), tombstone},
-		{"present default", defaults, present(1, `1`), 5 * time.Minute},
-		{"read absent default", defaults, absent(0), 30 * time.Second},
-		{"delete absent default", defaults, absent(3), tombstone},
-		{"delete absent negative longer than tombstone", longNegative, absent(3), time.Minute},
-	}
-	const samples = 20
-	for _, tt := range tests {
+		{"present", present(1, `1`), 10 * time.Minute},
+		{"absent", absent(0), 20 * time.Second},
+		{"tombstone", absent(3), 45 * time.Second},
+	} {
 		t.Run(tt.name, func(t *testing.T) {
-			lo := time.Duration(float64(tt.base) * (1 - tt.ns.TTLJitter))
-			hi := time.Duration(float64(tt.base) * (1 + tt.ns.TTLJitter))
-			if !tt.entry.Found && tt.entry.Version > 0 {
-				lo = max(lo, tombstone)
+			e := tt.entry
+			e.FreshUntil = fresh
+			if err := f.cache.FillMany(testContext(t), ns, []warmcache.Fill{{Key: warmcache.Key{Text: tt.name}, Entry: e, Keep: tt.keep}}); err != nil {
+				t.Fatalf("FillMany: %v", err)
+			}
+			ttl, err := f.raw.PTTL(testContext(t), f.redisKey(ns, tt.name)).Result()
+			if err != nil {
+				t.Fatalf("PTTL: %v", err)
 			}
 			// PTTL counts down from the fill, so allow for the time the
 			// test takes.
 			const slack = 2 * time.Second
-			seen := map[time.Duration]bool{}
-			for i := range samples {
-				key := tt.name + ":" + strconv.Itoa(i)
-				f.fill(t, tt.ns, key, tt.entry)
-				ttl, err := f.raw.PTTL(testContext(t), f.redisKey(tt.ns, key)).Result()
-				if err != nil {
-					t.Fatalf("PTTL: %v", err)
-				}
-				if ttl < lo-slack || ttl > hi {
-					t.Errorf("PTTL = %v, want within [%v, %v]", ttl, lo, hi)
-				}
-				seen[ttl.Round(time.Second)] = true
+			if ttl < tt.keep-slack || ttl > tt.keep {
+				t.Errorf("PTTL = %v, want %v", ttl, tt.keep)
 			}
-			if tt.ns.TTLJitter > 0 && len(seen) < 2 {
-				t.Errorf("%d fills with jitter %v all got the same TTL", samples, tt.ns.TTLJitter)
+			got, hit := f.get(t, ns, tt.name)
+			if !hit || !got.FreshUntil.Equal(fresh) {
+				t.Errorf("read back %+v, hit %v; want fresh until %v", got, hit, fresh)
 			}
 		})
 	}
@@ -378,7 +400,7 @@ func TestFillMany(t *testing.T) {
 	keys := []warmcache.Key{{Text: "x"}, {Text: "newer"}, {Text: "neg"}, {Text: "gone"}}
 	fills := []warmcache.Entry{present(1, `"x1"`), present(3, `"v3"`), absent(0), absent(2)}
 	want := []warmcache.Entry{present(1, `"x1"`), present(9, `"v9"`), absent(0), absent(2)}
-	if err := f.cache.FillMany(testContext(t), ns, keys, fills); err != nil {
+	if err := fillMany(testContext(t), f.cache, ns, keys, fills); err != nil {
 		t.Fatalf("FillMany: %v", err)
 	}
 	entries, hits, err := f.cache.GetMany(testContext(t), ns, keys)
@@ -391,7 +413,7 @@ func TestFillMany(t *testing.T) {
 		}
 	}
 	t.Run("mismatched lengths", func(t *testing.T) {
-		if err := f.cache.FillMany(testContext(t), ns, keys, fills[:1]); err == nil {
+		if err := fillMany(testContext(t), f.cache, ns, keys, fills[:1]); err == nil {
 			t.Error("FillMany with 4 keys and 1 entry succeeded, want an error")
 		}
 	})
@@ -409,10 +431,10 @@ func TestFillAfterScriptFlush(t *testing.T) {
 		fill func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error
 	}{
 		{"Fill", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
-			return f.cache.Fill(ctx, ns, key, e)
+			return fillOne(ctx, f.cache, ns, key, e)
 		}},
 		{"FillMany", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
-			return f.cache.FillMany(ctx, ns, []warmcache.Key{key, {Text: key.Text + "-2"}}, []warmcache.Entry{e, e})
+			return fillMany(ctx, f.cache, ns, []warmcache.Key{key, {Text: key.Text + "-2"}}, []warmcache.Entry{e, e})
 		}},
 	}
 	for _, tt := range tests {
@@ -521,7 +543,7 @@ func TestUnreachable(t *testing.T) {
 		call   func(ctx context.Context, c *rediscache.Cache) error
 	}{
 		{"Get", "get", func(ctx context.Context, c *rediscache.Cache) error {
-			_, _, err := c.Get(ctx, ns, key)
+			_, _, err := getOne(ctx, c, ns, key)
 			return err
 		}},
 		{"GetMany", "get_many", func(ctx context.Context, c *rediscache.Cache) error {
@@ -529,10 +551,10 @@ func TestUnreachable(t *testing.T) {
 			return err
 		}},
 		{"Fill", "fill", func(ctx context.Context, c *rediscache.Cache) error {
-			return c.Fill(ctx, ns, key, present(1, `1`))
+			return fillOne(ctx, c, ns, key, present(1, `1`))
 		}},
 		{"FillMany", "fill_many", func(ctx context.Context, c *rediscache.Cache) error {
-			return c.FillMany(ctx, ns, []warmcache.Key{key, {Text: "k2"}}, []warmcache.Entry{present(1, `1`), absent(0)})
+			return fillMany(ctx, c, ns, []warmcache.Key{key, {Text: "k2"}}, []warmcache.Entry{present(1, `1`), absent(0)})
 		}},
 		{"Ping", "ping", func(ctx context.Context, c *rediscache.Cache) error {
 			return c.Ping(ctx)
@@ -603,7 +625,7 @@ func TestConcurrentFills(t *testing.T) {
 	for _, v := range versions {
 		wg.Go(func() {
 			<-start
-			errs <- f.cache.Fill(testContext(t), ns, warmcache.Key{Text: "hot"}, present(v, fmt.Sprintf(`{"v":%d}`, v)))
+			errs <- fillOne(testContext(t), f.cache, ns, warmcache.Key{Text: "hot"}, present(v, fmt.Sprintf(`{"v":%d}`, v)))
 		})
 	}
 	close(start)

@@ -98,12 +98,12 @@ func BenchmarkGetCodec(b *testing.B) {
 				keys[i] = warmcache.Key{Text: string(codec) + ":" + strconv.Itoa(i)}
 				entries[i] = present(1, string(docs[i]))
 			}
-			if err := f.cache.FillMany(testContext(b), ns, keys, entries); err != nil {
+			if err := fillMany(testContext(b), f.cache, ns, keys, entries); err != nil {
 				b.Fatalf("FillMany: %v", err)
 			}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				if _, hit, err := f.cache.Get(ctx, ns, keys[i%n]); err != nil || !hit {
+				if _, hit, err := getOne(ctx, f.cache, ns, keys[i%n]); err != nil || !hit {
 					b.Fatalf("Get: hit %v, err %v", hit, err)
 				}
 			}
@@ -134,7 +134,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 					keys = append(keys, warmcache.Key{Text: strconv.Itoa(i)})
 					values = append(values, present(int64(i+1), string(widgetDoc(i+1))))
 					if len(keys) == batch {
-						if err := f.cache.FillMany(ctx, ns, keys, values); err != nil {
+						if err := fillMany(ctx, f.cache, ns, keys, values); err != nil {
 							b.Fatalf("FillMany: %v", err)
 						}
 						keys, values = keys[:0], values[:0]

@@ -118,7 +118,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		ns := &warmcache.Namespace{Name: "dict", Codec: warmcache.CodecZstdDict}
 		keys := []warmcache.Key{{Text: "m1"}, {Text: "m2"}, {Text: "m3"}}
 		want := []warmcache.Entry{present(1, string(widgetDoc(1))), present(2, `{"a":1}`), absent(3)}
-		if err := f.cache.FillMany(testContext(t), ns, keys, want); err != nil {
+		if err := fillMany(testContext(t), f.cache, ns, keys, want); err != nil {
 			t.Fatalf("FillMany: %v", err)
 		}
 		if f.stored(t, ns, "m1")[0] != '3' {
@@ -191,7 +191,7 @@ func TestUndecodableIsMiss(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = other.Close() })
-	got, hit, err := other.Get(testContext(t), ns, warmcache.Key{Text: "known"})
+	got, hit, err := getOne(testContext(t), other, ns, warmcache.Key{Text: "known"})
 	if err != nil || hit {
 		t.Fatalf("Get without the dictionary = %+v, hit %v, err %v; want a miss", got, hit, err)
 	}
@@ -200,7 +200,7 @@ func TestUndecodableIsMiss(t *testing.T) {
 	}
 	// Once it loads the dictionary, the value is a hit.
 	addDictionary(t, other, ns.Name, d)
-	if got, hit, err := other.Get(testContext(t), ns, warmcache.Key{Text: "known"}); err != nil || !hit || !sameEntry(got, present(5, string(widgetDoc(5)))) {
+	if got, hit, err := getOne(testContext(t), other, ns, warmcache.Key{Text: "known"}); err != nil || !hit || !sameEntry(got, present(5, string(widgetDoc(5)))) {
 		t.Errorf("Get after loading the dictionary = %+v, hit %v, err %v", got, hit, err)
 	}
 

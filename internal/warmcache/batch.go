@@ -1,106 +1,126 @@
 package warmcache
 
 import (
-	"context"
+	"slices"
 	"sync"
 )
 
-// batcher folds concurrent single-key calls into batched calls. While fewer
-// than lanes batches run, a call starts one at once; otherwise it waits, and
-// the next batch to start takes every waiting key, up to maxBatch. So an idle
-// service adds no latency to a call, and a busy one sends fewer, larger
-// requests (one `= ANY($1)` query, one Redis pipeline) instead of queueing
-// one round trip per key. A batcher is safe for concurrent use.
-type batcher[I, V any] struct {
-	// run answers keys, with their inputs, in order. It runs under its own
-	// context, so that one caller going away does not fail the others' keys.
-	run      func(ctx context.Context, keys []Key, ins []I) ([]V, error)
+// batcher folds concurrent groups of work into batches: a group is what one
+// request needs (one key for a GET, a chunk of keys for an MGet), and a
+// batch is one round trip to a tier (one Redis pipeline, one `= ANY($1)`
+// query). While fewer than lanes batches run, a submitted group starts one
+// at once; otherwise it waits, and the next batch takes every waiting
+// group, up to maxBatch keys (a group is never split, so a batch holds at
+// least one whole group). So an idle service adds no latency, and a busy
+// one sends fewer, larger requests instead of queueing one round trip per
+// key. A batcher is safe for concurrent use.
+type batcher[G comparable] struct {
 	lanes    int
 	maxBatch int
-	// traced makes a batch carry its first caller's context values, such
-	// as the trace its tier calls belong to; without it a batch runs under
-	// a bare context, which costs nothing.
-	traced bool
+	// size is the number of keys of a group.
+	size func(G) int
+	// run answers a batch. It runs to its end whoever is waiting, and
+	// delivers each group's answer itself.
+	run func(batch []G)
 
 	mu      sync.Mutex
-	queue   []*batchCall[I, V]
+	queue   []G
+	queued  int // keys in queue
 	running int
 }
 
-type batchCall[I, V any] struct {
-	ctx  context.Context
-	key  Key
-	in   I
-	done chan struct{}
-	val  V
-	err  error
-}
-
-// do answers one key, batched with whatever other keys wait with it.
-func (b *batcher[I, V]) do(ctx context.Context, key Key, in I) (V, error) {
-	c := &batchCall[I, V]{ctx: ctx, key: key, in: in, done: make(chan struct{})}
-	b.mu.Lock()
-	b.queue = append(b.queue, c)
-	start := b.running < b.lanes
-	if start {
-		b.running++
-	}
-	b.mu.Unlock()
-	if start {
+// submit queues g and returns. When a lane is free, it starts one in a new
+// goroutine, which runs batches until nothing waits: the caller may go away
+// while its group runs.
+func (b *batcher[G]) submit(g G) {
+	if b.enqueue(g) {
 		go b.loop()
 	}
-	select {
-	case <-c.done:
-		return c.val, c.err
-	case <-ctx.Done():
-		var zero V
-		return zero, ctx.Err()
-	}
 }
 
-// loop runs batches until no key waits.
-func (b *batcher[I, V]) loop() {
+// runHere queues g and, when a lane is free, runs batches in the calling
+// goroutine until the one holding g has run; then it leaves the lane to a
+// new goroutine if more groups wait. It saves a hand-off to another
+// goroutine for calls that wait for their answer anyway, and that a
+// deadline bounds. When no lane is free, or another lane took g first, g
+// is answered by another goroutine: the caller waits for g's answer in
+// every case.
+func (b *batcher[G]) runHere(g G) {
+	if !b.enqueue(g) {
+		return
+	}
 	for {
-		b.mu.Lock()
-		var batch []*batchCall[I, V]
-		for len(b.queue) > 0 && len(batch) < b.maxBatch {
-			c := b.queue[0]
-			b.queue[0] = nil
-			b.queue = b.queue[1:]
-			if c.ctx.Err() == nil { // its caller is gone: skip it
-				batch = append(batch, c)
-			}
-		}
-		if len(batch) == 0 {
-			b.queue = nil // release the drained backing array
-			b.running--
-			b.mu.Unlock()
+		batch, mine := b.next(g)
+		if batch == nil {
 			return
 		}
-		b.mu.Unlock()
-		b.runBatch(batch)
+		b.run(batch)
+		if mine {
+			b.mu.Lock()
+			more := len(b.queue) > 0
+			if !more {
+				b.running--
+			}
+			b.mu.Unlock()
+			if more {
+				go b.loop()
+			}
+			return
+		}
 	}
 }
 
-func (b *batcher[I, V]) runBatch(batch []*batchCall[I, V]) {
-	keys := make([]Key, len(batch))
-	ins := make([]I, len(batch))
-	for i, c := range batch {
-		keys[i], ins[i] = c.key, c.in
+// enqueue queues g and reports whether the caller must start a lane.
+func (b *batcher[G]) enqueue(g G) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.queue = append(b.queue, g)
+	b.queued += b.size(g)
+	if b.running < b.lanes {
+		b.running++
+		return true
 	}
-	// The batch runs for all its callers, under the run function's own
-	// deadlines: none's cancellation applies.
-	ctx := context.Background()
-	if b.traced {
-		ctx = context.WithoutCancel(batch[0].ctx)
+	return false
+}
+
+// next takes the next batch off the queue, and reports whether it holds
+// mine. With nothing queued it returns nil and gives up the lane.
+func (b *batcher[G]) next(mine G) ([]G, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		b.queue = nil // release the drained backing array
+		b.running--
+		return nil, false
 	}
-	vals, err := b.run(ctx, keys, ins)
-	for i, c := range batch {
-		if err != nil {
-			c.err = err
-		} else {
-			c.val = vals[i]
+	n, keys := 0, 0
+	for n < len(b.queue) && (n == 0 || keys+b.size(b.queue[n]) <= b.maxBatch) {
+		keys += b.size(b.queue[n])
+		n++
+	}
+	batch := make([]G, n)
+	copy(batch, b.queue[:n])
+	clear(b.queue[:n])
+	b.queue = b.queue[n:]
+	b.queued -= keys
+	return batch, slices.Contains(batch, mine)
+}
+
+// loop runs batches until nothing waits.
+func (b *batcher[G]) loop() {
+	var none G
+	for {
+		batch, _ := b.next(none)
+		if batch == nil {
+			return
 		}
-		close(c.done)
+		b.run(batch)
 	}
+}
+
+// waiting returns the keys of the groups that wait for a lane.
+func (b *batcher[G]) waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queued
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -67,7 +68,7 @@ func (w *scriptedWarm) Ping(ctx context.Context) error { return nil }
 
 func breakerService(t *testing.T, warm warmcache.Warm, threshold int) *warmcache.Service {
 	t.Helper()
-	svc, err := warmcache.NewService(newMemHot(), warm, []*warmcache.Namespace{itemsNamespace()}, prometheus.NewRegistry(),
+	svc, err := warmcache.NewService(memtier.NewHot(nil), warm, []*warmcache.Namespace{itemsNamespace()}, prometheus.NewRegistry(),
 		slog.New(slog.DiscardHandler), warmcache.Options{BreakerThreshold: threshold, MaxBatchFold: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -158,7 +159,7 @@ func TestBreakerIgnoresCancelledReads(t *testing.T) {
 // pingCounter is a hot and warm tier whose pings are counted and take a
 // while, as a round trip does.
 type pingCounter struct {
-	*memHot
+	*memtier.Hot
 	pings atomic.Int64
 }
 
@@ -183,7 +184,7 @@ func (p *pingWarm) Ping(ctx context.Context) error {
 // however many probes arrive at once: a probe never takes a warehouse
 // connection of its own.
 func TestReadinessFloodPingsOnce(t *testing.T) {
-	hot, warm := &pingCounter{memHot: newMemHot()}, &pingWarm{scriptedWarm: &scriptedWarm{}}
+	hot, warm := &pingCounter{Hot: memtier.NewHot(nil)}, &pingWarm{scriptedWarm: &scriptedWarm{}}
 	now := time.Unix(1000, 0)
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

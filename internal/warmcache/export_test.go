@@ -8,12 +8,7 @@ var CheckMatch = checkMatch
 
 // Queued reports how many reads wait for a warehouse lane in namespace
 // widgets.
-func Queued(s *Service) int {
-	b := s.batches["widgets"].warm
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.queue)
-}
+func Queued(s *Service) int { return s.lanes["widgets"].warm.waiting() }
 
 // Waiters reports how many callers wait on the shared read of key in
 // namespace widgets.

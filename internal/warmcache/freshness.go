@@ -114,7 +114,7 @@ func (s *Service) fillChanges(ctx context.Context, ns *Namespace, keys []Key, en
 		return nil
 	}
 	hctx, cancel := context.WithTimeout(ctx, applyTimeout)
-	err := s.hot.FillMany(hctx, ns, keys, entries)
+	err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries))
 	cancel()
 	if err != nil {
 		s.hotWrites.WithLabelValues(ns.Name, "change", "error").Add(float64(len(keys)))
@@ -212,7 +212,7 @@ func (s *Service) Invalidate(ctx context.Context, namespace string, rawKeys []st
 			entries[i] = Entry{Version: cached[i].Version}
 		}
 	}
-	if err := s.hot.FillMany(hctx, ns, keys, entries); err != nil {
+	if err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries)); err != nil {
 		return 0, fmt.Errorf("%w: hot tier fill: %w", ErrUnavailable, err)
 	}
 	if near := s.near(ns); near != nil {

@@ -302,7 +302,7 @@ func (s *Service) refreshOnce(ctx context.Context, ns *Namespace, keys []Key) er
 	}
 	hctx, cancel := context.WithTimeout(ctx, max(20*s.opts.HotTimeout, time.Second))
 	defer cancel()
-	if err := s.hot.FillMany(hctx, ns, keys, entries); err != nil {
+	if err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries)); err != nil {
 		return fmt.Errorf("fill %d keys: %w", len(keys), err)
 	}
 	return nil

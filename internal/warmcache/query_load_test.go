@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/loadfmt"
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -30,12 +31,6 @@ type tableWarm struct {
 }
 
 func newTableWarm() *tableWarm { return &tableWarm{rows: map[string]warmcache.Entry{}} }
-
-func (w *tableWarm) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.rows[key.Text], nil
-}
 
 func (w *tableWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
 	w.mu.Lock()
@@ -116,14 +111,6 @@ type countingHot struct {
 	failFills int
 }
 
-func (h *countingHot) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.calls++
-	e, ok := h.entries[key.Text]
-	return e, ok, nil
-}
-
 func (h *countingHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -135,11 +122,7 @@ func (h *countingHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys
 	return es, hits, nil
 }
 
-func (h *countingHot) Fill(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) error {
-	return h.FillMany(ctx, ns, []warmcache.Key{key}, []warmcache.Entry{e})
-}
-
-func (h *countingHot) FillMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key, es []warmcache.Entry) error {
+func (h *countingHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.calls++
@@ -147,11 +130,11 @@ func (h *countingHot) FillMany(ctx context.Context, ns *warmcache.Namespace, key
 		h.failFills--
 		return errors.New("hot tier down")
 	}
-	for i, k := range keys {
-		if cur, ok := h.entries[k.Text]; ok && cur.Version >= es[i].Version {
+	for _, f := range fills {
+		if cur, ok := h.entries[f.Key.Text]; ok && cur.Version >= f.Entry.Version {
 			continue
 		}
-		h.entries[k.Text] = es[i]
+		h.entries[f.Key.Text] = f.Entry
 	}
 	return nil
 }
@@ -221,7 +204,7 @@ func TestQueryErrors(t *testing.T) {
 	timedOut := newTableWarm()
 	timedOut.queryErr = errors.Join(errors.New("pgstore: statement timeout"), context.DeadlineExceeded)
 	slow := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, timedOut, itemsNamespace())
-	plain := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, newMemWarm(), itemsNamespace())
+	plain := newQLService(t, &countingHot{entries: map[string]warmcache.Entry{}}, memtier.NewWarm(), itemsNamespace())
 	tests := []struct {
 		name      string
 		svc       *warmcache.Service

@@ -11,39 +11,28 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // heldHot counts the hot tier's reads and, when armed, holds the next
 // read's answer (taken before it waits) until release is closed.
 type heldHot struct {
-	*memHot
+	*memtier.Hot
 	reads   atomic.Int64
 	armed   atomic.Bool
 	holding chan struct{} // closed when the armed read has its answer
 	release chan struct{}
 }
 
-func (h *heldHot) Get(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool, error) {
-	h.reads.Add(1)
-	e, hit, err := h.memHot.Get(ctx, ns, key)
+func (h *heldHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
+	h.reads.Add(int64(len(keys)))
+	es, hits, err := h.Hot.GetMany(ctx, ns, keys)
 	if h.armed.CompareAndSwap(true, false) {
 		close(h.holding)
 		<-h.release
 	}
-	return e, hit, err
-}
-
-func (h *heldHot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
-	es, hits := make([]warmcache.Entry, len(keys)), make([]bool, len(keys))
-	for i, k := range keys {
-		e, hit, err := h.Get(ctx, ns, k)
-		if err != nil {
-			return nil, nil, err
-		}
-		es[i], hits[i] = e, hit
-	}
-	return es, hits, nil
+	return es, hits, err
 }
 
 // newPatientService is a service whose hot-tier deadline no test machine
@@ -61,8 +50,8 @@ func newPatientService(tb testing.TB, hot warmcache.Hot, warm warmcache.Warm) *w
 // TestMissReadsTheHotTierOnce: a miss that no other read of its key
 // overlapped reads the hot tier once, the warehouse once, and fills.
 func TestMissReadsTheHotTierOnce(t *testing.T) {
-	hot, warm := &heldHot{memHot: newMemHot()}, newMemWarm()
-	warm.rows["7"] = warmcache.Entry{Value: []byte(`7`), Version: 3, Found: true}
+	hot, warm := &heldHot{Hot: memtier.NewHot(nil)}, memtier.NewWarm()
+	warm.Set("widgets", "7", []byte(`7`), 3)
 	svc := newPatientService(t, hot, warm)
 	item, err := svc.Get(context.Background(), "widgets", "7")
 	if err != nil || item.Source != warmcache.SourceWarm || string(item.Entry.Value) != "7" {
@@ -71,10 +60,10 @@ func TestMissReadsTheHotTierOnce(t *testing.T) {
 	if n := hot.reads.Load(); n != 1 {
 		t.Errorf("hot-tier reads = %d, want 1", n)
 	}
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Errorf("warehouse lookups = %d, want 1", n)
 	}
-	if e, hit, _ := hot.memHot.Get(context.Background(), widgets(), warmcache.Key{Text: "7", Int: 7}); !hit || e.Version != 3 {
+	if e, hit := hot.Peek("widgets", "7"); !hit || e.Version != 3 {
 		t.Errorf("hot tier after the miss: %+v, hit %v; want version 3", e, hit)
 	}
 }
@@ -83,8 +72,8 @@ func TestMissReadsTheHotTierOnce(t *testing.T) {
 // taken before another read of the same key ended (and filled) reads the
 // hot tier again instead of the warehouse.
 func TestMissAfterAnotherFlightEndedRechecks(t *testing.T) {
-	hot, warm := &heldHot{memHot: newMemHot(), holding: make(chan struct{}), release: make(chan struct{})}, newMemWarm()
-	warm.rows["9"] = warmcache.Entry{Value: []byte(`9`), Version: 4, Found: true}
+	hot, warm := &heldHot{Hot: memtier.NewHot(nil), holding: make(chan struct{}), release: make(chan struct{})}, memtier.NewWarm()
+	warm.Set("widgets", "9", []byte(`9`), 4)
 	svc := newPatientService(t, hot, warm)
 	hot.armed.Store(true)
 
@@ -106,7 +95,7 @@ func TestMissAfterAnotherFlightEndedRechecks(t *testing.T) {
 	if lateErr != nil || string(late.Entry.Value) != "9" || late.Entry.Version != 4 {
 		t.Fatalf("late Get = %+v, %v; want version 4", late, lateErr)
 	}
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Errorf("warehouse lookups = %d, want 1: the late read should have found the first read's fill", n)
 	}
 	if n := hot.reads.Load(); n != 3 {

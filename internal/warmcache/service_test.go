@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -33,13 +34,13 @@ func newService(tb testing.TB, hot warmcache.Hot, warm warmcache.Warm, nss ...*w
 }
 
 func TestGetMissThenHit(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
 	svc := newService(t, hot, warm)
 	ctx := context.Background()
 	if _, err := svc.Put(ctx, "widgets", "42", []byte(`{"id":"42"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	hot.entries = map[string]warmcache.Entry{} // forget the write's fill
+	hot.Forget() // forget the write's fill
 
 	item, err := svc.Get(ctx, "widgets", "042")
 	if err != nil {
@@ -52,13 +53,13 @@ func TestGetMissThenHit(t *testing.T) {
 	if err != nil || item.Source != warmcache.SourceHot {
 		t.Fatalf("second get = %+v, %v; want a hit", item, err)
 	}
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Fatalf("warehouse lookups = %d, want 1", n)
 	}
 }
 
 func TestGetAbsentIsCachedNegative(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
 	svc := newService(t, hot, warm)
 	for i := 0; i < 3; i++ {
 		_, err := svc.Get(context.Background(), "widgets", "7")
@@ -66,13 +67,13 @@ func TestGetAbsentIsCachedNegative(t *testing.T) {
 			t.Fatalf("get %d: err = %v, want ErrNotFound", i, err)
 		}
 	}
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Fatalf("warehouse lookups = %d, want 1 (then negative hits)", n)
 	}
 }
 
 func TestWriteThenReadSeesNewVersion(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
 	svc := newService(t, hot, warm)
 	ctx := context.Background()
 	first, err := svc.Put(ctx, "widgets", "1", []byte(`1`), nil)
@@ -102,10 +103,10 @@ func TestWriteThenReadSeesNewVersion(t *testing.T) {
 }
 
 func TestStampedeSharesOneLookup(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
-	warm.rows["5"] = warmcache.Entry{Value: []byte(`5`), Version: 1, Found: true}
-	warm.gate = make(chan struct{})
-	warm.started = make(chan struct{}, 1)
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
+	warm.Set("widgets", "5", []byte(`5`), 1)
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	warm.SetLookupHook(memtier.Gate(started, gate))
 	svc := newService(t, hot, warm)
 
 	const n = 50
@@ -120,7 +121,7 @@ func TestStampedeSharesOneLookup(t *testing.T) {
 			errs <- err
 		}
 	}()
-	<-warm.started // the flight is in the warehouse
+	<-started // the flight is in the warehouse
 	for i := 1; i < n; i++ {
 		wg.Add(1)
 		go func() {
@@ -136,21 +137,21 @@ func TestStampedeSharesOneLookup(t *testing.T) {
 	}
 	waitFor(t, func() bool { return warmcache.Waiters(svc, "5") == n })
 	cancelFirst()
-	close(warm.gate) // let the one lookup answer
+	close(gate) // let the one lookup answer
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
-	if got := warm.lookups.Load(); got != 1 {
+	if got := warm.Lookups(); got != 1 {
 		t.Fatalf("warehouse lookups = %d, want 1", got)
 	}
 }
 
 func TestHotTierDownServesFromWarehouse(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
-	warm.rows["9"] = warmcache.Entry{Value: []byte(`9`), Version: 3, Found: true}
-	hot.down.Store(true)
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
+	warm.Set("widgets", "9", []byte(`9`), 3)
+	hot.SetDown(true)
 	svc := newService(t, hot, warm)
 	item, err := svc.Get(context.Background(), "widgets", "9")
 	if err != nil || string(item.Entry.Value) != "9" || item.Source != warmcache.SourceWarm {
@@ -159,9 +160,9 @@ func TestHotTierDownServesFromWarehouse(t *testing.T) {
 }
 
 func TestMGet(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
-	warm.rows["1"] = warmcache.Entry{Value: []byte(`1`), Version: 1, Found: true}
-	warm.rows["2"] = warmcache.Entry{Value: []byte(`2`), Version: 2, Found: true}
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
+	warm.Set("widgets", "1", []byte(`1`), 1)
+	warm.Set("widgets", "2", []byte(`2`), 2)
 	svc := newService(t, hot, warm)
 	ctx := context.Background()
 	if _, err := svc.Get(ctx, "widgets", "1"); err != nil { // 1 is now hot
@@ -193,7 +194,7 @@ func TestWriteRefusals(t *testing.T) {
 	ro.Name, ro.Writable = "frozen", false
 	cols := widgets()
 	cols.Name, cols.Layout, cols.Columns = "orders", warmcache.LayoutColumns, []warmcache.Column{{Name: "status", Type: "text"}}
-	svc := newService(t, newMemHot(), newMemWarm(), widgets(), ro, cols)
+	svc := newService(t, memtier.NewHot(nil), memtier.NewWarm(), widgets(), ro, cols)
 	deep := make([]byte, 0, 200)
 	for i := 0; i < 100; i++ {
 		deep = append(deep, '[')
@@ -226,13 +227,13 @@ func TestWriteRefusals(t *testing.T) {
 }
 
 func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
-	hot, warm := newMemHot(), newMemWarm()
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
 	for i := 0; i < 21; i++ {
 		k := strconv.Itoa(i)
-		warm.rows[k] = warmcache.Entry{Value: []byte(k), Version: 1, Found: true}
+		warm.Set("widgets", k, []byte(k), 1)
 	}
-	warm.gate = make(chan struct{})
-	warm.started = make(chan struct{}, 1)
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	warm.SetLookupHook(memtier.Gate(started, gate))
 	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{widgets()}, prometheus.NewRegistry(),
 		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{WarmLanes: 1})
 	if err != nil {
@@ -248,15 +249,15 @@ func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
 	}
 	wg.Add(1)
 	go get("0")
-	<-warm.started // key 0's query holds the only lane
+	<-started // key 0's query holds the only lane
 	for i := 1; i <= 20; i++ {
 		wg.Add(1)
 		go get(strconv.Itoa(i))
 	}
 	waitFor(t, func() bool { return queued(svc) })
-	close(warm.gate)
+	close(gate)
 	wg.Wait()
-	if n := warm.lookups.Load(); n != 2 {
+	if n := warm.Lookups(); n != 2 {
 		t.Fatalf("warehouse queries = %d, want 2 (key 0, then the 20 others folded)", n)
 	}
 }
@@ -265,8 +266,8 @@ func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
 func queued(svc *warmcache.Service) bool { return warmcache.Queued(svc) == 20 }
 
 func TestMGetUsesTheNearCache(t *testing.T) {
-	hot, warm, near := newMemHot(), newMemWarm(), newMemNear()
-	warm.rows["1"] = warmcache.Entry{Value: []byte(`1`), Version: 1, Found: true}
+	hot, warm, near := memtier.NewHot(nil), memtier.NewWarm(), memtier.NewNear()
+	warm.Set("widgets", "1", []byte(`1`), 1)
 	ns := widgets()
 	ns.NearTTL = time.Minute
 	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{ns}, prometheus.NewRegistry(),
@@ -296,7 +297,7 @@ func TestMGetUsesTheNearCache(t *testing.T) {
 	if err != nil || items[0].Entry.Version != put.Entry.Version || string(items[0].Entry.Value) != `"new"` {
 		t.Fatalf("mget after a write = %+v, %v; want the written version %d", items, err, put.Entry.Version)
 	}
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Fatalf("warehouse queries = %d, want the first mget's only", n)
 	}
 }

@@ -10,10 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-func newClockedService(t *testing.T, hot *memHot, warm *memWarm, clk *clock) *warmcache.Service {
+func newClockedService(t *testing.T, hot *memtier.Hot, warm *memtier.Warm, clk *memtier.Clock) *warmcache.Service {
 	t.Helper()
 	ns := widgets()
 	ns.TTL, ns.MaxStale = time.Minute, time.Minute
@@ -27,27 +28,25 @@ func newClockedService(t *testing.T, hot *memHot, warm *memWarm, clk *clock) *wa
 }
 
 func TestStaleWhileRevalidate(t *testing.T) {
-	clk := newClock()
-	hot, warm := newMemHot(), newMemWarm()
-	hot.clock = clk
+	clk := memtier.NewClock()
+	hot, warm := memtier.NewHot(clk.Now), memtier.NewWarm()
 	svc := newClockedService(t, hot, warm, clk)
 	ctx := context.Background()
 	if _, err := svc.Put(ctx, "widgets", "1", []byte(`"v1"`), nil); err != nil {
 		t.Fatal(err)
 	}
 	// The row changes behind the cache's back, as a nightly load would do.
-	warm.mu.Lock()
-	warm.rows["1"] = warmcache.Entry{Value: []byte(`"v2"`), Version: 99, Found: true}
-	warm.mu.Unlock()
+	warm.Set("widgets", "1", []byte(`"v2"`), 99)
 
 	clk.Advance(2 * time.Minute) // past the TTL
-	warm.started = make(chan struct{}, 1)
+	started := make(chan struct{}, 1)
+	warm.SetLookupHook(memtier.Gate(started, nil))
 	item, err := svc.Get(ctx, "widgets", "1")
 	if err != nil || item.Source != warmcache.SourceStale || string(item.Entry.Value) != `"v1"` {
 		t.Fatalf("get past the TTL = %+v, %v; want the old value marked stale", item, err)
 	}
 	select { // the one background refresh reaches the warehouse
-	case <-warm.started:
+	case <-started:
 	case <-time.After(5 * time.Second):
 		t.Fatal("no background refresh started")
 	}
@@ -55,15 +54,14 @@ func TestStaleWhileRevalidate(t *testing.T) {
 		it, err := svc.Get(ctx, "widgets", "1")
 		return err == nil && it.Source == warmcache.SourceHot && string(it.Entry.Value) == `"v2"`
 	})
-	if n := warm.lookups.Load(); n != 1 {
+	if n := warm.Lookups(); n != 1 {
 		t.Fatalf("warehouse lookups = %d, want the one refresh", n)
 	}
 }
 
 func TestStaleIfErrorAndBreaker(t *testing.T) {
-	clk := newClock()
-	hot, warm := newMemHot(), newMemWarm()
-	hot.clock = clk
+	clk := memtier.NewClock()
+	hot, warm := memtier.NewHot(clk.Now), memtier.NewWarm()
 	svc := newClockedService(t, hot, warm, clk)
 	ctx := context.Background()
 	if _, err := svc.Put(ctx, "widgets", "1", []byte(`"v1"`), nil); err != nil {
@@ -73,20 +71,20 @@ func TestStaleIfErrorAndBreaker(t *testing.T) {
 		t.Fatalf("hit = %+v, %v", it, err)
 	}
 	clk.Advance(2 * time.Minute) // key 1 is now past its TTL
-	warm.failing.Store(true)
+	warm.SetFailing(true)
 	for i := 0; i < 3; i++ { // misses fail and open the breaker
 		if _, err := svc.Get(ctx, "widgets", "404"); !errors.Is(err, warmcache.ErrUnavailable) {
 			t.Fatalf("miss %d with the warehouse down: err = %v, want ErrUnavailable", i, err)
 		}
 	}
-	before := warm.lookups.Load()
+	before := warm.Lookups()
 	if _, err := svc.Get(ctx, "widgets", "405"); !errors.Is(err, warmcache.ErrUnavailable) {
 		t.Fatalf("miss with the breaker open: err = %v, want ErrUnavailable", err)
 	}
 	if _, err := svc.Put(ctx, "widgets", "2", []byte(`1`), nil); !errors.Is(err, warmcache.ErrUnavailable) {
 		t.Fatalf("write with the breaker open: err = %v, want ErrUnavailable", err)
 	}
-	if got := warm.lookups.Load(); got != before {
+	if got := warm.Lookups(); got != before {
 		t.Fatalf("the open breaker let %d calls through", got-before)
 	}
 	// An expired entry is served stale while the warehouse is down, and
@@ -94,11 +92,11 @@ func TestStaleIfErrorAndBreaker(t *testing.T) {
 	if it, err := svc.Get(ctx, "widgets", "1"); err != nil || it.Source != warmcache.SourceStale {
 		t.Fatalf("expired hit with the warehouse down = %+v, %v; want stale", it, err)
 	}
-	if got := warm.lookups.Load(); got != before {
+	if got := warm.Lookups(); got != before {
 		t.Fatalf("a stale hit with the breaker open reached the warehouse %d times", got-before)
 	}
 	// After the cooldown one probe goes through; it succeeds and closes the breaker.
-	warm.failing.Store(false)
+	warm.SetFailing(false)
 	clk.Advance(10 * time.Second)
 	if _, err := svc.Get(ctx, "widgets", "406"); !errors.Is(err, warmcache.ErrNotFound) {
 		t.Fatalf("probe after the cooldown: err = %v, want ErrNotFound from the warehouse", err)

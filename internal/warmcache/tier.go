@@ -18,22 +18,33 @@ type Entry struct {
 	FreshUntil time.Time
 }
 
-// Hot is the hot tier: a shared cache in front of the warehouse. Its
-// implementations are safe for concurrent use.
+// Fill is one entry to store in the hot tier. The core decides its
+// lifetime: Entry.FreshUntil is when it goes stale, and Keep how long the
+// tier keeps it (its freshness, and the namespace's MaxStale more for a
+// present entry, so that it can be served stale).
+type Fill struct {
+	Key   Key
+	Entry Entry
+	Keep  time.Duration
+}
+
+// Hot is the hot tier: a shared cache in front of the warehouse. It only
+// stores and fetches; every policy (lifetimes, staleness, what to fill) is
+// the core's. A read of one key is a batch of one. Its implementations are
+// safe for concurrent use.
 type Hot interface {
-	// Get returns the cached entry for key; hit is false when nothing is
-	// cached. A cached absent entry is a hit with Found false.
-	Get(ctx context.Context, ns *Namespace, key Key) (e Entry, hit bool, err error)
-	// GetMany is Get for several keys in one round trip. entries and hits
-	// have the length of keys.
+	// GetMany returns the cached entries of keys in one round trip; hits[i]
+	// is false when nothing is cached for keys[i] (or the cached value
+	// cannot be read). A cached absent entry is a hit with Found false.
+	// entries and hits have the length of keys.
 	GetMany(ctx context.Context, ns *Namespace, keys []Key) (entries []Entry, hits []bool, err error)
-	// Fill stores e for key unless the tier already holds a newer version,
-	// or an absent entry of a newer delete. An absent e with version zero
-	// is stored only when nothing is cached for key. Fill is how both reads
-	// and writes update the tier, so their order is decided by versions.
-	Fill(ctx context.Context, ns *Namespace, key Key, e Entry) error
-	// FillMany is Fill for several keys in one round trip.
-	FillMany(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) error
+	// FillMany stores each fill for its Keep, unless the tier already holds
+	// a newer version of the key, or an absent entry of a delete at the
+	// same version. An absent entry with version zero is stored only when
+	// nothing is cached for the key. FillMany is how both reads and writes
+	// update the tier, so their order is decided by versions. Each key is
+	// filled on its own: when some fail, others may still be stored.
+	FillMany(ctx context.Context, ns *Namespace, fills []Fill) error
 	// Ping reports whether the tier answers.
 	Ping(ctx context.Context) error
 }
@@ -41,10 +52,9 @@ type Hot interface {
 // Warm is the warm tier: the warehouse that is the source of truth. Its
 // implementations are safe for concurrent use.
 type Warm interface {
-	// Lookup reads key. An absent key is an Entry with Found false and a
-	// nil error.
-	Lookup(ctx context.Context, ns *Namespace, key Key) (Entry, error)
-	// LookupMany reads keys in one query. The result has the length of keys.
+	// LookupMany reads keys in one round trip. The result has the length
+	// and order of keys; an absent key is an Entry with Found false. A read
+	// of one key is a batch of one.
 	LookupMany(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, error)
 	// Write applies writes in their order, atomically: all of them commit,
 	// or none. It returns one entry per write: for an upsert the value as

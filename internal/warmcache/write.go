@@ -3,6 +3,7 @@ package warmcache
 import (
 	"context"
 	"fmt"
+	"log/slog"
 )
 
 // Op is one change of a Transact call, with its key as the client sent it.
@@ -86,6 +87,63 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	s.written(ctx, ns, keys, final)
 	s.outcome(ctx, ns, "write", true)
 	return items, nil
+}
+
+// Put stores value under key: first in the warehouse, then, once committed,
+// in the hot tier. ifMatch, when not nil, is the version the row must have.
+// Errors wrap ErrUnknownNamespace, ErrInvalidKey, ErrInvalidValue,
+// ErrTooLarge, ErrReadOnly, ErrVersionMismatch or ErrUnavailable.
+func (s *Service) Put(ctx context.Context, namespace, rawKey string, value []byte, ifMatch *int64) (Item, error) {
+	items, err := s.Transact(ctx, namespace, []Op{{Key: rawKey, Value: value, IfMatch: ifMatch}})
+	if err != nil {
+		return Item{}, err
+	}
+	return items[0], nil
+}
+
+// Delete removes key: first in the warehouse, then, once committed, the hot
+// tier records the key as absent at the delete's version. Errors wrap
+// ErrNotFound, ErrVersionMismatch and the errors of Put.
+func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch *int64) error {
+	_, err := s.Transact(ctx, namespace, []Op{{Key: rawKey, Delete: true, IfMatch: ifMatch}})
+	return err
+}
+
+// written updates the caches after a committed write: the hot tier, this
+// instance's near cache, and the other instances' near caches. Entries at
+// version zero (the delete of a key that was already absent) change
+// nothing.
+func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
+	var fk []Key
+	var fe []Entry
+	for i, e := range entries {
+		if e.Version != 0 {
+			fk, fe = append(fk, keys[i]), append(fe, e)
+		}
+	}
+	if len(fk) == 0 {
+		return
+	}
+	s.fill(ctx, ns, "write", fk, fe)
+	near := s.near(ns)
+	for i, key := range fk {
+		e := fe[i]
+		if near != nil {
+			near.Invalidate(ns, key, e.Version)
+			if e.Found {
+				near.Set(ns, key, e)
+			}
+		}
+		if s.opts.Invalidations != nil && ns.NearTTL > 0 {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+			err := s.opts.Invalidations.Publish(pctx, ns, key, e.Version)
+			cancel()
+			if err != nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+					slog.String("namespace", ns.Name), slog.Any("err", err))
+			}
+		}
+	}
 }
 
 // GetLatest reads one key from the warehouse, the source of truth, past

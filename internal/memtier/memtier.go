@@ -1,0 +1,405 @@
+// Package memtier holds the hot and the warm tier in memory, with the rules
+// of the real ones: the hot tier orders fills by version and forgets entries
+// when their lifetime ends; the warm tier hands out growing versions,
+// applies a transaction's writes atomically and checks its preconditions.
+// They let the core and the transports be tested without servers. Tests
+// can also take a tier down, count its calls and hold its reads.
+//
+// Keys are kept in their canonical text (warmcache.Key.Text) per namespace
+// name.
+package memtier
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+var (
+	_ warmcache.Hot  = (*Hot)(nil)
+	_ warmcache.Warm = (*Warm)(nil)
+)
+
+// ErrDown is the error of a tier that a test took down. It wraps
+// warmcache.ErrUnavailable, as an adapter's error for an unreachable server
+// does.
+var ErrDown = fmt.Errorf("%w: memtier: tier down", warmcache.ErrUnavailable)
+
+// Clock is a clock that moves only when told, for tests of lifetimes and
+// staleness. Safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at a fixed instant.
+func NewClock() *Clock { return &Clock{now: time.Unix(1_700_000_000, 0)} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func memKey(ns, key string) string { return ns + "\x00" + key }
+
+type hotEntry struct {
+	e      warmcache.Entry
+	expiry time.Time
+}
+
+// Hot is an in-memory hot tier. It implements warmcache.Hot with the
+// version rules of the Redis tier: a fill never replaces a newer version,
+// nor an absent entry of a delete with a present one at the same version;
+// an absent entry at version zero is stored only where nothing is cached.
+// An entry is forgotten once its Keep has passed (it is still there at
+// the instant it ends). Safe for concurrent use.
+type Hot struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]hotEntry
+	down    atomic.Bool
+	gets    atomic.Int64
+	fills   atomic.Int64
+}
+
+// NewHot returns an empty hot tier on the clock now; nil means time.Now.
+func NewHot(now func() time.Time) *Hot {
+	if now == nil {
+		now = time.Now
+	}
+	return &Hot{now: now, entries: map[string]hotEntry{}}
+}
+
+// GetMany implements warmcache.Hot.
+func (h *Hot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
+	h.gets.Add(1)
+	if h.down.Load() {
+		return nil, nil, ErrDown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	es, hits := make([]warmcache.Entry, len(keys)), make([]bool, len(keys))
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for i, k := range keys {
+		mk := memKey(ns.Name, k.Text)
+		he, ok := h.entries[mk]
+		if ok && now.After(he.expiry) {
+			delete(h.entries, mk)
+			ok = false
+		}
+		es[i], hits[i] = he.e, ok
+	}
+	return es, hits, nil
+}
+
+// FillMany implements warmcache.Hot.
+func (h *Hot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	h.fills.Add(1)
+	if h.down.Load() {
+		return ErrDown
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := h.now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, f := range fills {
+		if f.Entry.Version < 0 {
+			return fmt.Errorf("memtier: fill %q: negative version", f.Key.Text)
+		}
+		mk := memKey(ns.Name, f.Key.Text)
+		if cur, ok := h.entries[mk]; ok && !now.After(cur.expiry) && wins(cur.e, f.Entry) {
+			continue
+		}
+		h.entries[mk] = hotEntry{e: f.Entry, expiry: now.Add(max(f.Keep, time.Millisecond))}
+	}
+	return nil
+}
+
+// wins reports whether the cached entry cur stays in place of e.
+func wins(cur, e warmcache.Entry) bool {
+	return cur.Version > e.Version || cur.Version == e.Version && cur.Version != 0 && !cur.Found && e.Found
+}
+
+// Ping implements warmcache.Hot.
+func (h *Hot) Ping(context.Context) error {
+	if h.down.Load() {
+		return ErrDown
+	}
+	return nil
+}
+
+// SetDown takes the tier down (every call fails with ErrDown) or brings it
+// back.
+func (h *Hot) SetDown(down bool) { h.down.Store(down) }
+
+// Forget drops every entry, as a restarted cache would.
+func (h *Hot) Forget() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.entries = map[string]hotEntry{}
+}
+
+// Peek returns the live entry cached for the canonical key text of the
+// namespace called ns, without counting a read.
+func (h *Hot) Peek(ns, key string) (warmcache.Entry, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	he, ok := h.entries[memKey(ns, key)]
+	if !ok || h.now().After(he.expiry) {
+		return warmcache.Entry{}, false
+	}
+	return he.e, true
+}
+
+// Keep returns how long the entry of key in ns is still kept; zero when
+// none is.
+func (h *Hot) Keep(ns, key string) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	he, ok := h.entries[memKey(ns, key)]
+	if !ok {
+		return 0
+	}
+	return max(he.expiry.Sub(h.now()), 0)
+}
+
+// Gets returns the number of GetMany calls (round trips) so far.
+func (h *Hot) Gets() int64 { return h.gets.Load() }
+
+// Fills returns the number of FillMany calls (round trips) so far.
+func (h *Hot) Fills() int64 { return h.fills.Load() }
+
+// LookupHook is called at the start of every warehouse read with its keys;
+// a non-nil error fails the read. A hook may block, to hold reads in flight.
+type LookupHook func(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) error
+
+// Warm is an in-memory warehouse. It implements warmcache.Warm: versions
+// come from one sequence and grow with every write, a transaction's writes
+// apply all or none, IfMatch and IfAbsent are checked against the current
+// row, and a delete leaves an absent entry at a new version. Safe for
+// concurrent use.
+type Warm struct {
+	mu      sync.Mutex
+	rows    map[string]warmcache.Entry
+	version int64
+	hook    LookupHook
+
+	failing atomic.Bool
+	lookups atomic.Int64
+	keys    atomic.Int64
+	writes  atomic.Int64
+}
+
+// NewWarm returns an empty warehouse.
+func NewWarm() *Warm { return &Warm{rows: map[string]warmcache.Entry{}} }
+
+// LookupMany implements warmcache.Warm.
+func (w *Warm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
+	w.lookups.Add(1)
+	w.keys.Add(int64(len(keys)))
+	if w.failing.Load() {
+		return nil, ErrDown
+	}
+	w.mu.Lock()
+	hook := w.hook
+	w.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, ns, keys); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memtier: lookup: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]warmcache.Entry, len(keys))
+	for i, k := range keys {
+		out[i] = w.rows[memKey(ns.Name, k.Text)]
+	}
+	return out, nil
+}
+
+// Write implements warmcache.Warm.
+func (w *Warm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
+	w.writes.Add(1)
+	if w.failing.Load() {
+		return nil, ErrDown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("memtier: write: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	rows := maps.Clone(w.rows)
+	version := w.version
+	out := make([]warmcache.Entry, len(writes))
+	for i, wr := range writes {
+		mk := memKey(ns.Name, wr.Key.Text)
+		cur := rows[mk]
+		switch {
+		case wr.IfMatch != nil && (!cur.Found || cur.Version != *wr.IfMatch):
+			return nil, fmt.Errorf("%w: key %q is not at version %d", warmcache.ErrVersionMismatch, wr.Key.Text, *wr.IfMatch)
+		case wr.IfAbsent && cur.Found:
+			return nil, fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, wr.Key.Text)
+		case wr.Delete && !cur.Found && wr.AbsentOK:
+			continue
+		case wr.Delete && !cur.Found:
+			return nil, fmt.Errorf("%w: key %q", warmcache.ErrNotFound, wr.Key.Text)
+		}
+		version = max(version, cur.Version) + 1
+		if wr.Delete {
+			delete(rows, mk)
+			out[i] = warmcache.Entry{Version: version}
+			continue
+		}
+		out[i] = warmcache.Entry{Value: append([]byte(nil), wr.Value...), Version: version, Found: true}
+		rows[mk] = out[i]
+	}
+	w.rows, w.version = rows, version
+	return out, nil
+}
+
+// Ping implements warmcache.Warm.
+func (w *Warm) Ping(context.Context) error {
+	if w.failing.Load() {
+		return ErrDown
+	}
+	return nil
+}
+
+// Set stores a row as a writer that bypasses the service would: value at
+// version under the canonical key text of the namespace called ns. Later
+// writes take versions above it.
+func (w *Warm) Set(ns, key string, value []byte, version int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rows[memKey(ns, key)] = warmcache.Entry{Value: append([]byte(nil), value...), Version: version, Found: true}
+	w.version = max(w.version, version)
+}
+
+// Remove deletes a row as a writer that bypasses the service would.
+func (w *Warm) Remove(ns, key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.rows, memKey(ns, key))
+}
+
+// Row returns the row of the canonical key text in the namespace called ns.
+func (w *Warm) Row(ns, key string) (warmcache.Entry, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.rows[memKey(ns, key)]
+	return e, ok
+}
+
+// Len returns the number of rows.
+func (w *Warm) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.rows)
+}
+
+// SetFailing makes every call fail with ErrDown, or stops it.
+func (w *Warm) SetFailing(failing bool) { w.failing.Store(failing) }
+
+// SetLookupHook sets the hook of every later read; nil removes it.
+func (w *Warm) SetLookupHook(hook LookupHook) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hook = hook
+}
+
+// Lookups returns the number of reads (queries) so far, and Keys the keys
+// they asked for.
+func (w *Warm) Lookups() int64 { return w.lookups.Load() }
+
+// Keys returns the number of keys all reads asked for so far.
+func (w *Warm) Keys() int64 { return w.keys.Load() }
+
+// Writes returns the number of Write calls (transactions) so far.
+func (w *Warm) Writes() int64 { return w.writes.Load() }
+
+// Gate returns a hook that sends on started (when not nil) as each read
+// arrives, and holds every read until release is closed (when not nil); a
+// read whose context ends first fails with its error.
+func Gate(started chan<- struct{}, release <-chan struct{}) LookupHook {
+	return func(ctx context.Context, _ *warmcache.Namespace, _ []warmcache.Key) error {
+		if started != nil {
+			select {
+			case started <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if release == nil {
+			return nil
+		}
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Near is an in-memory near cache with the version rules of
+// warmcache.Near, without lifetimes or bounds. Safe for concurrent use.
+type Near struct {
+	mu      sync.Mutex
+	entries map[string]warmcache.Entry
+}
+
+var _ warmcache.Near = (*Near)(nil)
+
+// NewNear returns an empty near cache.
+func NewNear() *Near { return &Near{entries: map[string]warmcache.Entry{}} }
+
+// Get implements warmcache.Near.
+func (n *Near) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	e, ok := n.entries[memKey(ns.Name, key.Text)]
+	return e, ok
+}
+
+// Set implements warmcache.Near.
+func (n *Near) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := memKey(ns.Name, key.Text)
+	if cur, ok := n.entries[k]; !ok || cur.Version <= e.Version {
+		n.entries[k] = e
+	}
+}
+
+// Invalidate implements warmcache.Near.
+func (n *Near) Invalidate(ns *warmcache.Namespace, key warmcache.Key, version int64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := memKey(ns.Name, key.Text)
+	if cur, ok := n.entries[k]; ok && cur.Version < version {
+		delete(n.entries, k)
+	}
+}

@@ -1,0 +1,115 @@
+package warmcache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// warmRead reads keys from the warehouse within the concurrency bound.
+func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
+	defer cancel()
+	select {
+	case s.warmSlots <- struct{}{}:
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: too many warehouse reads in flight", ErrOverloaded)
+	}
+	defer func() { <-s.warmSlots }()
+	if ok, wait := s.breaker.allow(); !ok {
+		return nil, fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
+	}
+
+	entries, err := s.warm.LookupMany(wctx, ns, keys)
+	if err == nil && len(entries) != len(keys) {
+		err = fmt.Errorf("warmcache: the warehouse answered %d of %d keys", len(entries), len(keys))
+	}
+	if err == nil {
+		for _, e := range entries {
+			result := "miss"
+			if e.Found {
+				result = "hit"
+			}
+			s.lookups.WithLabelValues(ns.Name, "sql", result).Inc()
+		}
+	} else {
+		s.lookups.WithLabelValues(ns.Name, "sql", "error").Add(float64(len(keys)))
+	}
+	if err := s.warmOutcome(ctx, wctx, err); err != nil {
+		return nil, err
+	}
+	return entries, nil
+}
+
+// fill stores entries in the hot tier in one round trip, each with the
+// lifetime the namespace's policy gives it (see fills). A failure is
+// counted and logged but not returned: the warehouse already answered, and
+// versions keep a later fill from being overtaken by this one. The fill
+// runs to its end, under the hot-tier deadline, even if the caller goes
+// away.
+func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys []Key, entries []Entry) {
+	if len(keys) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+	err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries))
+	cancel()
+	result := "ok"
+	if err != nil {
+		result = "error"
+		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
+			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
+	}
+	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(keys)))
+}
+
+// warmWrite runs one warehouse write under the warehouse deadline and the
+// circuit breaker (see warmOutcome).
+func (s *Service) warmWrite(ctx context.Context, write func(context.Context) error) error {
+	if ok, wait := s.breaker.allow(); !ok {
+		return fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
+	}
+	// A write runs to its end even if the client goes away, so that a
+	// commit is always followed by its cache update.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.WarmTimeout)
+	defer cancel()
+	return s.warmOutcome(context.WithoutCancel(ctx), wctx, write(wctx))
+}
+
+// warmOutcome tells the circuit breaker how a warehouse call that it let
+// through ended, and returns the call's error for the client. The adapter
+// has classified err once (see Classify); this only reads the class:
+//   - the caller went away (ctx done), or the call was cancelled: nothing
+//     is counted;
+//   - the warehouse is failing (ClassUnavailable) or the warehouse deadline
+//     ran out: a failure, answered as ErrUnavailable;
+//   - any other answer, a client error, a conflict or a bug: the warehouse
+//     answered, a success; the error passes unchanged.
+func (s *Service) warmOutcome(ctx, wctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		s.breaker.release()
+		return ctx.Err()
+	}
+	class := Classify(err)
+	if wctx.Err() != nil && class != ClassNone {
+		class = ClassUnavailable
+	}
+	switch class {
+	case ClassUnavailable:
+		s.breaker.done(false)
+		if !errors.Is(err, ErrUnavailable) {
+			return fmt.Errorf("%w: the warehouse did not answer within %v: %w", ErrUnavailable, s.opts.WarmTimeout, err)
+		}
+		return err
+	case ClassCanceled:
+		s.breaker.release()
+		return err
+	}
+	s.breaker.done(true)
+	return err
+}

@@ -1,0 +1,124 @@
+package warmcache
+
+import "time"
+
+// Options bound the service's work. The zero value of each field selects the
+// default in its comment.
+type Options struct {
+	// HotTimeout bounds one hot-tier call. Zero means 50ms.
+	HotTimeout time.Duration
+	// WarmTimeout bounds one warehouse call. Zero means 2s.
+	WarmTimeout time.Duration
+	// MaxWarmInflight bounds concurrent warehouse reads; a read that cannot
+	// start within WarmTimeout fails with ErrOverloaded. Zero means 32.
+	MaxWarmInflight int
+	// MaxBatchKeys bounds the keys of one MGet. Zero means 1000.
+	MaxBatchKeys int
+	// MaxResponseBytes bounds the values of one MGet answer; an MGet over
+	// it fails with ErrTooLarge once the values read so far pass it. Zero
+	// means 16 MiB.
+	MaxResponseBytes int
+	// MaxValueBytes bounds a stored value. Zero means 1 MiB.
+	MaxValueBytes int
+	// MaxValueDepth bounds the nesting of a stored value. Zero means 64.
+	MaxValueDepth int
+	// BreakerThreshold is the number of consecutive warehouse failures that
+	// open the circuit breaker. Zero means 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker refuses warehouse calls
+	// before it lets one through; it doubles while that call fails, up to
+	// 30 times its first value. Zero means 1s.
+	BreakerCooldown time.Duration
+	// MaxRefreshes bounds concurrent background revalidations of stale
+	// entries; a stale entry met while all are busy is served and left for
+	// a later request to refresh. Zero means 8.
+	MaxRefreshes int
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+	// Near is the in-process near cache, used for namespaces whose NearTTL
+	// is set. Nil means none.
+	Near Near
+	// Invalidations carries writes to other instances' near caches. Nil
+	// means this instance is alone.
+	Invalidations Invalidations
+	// Generations moves a namespace to a new generation, for Invalidate
+	// of a whole namespace. Nil means that Invalidate cannot do it.
+	Generations Generations
+	// MaxBatchFold bounds how many concurrent single-key reads are folded
+	// into one Redis pipeline or one warehouse `= ANY($1)` query. Zero means
+	// 64; one turns folding off, so that every read makes its own round trip.
+	MaxBatchFold int
+	// MaxLoads bounds the bulk loads in progress at once, over every
+	// transport; a load over the bound fails at once with ErrOverloaded.
+	// Zero means 4.
+	MaxLoads int
+	// MaxLoadWrites bounds the loads writing to the warehouse at once, each
+	// on one connection; the others wait without one. Zero means 2.
+	MaxLoadWrites int
+	// MaxLoadBytes bounds the keys and values of one load, which are
+	// spooled to disk before the warehouse sees them. Zero means 64 MiB;
+	// negative means no bound.
+	MaxLoadBytes int64
+	// SpoolDir is where loads are spooled, in unlinked files. Empty means
+	// os.TempDir().
+	SpoolDir string
+	// DirectLoads streams a load into the warehouse as its source is read,
+	// holding a connection meanwhile, instead of spooling it first. Only
+	// for trusted local sources, such as the load command's file.
+	DirectLoads bool
+	// CursorKey signs the cursors of Query, so that a client cannot forge
+	// one. Instances behind one load balancer need the same key. Nil means
+	// a random key per process: a cursor is then valid only on the
+	// instance that issued it, until it restarts.
+	CursorKey []byte
+	// Tracer marks the core's steps in the request's trace. Nil means no
+	// tracing, at the cost of one comparison per step.
+	Tracer Tracer
+	// TombstoneTTL is the least life of the absent entry that a delete
+	// leaves in the hot tier, so that a slow reader holding an older
+	// version cannot refill the key after the delete. It must exceed
+	// WarmTimeout. Zero means 30s.
+	TombstoneTTL time.Duration
+	// WarmLanes bounds the folded warehouse reads a namespace runs at once;
+	// reads that arrive while all lanes are busy wait and go together in the
+	// next query. Keep it near the warehouse pool's size. Zero means 4.
+	WarmLanes int
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if o.HotTimeout <= 0 {
+		o.HotTimeout = 50 * time.Millisecond
+	}
+	if o.WarmTimeout <= 0 {
+		o.WarmTimeout = 2 * time.Second
+	}
+	def(&o.MaxWarmInflight, 32)
+	def(&o.MaxBatchKeys, 1000)
+	def(&o.MaxValueBytes, 1<<20)
+	def(&o.MaxResponseBytes, 16<<20)
+	def(&o.MaxValueDepth, 64)
+	def(&o.BreakerThreshold, 5)
+	def(&o.MaxRefreshes, 8)
+	def(&o.MaxBatchFold, 64)
+	def(&o.WarmLanes, 4)
+	def(&o.MaxLoads, 4)
+	def(&o.MaxLoadWrites, 2)
+	if o.MaxLoadBytes == 0 {
+		o.MaxLoadBytes = 64 << 20
+	}
+	if o.TombstoneTTL <= 0 {
+		o.TombstoneTTL = 30 * time.Second
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = time.Second
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}

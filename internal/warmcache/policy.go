@@ -1,0 +1,82 @@
+package warmcache
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// The lifetimes of hot-tier entries when a namespace sets none.
+const (
+	defaultTTL         = 5 * time.Minute
+	defaultNegativeTTL = 30 * time.Second
+)
+
+// fresh returns how long e stays fresh in the hot tier of ns: the
+// namespace's TTL for a present entry, its NegativeTTL for the absent entry
+// of a read (version zero), and the larger of that and TombstoneTTL for the
+// absent entry of a delete. Each is multiplied by a random factor in
+// [1-TTLJitter, 1+TTLJitter], and a delete's entry still lives at least
+// TombstoneTTL, so that a slow reader holding an older version cannot
+// refill the key after the delete. The result is at least a millisecond.
+func (s *Service) fresh(ns *Namespace, e Entry) time.Duration {
+	negative := ns.NegativeTTL
+	if negative <= 0 {
+		negative = defaultNegativeTTL
+	}
+	var base, floor time.Duration
+	switch {
+	case e.Found:
+		base = ns.TTL
+		if base <= 0 {
+			base = defaultTTL
+		}
+	case e.Version == 0:
+		base = negative
+	default:
+		base = max(negative, s.opts.TombstoneTTL)
+		floor = s.opts.TombstoneTTL
+	}
+	d := base
+	if j := min(ns.TTLJitter, 1); j > 0 {
+		d = time.Duration(float64(base) * (1 - j + 2*j*rand.Float64()))
+	}
+	return max(d, floor, time.Millisecond)
+}
+
+// fills returns the hot-tier fills of entries: each fresh for its
+// jittered lifetime from now, and kept the namespace's MaxStale longer when
+// present, so that it can be served stale while it revalidates or while
+// the warehouse is down.
+func (s *Service) fills(ns *Namespace, keys []Key, entries []Entry) []Fill {
+	now := s.opts.Now()
+	out := make([]Fill, len(keys))
+	for i, e := range entries {
+		d := s.fresh(ns, e)
+		e.FreshUntil = now.Add(d)
+		keep := d
+		if e.Found && ns.MaxStale > 0 {
+			keep += ns.MaxStale
+		}
+		out[i] = Fill{Key: keys[i], Entry: e, Keep: keep}
+	}
+	return out
+}
+
+// expired reports whether a cached entry is past its freshness.
+func (s *Service) expired(e Entry) bool {
+	return !e.FreshUntil.IsZero() && s.opts.Now().After(e.FreshUntil)
+}
+
+// servableStale reports whether an expired entry may still be served: it is
+// present and within the namespace's MaxStale of its freshness.
+func (s *Service) servableStale(ns *Namespace, e Entry) bool {
+	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
+}
+
+// near returns the near cache if ns uses one.
+func (s *Service) near(ns *Namespace) Near {
+	if s.opts.Near == nil || ns.NearTTL <= 0 {
+		return nil
+	}
+	return s.opts.Near
+}

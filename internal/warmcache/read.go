@@ -1,0 +1,377 @@
+package warmcache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Source says which tier answered a read. Its text is the X-Cache header.
+type Source string
+
+// The sources of a read.
+const (
+	SourceNear  Source = "hit-l1" // the in-process near cache held the entry
+	SourceHot   Source = "hit"    // the hot tier held the entry
+	SourceWarm  Source = "miss"   // the warehouse answered and the hot tier was filled
+	SourceStale Source = "stale"  // the hot tier held an expired entry, served within MaxStale
+)
+
+// Item is the answer for one key.
+type Item struct {
+	Key    Key
+	Entry  Entry
+	Source Source
+}
+
+// Get reads one key. An absent key returns an Item with Found false and an
+// error that wraps ErrNotFound. Other errors wrap ErrUnknownNamespace,
+// ErrInvalidKey, ErrUnavailable or ErrOverloaded.
+//
+// An entry past its freshness but within the namespace's MaxStale is served
+// at once, marked SourceStale, while one background read revalidates it; so
+// it is also served while the warehouse is down.
+func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, error) {
+	ns, key, err := s.key(namespace, rawKey)
+	if err != nil {
+		return Item{}, err
+	}
+	items := []Item{{Key: key}}
+	if err := s.read(ctx, ns, items, 0); err != nil {
+		return Item{}, err
+	}
+	s.outcome(ctx, ns, string(items[0].Source), items[0].Entry.Found)
+	return s.answer(ns, items[0])
+}
+
+// MGet reads several keys, as Get does each. The items follow the order of
+// the distinct keys in rawKeys; absent keys have Found false. Errors wrap
+// ErrUnknownNamespace, ErrInvalidKey, ErrTooLarge (more than MaxBatchKeys
+// keys, or values over MaxResponseBytes), ErrUnavailable or ErrOverloaded.
+func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) ([]Item, error) {
+	ns, err := s.Namespace(namespace)
+	if err != nil {
+		return nil, err
+	}
+	if len(rawKeys) > s.opts.MaxBatchKeys {
+		return nil, fmt.Errorf("%w: %d keys in one request, at most %d", ErrTooLarge, len(rawKeys), s.opts.MaxBatchKeys)
+	}
+	items := make([]Item, 0, len(rawKeys))
+	seen := make(map[string]bool, len(rawKeys))
+	for _, raw := range rawKeys {
+		k, err := ns.ParseKey(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[k.Text] {
+			seen[k.Text] = true
+			items = append(items, Item{Key: k})
+		}
+	}
+	if err := s.read(ctx, ns, items, s.opts.MaxResponseBytes); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// answer returns item, with ErrNotFound when its entry is absent.
+func (s *Service) answer(ns *Namespace, item Item) (Item, error) {
+	if !item.Entry.Found {
+		return item, fmt.Errorf("%w: key %q in namespace %q", ErrNotFound, truncate(item.Key.Text), ns.Name)
+	}
+	return item, nil
+}
+
+// read is the one read path, for one key or many: it answers items (whose
+// keys are set) from the first tier that holds each key fresh, the near
+// cache, the hot tier, then the warehouse, whose reads are shared by key
+// (see share) and fill the tiers above. limit, when not zero, bounds the
+// bytes of the values: the tiers are read in chunks sized by it, and the
+// read fails with ErrTooLarge once the values read so far pass it.
+func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit int) error {
+	r := &reading{s: s, ns: ns, items: items, limit: limit, near: s.near(ns)}
+	probe := r.fromNear(ctx)
+	if err := r.check(); err != nil {
+		return err
+	}
+	missed, missedAt, err := r.fromHot(ctx, probe)
+	if err != nil {
+		return err
+	}
+	return r.fromWarm(ctx, missed, missedAt)
+}
+
+// reading is the state of one read.
+type reading struct {
+	s     *Service
+	ns    *Namespace
+	items []Item
+	near  Near
+	limit int
+	size  int    // bytes of the values answered so far
+	read  int    // keys asked of the hot tier or the warehouse so far
+	mark  uint64 // the flight mark taken before the first hot-tier read
+}
+
+// fromNear answers the items the near cache holds, and returns the
+// indexes of the others.
+func (r *reading) fromNear(ctx context.Context) []int {
+	probe := make([]int, 0, len(r.items))
+	if r.near == nil {
+		for i := range r.items {
+			probe = append(probe, i)
+		}
+		return probe
+	}
+	_, end := r.s.step(ctx, "near", r.ns)
+	for i := range r.items {
+		it := &r.items[i]
+		if e, ok := r.near.Get(r.ns, it.Key); ok {
+			r.s.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()
+			it.Entry, it.Source = e, SourceNear
+			r.size += len(e.Value)
+			continue
+		}
+		r.s.lookups.WithLabelValues(r.ns.Name, "near", "miss").Inc()
+		probe = append(probe, i)
+	}
+	if len(probe) == 0 {
+		end("hit")
+	} else {
+		end("miss")
+	}
+	return probe
+}
+
+// fromHot answers the items at probe that the hot tier holds fresh, or
+// expired but servable (see serveStale), and returns the misses for the
+// warehouse with their indexes. A hot-tier error is counted and makes its
+// keys misses, so that reads go on from the warehouse while it is down.
+func (r *reading) fromHot(ctx context.Context, probe []int) ([]miss, []int, error) {
+	s, ns := r.s, r.ns
+	r.mark = s.flights.mark()
+	var missed []miss
+	var missedAt []int
+	for start, n := 0, 0; start < len(probe); start += n {
+		n = r.chunk(len(probe))
+		at := probe[start:min(start+n, len(probe))]
+		keys := make([]Key, len(at))
+		for j, i := range at {
+			keys[j] = r.items[i].Key
+		}
+		r.read += len(keys)
+		entries, hits, err := s.hotGet(ctx, ns, keys)
+		for j, i := range at {
+			it := &r.items[i]
+			var e Entry
+			hit := false
+			if err == nil {
+				e, hit = entries[j], hits[j]
+			}
+			s.countHot(ns, e, hit, err)
+			switch {
+			case hit && !s.expired(e):
+				it.Entry, it.Source = e, SourceHot
+				r.size += len(e.Value)
+				if r.near != nil {
+					r.near.Set(ns, it.Key, e)
+				}
+			case hit && s.servableStale(ns, e):
+				s.serveStale(ns, it.Key, e)
+				it.Entry, it.Source = e, SourceStale
+				r.size += len(e.Value)
+			default:
+				missed, missedAt = append(missed, miss{key: it.Key, hotOK: err == nil}), append(missedAt, i)
+			}
+		}
+		if err := r.check(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return missed, missedAt, nil
+}
+
+// fromWarm answers the misses, at their indexes, from the warehouse.
+func (r *reading) fromWarm(ctx context.Context, missed []miss, at []int) error {
+	if len(missed) == 0 {
+		return nil
+	}
+	s, ns := r.s, r.ns
+	fctx, end := s.step(ctx, "flight", ns)
+	outcome := "joined"
+	for start, n := 0, 0; start < len(missed); start += n {
+		n = r.chunk(len(missed))
+		part := missed[start:min(start+n, len(missed))]
+		r.read += len(part)
+		entries, led, err := s.share(fctx, ns, part, r.mark)
+		if led {
+			outcome = "led"
+		}
+		if err != nil {
+			end("error")
+			return err
+		}
+		for j, i := range at[start : start+len(part)] {
+			it := &r.items[i]
+			it.Entry, it.Source = entries[j], SourceWarm
+			r.size += len(it.Entry.Value)
+			if r.near != nil {
+				r.near.Set(ns, it.Key, it.Entry)
+			}
+		}
+		if err := r.check(); err != nil {
+			end("error")
+			return err
+		}
+	}
+	end(outcome)
+	return nil
+}
+
+// chunk returns how many of left keys to ask of a tier next. Without a
+// limit, all of them; with one, as many as the rest of the limit holds at
+// the average size so far, from 16 (the most that can overshoot the
+// limit, by 16 values) to 256.
+func (r *reading) chunk(left int) int {
+	const least, most = 16, 256
+	switch {
+	case r.limit == 0:
+		return left
+	case r.read == 0 || r.size == 0:
+		return least
+	}
+	avg := max(r.size/r.read, 1)
+	return min(max((r.limit-r.size)/avg, least), most)
+}
+
+// check refuses an answer whose values exceed the limit.
+func (r *reading) check() error {
+	if r.limit > 0 && r.size > r.limit {
+		return fmt.Errorf("%w: the values of these keys exceed %d bytes, the bound of one answer; ask for fewer keys", ErrTooLarge, r.limit)
+	}
+	return nil
+}
+
+// hotCall is one read's keys for the hot tier, answered in a batch.
+type hotCall struct {
+	ctx     context.Context
+	keys    []Key
+	done    chan struct{} // closed when entries, hits and err are set
+	entries []Entry
+	hits    []bool
+	err     error
+}
+
+// hotGet reads keys from the hot tier in one round trip, folded with the
+// concurrent reads of the namespace (see batcher). When a lane is free the
+// caller runs the round trip itself; otherwise it waits for its batch and
+// for the batches ahead of it on the lanes, each under the hot-tier
+// deadline.
+func (s *Service) hotGet(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, []bool, error) {
+	c := &hotCall{ctx: ctx, keys: keys, done: make(chan struct{})}
+	s.lanes[ns.Name].hot.runHere(c)
+	select {
+	case <-c.done:
+		return c.entries, c.hits, c.err
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+}
+
+// runHotReads reads one batch of calls in one round trip under the
+// hot-tier deadline. Calls whose caller has gone are left out.
+func (s *Service) runHotReads(ns *Namespace, calls []*hotCall) {
+	var keys []Key
+	live := calls[:0:0]
+	for _, c := range calls {
+		if c.ctx.Err() != nil {
+			c.err = c.ctx.Err()
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+		keys = append(keys, c.keys...)
+	}
+	if len(live) == 0 {
+		return
+	}
+	s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
+	parent := context.Background()
+	if s.opts.Tracer != nil {
+		parent = context.WithoutCancel(live[0].ctx)
+	}
+	ctx, cancel := context.WithTimeout(parent, s.opts.HotTimeout)
+	entries, hits, err := s.hot.GetMany(ctx, ns, keys)
+	cancel()
+	off := 0
+	for _, c := range live {
+		if err != nil {
+			c.err = err
+		} else {
+			c.entries, c.hits = entries[off:off+len(c.keys)], hits[off:off+len(c.keys)]
+		}
+		off += len(c.keys)
+		close(c.done)
+	}
+}
+
+// countHot counts one key's hot-tier lookup.
+func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
+	result := "miss"
+	switch {
+	case err != nil:
+		result = "error"
+	case hit && e.Found:
+		result = "hit"
+	case hit:
+		result = "negative"
+	}
+	s.lookups.WithLabelValues(ns.Name, "redis", result).Inc()
+}
+
+// nearResult is the lookup result of a near-cache entry.
+func nearResult(e Entry) string {
+	if e.Found {
+		return "hit"
+	}
+	return "negative"
+}
+
+// serveStale accounts for serving the expired entry e of key: it starts
+// its revalidation unless the warehouse's breaker is open, and counts the
+// stale answer by that reason.
+func (s *Service) serveStale(ns *Namespace, key Key, e Entry) {
+	reason := "revalidate"
+	if s.breaker.open() {
+		reason = "error"
+	} else {
+		s.revalidate(ns, key, e)
+	}
+	s.stale.WithLabelValues(ns.Name, reason).Inc()
+}
+
+// revalidate starts one background read of key, unless one is under way or
+// all refresh slots are busy. stale is the entry being served meanwhile.
+// The read checks the hot tier first: the request that saw the stale entry
+// may have come just after another revalidation refilled it.
+func (s *Service) revalidate(ns *Namespace, key Key, stale Entry) {
+	fk := flightKey(ns, key)
+	if _, busy := s.refreshing.LoadOrStore(fk, struct{}{}); busy {
+		return
+	}
+	select {
+	case s.refreshes <- struct{}{}:
+	default:
+		s.refreshing.Delete(fk)
+		return
+	}
+	go func() {
+		defer func() { <-s.refreshes; s.refreshing.Delete(fk) }()
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.WarmTimeout)
+		defer cancel()
+		_, _, err := s.share(ctx, ns, []miss{{key: key, hotOK: true, recheck: true, stale: stale}}, 0)
+		if err != nil {
+			s.log.LogAttrs(ctx, slog.LevelDebug, "revalidation failed", slog.String("namespace", ns.Name), slog.Any("err", err))
+		}
+	}()
+}
