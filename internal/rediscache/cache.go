@@ -352,9 +352,9 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 // absent entry at the same version. An equal version otherwise renews the
 // entry, and an absent entry with version 0 never replaces a cached row.
 // One key takes one SET NX when nothing is cached, and one atomic script
-// that compares the versions otherwise; several go as a pipeline of SET NX
-// (on Cluster, one per node) and then one of scripts for the keys that
-// held an entry. Each key is filled on its own: when some fail, the others
+// that compares the versions otherwise (at once when the fill says the key
+// is Cached); several go as a pipeline of SET NX (on Cluster, one per
+// node) and then one of scripts for the keys that held an entry. Each key is filled on its own: when some fail, the others
 // may still be stored, and the error reports the first failure. Errors
 // are Redis and context errors, and a negative version, wrapped.
 func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
@@ -372,7 +372,7 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	}
 	start := time.Now()
 	if len(fills) == 1 {
-		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0])
+		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached)
 		c.observe("fill", start, err)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
@@ -388,40 +388,52 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 }
 
 // fillOne stores v under the Redis key rk for px milliseconds unless the
-// key holds an entry that wins by version. A plain SET NX stores it when
-// the key holds nothing, which is the common case of a fill after a miss;
-// only when the key holds an entry does the fill script compare versions.
-// The outcome is the script's in both cases: with nothing cached, the
-// script stores the entry too.
-func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64) error {
-	stored, err := c.client.SetNX(ctx, rk, v, time.Duration(px)*time.Millisecond).Result()
-	if err != nil || stored {
-		return err
+// key holds an entry that wins by version. When the key is not known to be
+// cached, a plain SET NX stores it if the key holds nothing, which is the
+// common case of a fill after a miss; when it is, or the SET NX found an
+// entry, the fill script compares versions. The outcome is the script's in
+// every case: with nothing cached, the script stores the entry too.
+func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64, cached bool) error {
+	if !cached {
+		stored, err := c.client.SetNX(ctx, rk, v, time.Duration(px)*time.Millisecond).Result()
+		if err != nil || stored {
+			return err
+		}
 	}
 	return c.fill.Run(ctx, c.client, []string{rk}, v, px).Err()
 }
 
-// fillPipeline stores each key with SET NX in one pipeline (see fillOne),
-// then runs the fill script, by its digest, for the keys that held an
-// entry, and once more by its source for the keys whose node did not have
-// the script cached.
+// fillPipeline stores the fills not known to be cached with SET NX in one
+// pipeline (see fillOne), then runs the fill script, by its digest, in
+// one pipeline for the keys known or found to hold an entry, and once more
+// by its source for the keys whose node did not have the script cached.
 func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill, values [][]byte, pxs []int64) error {
 	rks := make([]string, len(fills))
-	pipe := c.client.Pipeline()
-	nx := make([]*redis.BoolCmd, len(fills))
+	var held, tried []int
+	var pipe redis.Pipeliner
+	var nx []*redis.BoolCmd
 	for i, f := range fills {
 		rks[i] = c.key(ns, f.Key)
-		nx[i] = pipe.SetNX(ctx, rks[i], values[i], time.Duration(pxs[i])*time.Millisecond)
-	}
-	_, _ = pipe.Exec(ctx)
-	var held []int
-	for i, cmd := range nx {
-		stored, err := cmd.Result()
-		if err != nil {
-			return err
-		}
-		if !stored {
+		if f.Cached {
 			held = append(held, i)
+			continue
+		}
+		if pipe == nil {
+			pipe = c.client.Pipeline()
+		}
+		tried = append(tried, i)
+		nx = append(nx, pipe.SetNX(ctx, rks[i], values[i], time.Duration(pxs[i])*time.Millisecond))
+	}
+	if pipe != nil {
+		_, _ = pipe.Exec(ctx)
+		for j, cmd := range nx {
+			stored, err := cmd.Result()
+			if err != nil {
+				return err
+			}
+			if !stored {
+				held = append(held, tried[j])
+			}
 		}
 	}
 	if len(held) == 0 {

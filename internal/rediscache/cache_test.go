@@ -436,6 +436,13 @@ func TestFillAfterScriptFlush(t *testing.T) {
 		{"FillMany", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
 			return fillMany(ctx, f.cache, ns, []warmcache.Key{key, {Text: key.Text + "-2"}}, []warmcache.Entry{e, e})
 		}},
+		{"FillCached", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
+			return f.cache.FillMany(ctx, ns, []warmcache.Fill{{Key: key, Entry: e, Keep: testKeep, Cached: true}})
+		}},
+		{"FillManyCached", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
+			return f.cache.FillMany(ctx, ns, []warmcache.Fill{{Key: key, Entry: e, Keep: testKeep, Cached: true},
+				{Key: warmcache.Key{Text: key.Text + "-2"}, Entry: e, Keep: testKeep}})
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -452,6 +459,35 @@ func TestFillAfterScriptFlush(t *testing.T) {
 				t.Errorf("Get = %+v, hit %v; want %+v", got, hit, want)
 			}
 		})
+	}
+}
+
+// TestCachedFillVersionRules: a fill that says the key is cached goes to
+// the versioned script at once, with the same outcomes: an older version
+// never replaces a newer one, and a key that holds nothing is stored.
+func TestCachedFillVersionRules(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	fill := func(key string, e warmcache.Entry) {
+		t.Helper()
+		e.FreshUntil = time.Now().Add(testKeep)
+		if err := f.cache.FillMany(testContext(t), ns, []warmcache.Fill{{Key: warmcache.Key{Text: key}, Entry: e, Keep: testKeep, Cached: true}}); err != nil {
+			t.Fatalf("fill %s: %v", key, err)
+		}
+	}
+	fill("empty", present(3, `3`))
+	if got, hit := f.get(t, ns, "empty"); !hit || !sameEntry(got, present(3, `3`)) {
+		t.Errorf("a cached fill of an empty key: %+v, hit %v; want version 3", got, hit)
+	}
+	f.fill(t, ns, "held", present(5, `5`))
+	fill("held", present(4, `4`))
+	fill("held", absent(0))
+	if got, _ := f.get(t, ns, "held"); !sameEntry(got, present(5, `5`)) {
+		t.Errorf("older cached fills replaced version 5: %+v", got)
+	}
+	fill("held", absent(6))
+	if got, hit := f.get(t, ns, "held"); !hit || !sameEntry(got, absent(6)) {
+		t.Errorf("the delete at version 6 did not replace version 5: %+v, hit %v", got, hit)
 	}
 }
 

@@ -46,18 +46,17 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 	return entries, nil
 }
 
-// fill stores entries in the hot tier in one round trip, each with the
-// lifetime the namespace's policy gives it (see fills). A failure is
+// fill stores fills in the hot tier in one round trip. A failure is
 // counted and logged but not returned: the warehouse already answered, and
 // versions keep a later fill from being overtaken by this one. The fill
 // runs to its end, under the hot-tier deadline, even if the caller goes
 // away.
-func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys []Key, entries []Entry) {
-	if len(keys) == 0 {
+func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, fills []Fill) {
+	if len(fills) == 0 {
 		return
 	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
-	err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries))
+	err := s.hot.FillMany(hctx, ns, fills)
 	cancel()
 	result := "ok"
 	if err != nil {
@@ -65,7 +64,7 @@ func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, keys [
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
 	}
-	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(keys)))
+	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(fills)))
 }
 
 // warmWrite runs one warehouse write under the warehouse deadline and the

@@ -16,6 +16,9 @@ type miss struct {
 	// recheck makes the read look at the hot tier again first, whatever
 	// the flight marks say (a revalidation).
 	recheck bool
+	// cached is true when the hot tier held an entry of the key (expired,
+	// or absent and expired): the fill then compares versions at once.
+	cached bool
 	// stale is the expired entry being revalidated, if any: when the
 	// warehouse no longer has the key, the absent entry takes its version
 	// so that it replaces it.
@@ -242,7 +245,8 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 		return
 	}
 	var fillKeys []Key
-	var fills []Entry
+	var fillEntries []Entry
+	var cached []bool
 	for i, f := range rest {
 		e := entries[i]
 		if !e.Found && f.stale.Found {
@@ -250,10 +254,14 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 		}
 		f.entry = e
 		if f.hotOK {
-			fillKeys, fills = append(fillKeys, f.key), append(fills, e)
+			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)
 		}
 	}
-	s.fill(ctx, ns, "read", fillKeys, fills)
+	fills := s.fills(ns, fillKeys, fillEntries)
+	for i := range fills {
+		fills[i].Cached = cached[i]
+	}
+	s.fill(ctx, ns, "read", fills)
 }
 
 // recheck reads the hot tier again for the flights that need it, in one

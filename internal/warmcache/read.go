@@ -181,7 +181,7 @@ func (r *reading) fromHot(ctx context.Context, probe []int) ([]miss, []int, erro
 				it.Entry, it.Source = e, SourceStale
 				r.size += len(e.Value)
 			default:
-				missed, missedAt = append(missed, miss{key: it.Key, hotOK: err == nil}), append(missedAt, i)
+				missed, missedAt = append(missed, miss{key: it.Key, hotOK: err == nil, cached: hit}), append(missedAt, i)
 			}
 		}
 		if err := r.check(); err != nil {

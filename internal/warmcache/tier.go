@@ -26,6 +26,11 @@ type Fill struct {
 	Key   Key
 	Entry Entry
 	Keep  time.Duration
+	// Cached says that the tier held an entry of the key when the core
+	// last read it (an expired or absent one), or likely holds one (a
+	// write): the tier may then compare versions at once instead of first
+	// trying to create the key. It changes round trips, never the outcome.
+	Cached bool
 }
 
 // Hot is the hot tier: a shared cache in front of the warehouse. It only

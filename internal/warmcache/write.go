@@ -124,7 +124,11 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	if len(fk) == 0 {
 		return
 	}
-	s.fill(ctx, ns, "write", fk, fe)
+	fills := s.fills(ns, fk, fe)
+	for i := range fills {
+		fills[i].Cached = true // a write usually replaces a cached key
+	}
+	s.fill(ctx, ns, "write", fills)
 	near := s.near(ns)
 	for i, key := range fk {
 		e := fe[i]
@@ -162,7 +166,7 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 	}
 	e := entries[0]
 	s.outcome(ctx, ns, string(SourceWarm), e.Found)
-	s.fill(ctx, ns, "read", []Key{key}, []Entry{e})
+	s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
 	if near := s.near(ns); near != nil {
 		near.Set(ns, key, e)
 	}
