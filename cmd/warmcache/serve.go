@@ -8,7 +8,6 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/gateway"
-	"github.com/warmcache/warmcache/internal/tracing"
 )
 
 // serve runs `warmcache serve`: the gateway of the configuration, until ctx
@@ -22,15 +21,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
-	tcfg, err := tracing.FromEnv(getenv)
-	if err != nil {
-		return err
-	}
-	g, err := gateway.Open(ctx, cfg, gateway.Options{
-		Logger:  gateway.NewLogger(stderr, cfg.LogLevel),
-		Stdout:  stdout,
-		Tracing: tcfg,
-	})
+	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: gateway.NewLogger(stderr, cfg.LogLevel), Stdout: stdout})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 	Limits    Limits
 	Loads     Loads
 	Server    Server
+	// Tracing is read by `serve` from the OTEL_* variables (see
+	// tracing.FromEnv); the OpenTelemetry SDK reads the rest of them.
+	Tracing tracing.Config
 	// LogLevel is debug, info, warn or error (--log-level).
 	LogLevel string
 	// NamespacesFile is the YAML file that declares namespaces
@@ -356,6 +360,9 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 	}
 	if cmd == ServeCommand {
 		if err := c.checkOpenAccess(); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}

@@ -30,7 +30,7 @@ func Doctor(ctx context.Context, cfg config.Config, o DoctorOptions, stdout io.W
 	defer cancel()
 
 	problems := 0
-	cache, err := rediscache.New(RedisOptions(cfg), nil, log)
+	cache, err := newCache(cfg, func(*rediscache.Options) {}, nil, log)
 	if err != nil {
 		return err
 	}

@@ -69,11 +69,8 @@ type Options struct {
 	// Stdout receives one "warmcache: serving ..." line per listener, and
 	// the notice of open access. Nil means none.
 	Stdout io.Writer
-	// Tracing configures the traces of a Server: Open starts the exporter
-	// and Close flushes it. The zero value means no traces.
-	Tracing tracing.Config
-	// Tracer, when set, is used instead of Tracing, and Close leaves it
-	// running.
+	// Tracer, when set, is used instead of the one that the
+	// configuration's Tracing asks for, and Close leaves it running.
 	Tracer *tracing.Provider
 
 	// Hot and Warm, when set, wrap the tiers before the core is built, to
@@ -235,7 +232,7 @@ func (g *Gateway) startTracing(ctx context.Context) error {
 		g.tracer = g.opts.Tracer
 		return nil
 	}
-	tcfg := g.opts.Tracing
+	tcfg := g.cfg.Tracing
 	tp, err := tracing.Start(ctx, tcfg, buildVersion())
 	if err != nil {
 		return err
@@ -266,12 +263,12 @@ func (g *Gateway) openTiers(ctx context.Context, maxConns int32) error {
 	g.store = store
 	g.onClose(func() error { store.Close(); return nil })
 
-	redisOpts := RedisOptions(g.cfg)
-	redisOpts.Instrument = g.tracer.RedisInstrument()
-	if g.opts.Redis != nil {
-		g.opts.Redis(&redisOpts)
-	}
-	cache, err := rediscache.New(redisOpts, g.reg, g.log)
+	cache, err := newCache(g.cfg, func(o *rediscache.Options) {
+		o.Instrument = g.tracer.RedisInstrument()
+		if g.opts.Redis != nil {
+			g.opts.Redis(o)
+		}
+	}, g.reg, g.log)
 	if err != nil {
 		return err
 	}
@@ -421,6 +418,14 @@ func RedisOptions(cfg config.Config) rediscache.Options {
 		DB:         cfg.Redis.DB,
 		Prefix:     cfg.Redis.Prefix,
 	}
+}
+
+// newCache builds the Redis client of cfg, with its options adjusted by
+// adjust.
+func newCache(cfg config.Config, adjust func(*rediscache.Options), reg prometheus.Registerer, log *slog.Logger) (*rediscache.Cache, error) {
+	opts := RedisOptions(cfg)
+	adjust(&opts)
+	return rediscache.New(opts, reg, log)
 }
 
 // openStore connects to the warehouse of cfg for a command, with a pool of
