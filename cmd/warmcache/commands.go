@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/warmcache/warmcache/internal/advise"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/gateway"
 )
@@ -108,9 +107,7 @@ func invalidate(ctx context.Context, args []string, getenv func(string) string, 
 		stdout, gateway.NewLogger(stderr, "info"))
 }
 
-// adviseCmd runs `warmcache advise <namespace>`: it measures the candidate
-// storages of the namespace on a sample of its rows (see package advise)
-// and prints the table, the recommendation and the migration.
+// adviseCmd runs `warmcache advise <namespace>`.
 func adviseCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("warmcache advise", flag.ContinueOnError)
 	sample := fs.Int("sample", 20_000, "rows of the namespace to copy into each candidate; more is slower and closer to the real table")
@@ -123,32 +120,8 @@ func adviseCmd(ctx context.Context, args []string, getenv func(string) string, s
 	if len(cfg.Args) != 1 {
 		return errors.New("advise: want one namespace: warmcache advise <namespace>")
 	}
-	ns, err := gateway.Namespace(cfg, cfg.Args[0])
-	if err != nil {
-		return fmt.Errorf("advise: %w", err)
-	}
-	fmt.Fprintf(stderr, "advise: measuring the storage of %s on %d sampled rows...\n", ns.Name, *sample)
-	report, err := advise.Run(ctx, ns, advise.Options{
-		Store:      gateway.StoreOptions(cfg),
-		SampleRows: *sample,
-		Lookups:    *lookups,
-	}, gateway.NewLogger(stderr, "warn"))
-	if err != nil {
-		return err
-	}
-	if err := report.WriteTable(stdout); err != nil {
-		return err
-	}
-	if *jsonOut != "" {
-		b, err := report.JSON()
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return fmt.Errorf("advise: %w", err)
-		}
-	}
-	return nil
+	return gateway.Advise(ctx, cfg, gateway.AdviseOptions{Namespace: cfg.Args[0], SampleRows: *sample, Lookups: *lookups, JSONFile: *jsonOut},
+		stdout, stderr, gateway.NewLogger(stderr, "warn"))
 }
 
 // subcommandConfig parses a subcommand's own flags (fs, which may be nil)
