@@ -67,6 +67,10 @@ func newStampede(t testing.TB, w *countingWarm, hot func(warmcache.Hot) warmcach
 		w.Warm = inner
 		return w
 	}})
+	// A burst's requests wait on a read held open until the whole burst
+	// has gathered behind it, which takes seconds on two busy cores under
+	// the race detector: they wait as long as the warehouse deadline.
+	st.svc.client.Timeout = stampedeWarmTimeout
 	st.warmHotPool()
 	return st
 }
