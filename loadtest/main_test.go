@@ -81,3 +81,13 @@ func TestOptionsDefaultToTheLocalStack(t *testing.T) {
 		t.Errorf("servers = %s, %s, %s; want the stack's 127.0.0.1:15432, :16432, :16379", o.PGHost, o.PGBouncer, o.RedisAddr)
 	}
 }
+
+func TestOptionsCommandQuotesValuesWithSpaces(t *testing.T) {
+	o, err := parseOptions([]string{"-before-label", "main at abc", "-duration", "2s"}, localstack.Config{}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `make bench BENCHFLAGS='-before-label="main at abc" -duration=2s'`; o.Command != want {
+		t.Errorf("Command = %q, want %q", o.Command, want)
+	}
+}

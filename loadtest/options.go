@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,7 +112,11 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 					given = append(given, "-"+f.Name+"="+kv)
 				}
 			default:
-				given = append(given, "-"+f.Name+"="+f.Value.String())
+				v := f.Value.String()
+				if strings.ContainsAny(v, " \t\"'") {
+					v = strconv.Quote(v)
+				}
+				given = append(given, "-"+f.Name+"="+v)
 			}
 		})
 		if len(given) > 0 {
