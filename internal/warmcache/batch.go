@@ -13,7 +13,9 @@ import (
 // group, up to maxBatch keys (a group is never split, so a batch holds at
 // least one whole group). So an idle service adds no latency, and a busy
 // one sends fewer, larger requests instead of queueing one round trip per
-// key. A batcher is safe for concurrent use.
+// key. With maxBatch at most one, folding is off: every group runs at
+// once as a batch of its own, with no lanes. A batcher is safe for
+// concurrent use.
 type batcher[G comparable] struct {
 	lanes    int
 	maxBatch int
@@ -33,6 +35,10 @@ type batcher[G comparable] struct {
 // goroutine, which runs batches until nothing waits: the caller may go away
 // while its group runs.
 func (b *batcher[G]) submit(g G) {
+	if b.maxBatch <= 1 { // folding is off: every group is a batch
+		go b.run([]G{g})
+		return
+	}
 	if b.enqueue(g) {
 		go b.loop()
 	}
@@ -46,6 +52,10 @@ func (b *batcher[G]) submit(g G) {
 // is answered by another goroutine: the caller waits for g's answer in
 // every case.
 func (b *batcher[G]) runHere(g G) {
+	if b.maxBatch <= 1 { // folding is off: every group is a batch
+		b.run([]G{g})
+		return
+	}
 	if !b.enqueue(g) {
 		return
 	}

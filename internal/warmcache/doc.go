@@ -4,6 +4,21 @@
 // (a SQL warehouse) on a miss.
 //
 // The package depends on the standard library, golang.org/x/sync and
-// Prometheus only. The tiers are small interfaces defined here and
-// implemented by adapters (rediscache, pgstore) that cmd/warmcache wires in.
+// Prometheus only. The tiers are small, batch-first interfaces defined here
+// (tier.go) and implemented by adapters (rediscache, pgstore; memtier in
+// memory for tests) that only store and fetch; the gateway wires them in.
+//
+// Where things are:
+//   - read.go: the one read path, for one key (Get) or many (MGet): near
+//     cache, hot tier, then the warehouse; stale-while-revalidate.
+//   - flight.go: misses shared by key (singleflight) and run in batches:
+//     the recheck, one warehouse query and one fill per batch.
+//   - batch.go: the lanes that fold concurrent reads into batches.
+//   - policy.go: lifetimes (TTL, jitter, negative and delete entries) and
+//     staleness, decided here and passed down to the hot tier.
+//   - write.go: the write path (Transact, Put, Delete) and GetLatest.
+//   - calls.go: the calls to the tiers under their deadlines, the
+//     concurrency bound and the circuit breaker (breaker.go).
+//   - errclass.go: the one classification of errors (client, conflict,
+//     unavailable, cancelled, bug).
 package warmcache

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
-	"math"
 	"slices"
 	"sync"
 
@@ -45,30 +44,10 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		hot:        hot,
 		warm:       warm,
 		namespaces: make(map[string]*Namespace, len(namespaces)),
+		lanes:      make(map[string]*nsLanes, len(namespaces)),
 		opts:       opts.withDefaults(),
 		log:        log,
-		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmcache_lookups_total",
-			Help: "Key lookups by namespace, tier (near, redis, sql) and result (hit, negative, miss, error).",
-		}, []string{"namespace", "tier", "result"}),
-		hotWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmcache_cache_fills_total",
-			Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service) and result (ok, error).",
-		}, []string{"namespace", "reason", "result"}),
-		flightJoin: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmcache_fill_coalesced_total",
-			Help: "Misses that joined a warehouse read already in flight for the same key.",
-		}, []string{"namespace"}),
-		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "warmcache_stale_served_total",
-			Help: "Expired entries served within MaxStale, by reason: revalidate (a refresh runs) or error (the warehouse is failing).",
-		}, []string{"namespace", "reason"}),
 	}
-	s.batchKeys = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "warmcache_batch_keys",
-		Help:    "Keys per folded read, by tier (redis, sql).",
-		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
-	}, []string{"tier"})
 	s.cursorKey = s.opts.CursorKey
 	if len(s.cursorKey) == 0 {
 		s.cursorKey = make([]byte, 32)
@@ -82,6 +61,42 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
 		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
+	for _, ns := range namespaces {
+		if _, dup := s.namespaces[ns.Name]; dup {
+			return nil, fmt.Errorf("warmcache: namespace %q declared twice", ns.Name)
+		}
+		s.namespaces[ns.Name] = ns
+		s.lanes[ns.Name] = s.newLanes(ns)
+	}
+	if err := s.registerMetrics(reg); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// registerMetrics builds the service's metrics and registers them on reg.
+func (s *Service) registerMetrics(reg prometheus.Registerer) error {
+	s.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_lookups_total",
+		Help: "Key lookups by namespace, tier (near, redis, sql) and result (hit, negative, miss, error).",
+	}, []string{"namespace", "tier", "result"})
+	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_cache_fills_total",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service) and result (ok, error).",
+	}, []string{"namespace", "reason", "result"})
+	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_fill_coalesced_total",
+		Help: "Misses that joined a warehouse read already in flight for the same key.",
+	}, []string{"namespace"})
+	s.stale = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_stale_served_total",
+		Help: "Expired entries served within MaxStale, by reason: revalidate (a refresh runs) or error (the warehouse is failing).",
+	}, []string{"namespace", "reason"})
+	s.batchKeys = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "warmcache_batch_keys",
+		Help:    "Keys per folded read, by tier (redis, sql).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	}, []string{"tier"})
 	breakerOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "warmcache_warehouse_breaker_open",
 		Help: "1 while the warehouse circuit breaker refuses calls, else 0.",
@@ -91,22 +106,12 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		}
 		return 0
 	})
-	for _, ns := range namespaces {
-		if _, dup := s.namespaces[ns.Name]; dup {
-			return nil, fmt.Errorf("warmcache: namespace %q declared twice", ns.Name)
-		}
-		s.namespaces[ns.Name] = ns
-	}
-	s.lanes = make(map[string]*nsLanes, len(namespaces))
-	for _, ns := range namespaces {
-		s.lanes[ns.Name] = s.newLanes(ns)
-	}
 	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys} {
 		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("warmcache: register metrics: %w", err)
+			return fmt.Errorf("warmcache: register metrics: %w", err)
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into
@@ -119,17 +124,13 @@ type nsLanes struct {
 
 // newLanes returns the lanes of ns. Two hot-tier lanes keep Redis busy
 // while one pipeline is on the wire; the warehouse has WarmLanes. With
-// folding off (MaxBatchFold 1) every read has a lane of its own.
+// folding off (MaxBatchFold 1) every read goes at once on its own.
 func (s *Service) newLanes(ns *Namespace) *nsLanes {
-	hotLanes, warmLanes := 2, s.opts.WarmLanes
-	if s.opts.MaxBatchFold <= 1 {
-		hotLanes, warmLanes = math.MaxInt, math.MaxInt
-	}
 	return &nsLanes{
-		hot: &batcher[*hotCall]{lanes: hotLanes, maxBatch: s.opts.MaxBatchFold,
+		hot: &batcher[*hotCall]{lanes: 2, maxBatch: s.opts.MaxBatchFold,
 			size: func(c *hotCall) int { return len(c.keys) },
 			run:  func(calls []*hotCall) { s.runHotReads(ns, calls) }},
-		warm: &batcher[*loadGroup]{lanes: warmLanes, maxBatch: s.opts.MaxBatchFold,
+		warm: &batcher[*loadGroup]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
 			size: func(g *loadGroup) int { return len(g.flights) },
 			run:  func(groups []*loadGroup) { s.runLoads(ns, groups) }},
 	}
