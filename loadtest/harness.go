@@ -13,10 +13,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
@@ -52,9 +49,49 @@ type service struct {
 	targets         targetSet
 }
 
+// run is one benchmark run: prepare the database and the servers, start
+// the floors and the service, run the scenarios, measure the baselines
+// and write the report.
 func (h *harness) run(ctx context.Context) error {
-	o := h.opts
 	start := time.Now()
+	if err := h.begin(start); err != nil {
+		return err
+	}
+	r, err := h.prepare(ctx, start)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if err := r.startFloors(ctx); err != nil {
+		return err
+	}
+	if r.svc, err = h.startService(ctx, "service", h.opts.HotEnv); err != nil {
+		return err
+	}
+	if err := r.scenarios(ctx); err != nil {
+		return err
+	}
+	// Stop the service before the baselines, so that it is idle for them
+	// anyway.
+	if err := r.svc.stop(); err != nil {
+		h.note("%v", err)
+	}
+	r.svc = nil
+	if h.want("baselines") {
+		r.baselines(ctx)
+	}
+	h.report.Env.LoadEnd = loadAverage()
+	if err := h.writeReport(); err != nil {
+		return err
+	}
+	h.logf("done in %s", time.Since(start).Round(time.Second))
+	return nil
+}
+
+// begin checks the binary, makes the output directories and starts the
+// report with the run's environment.
+func (h *harness) begin(start time.Time) error {
+	o := h.opts
 	if err := os.MkdirAll(filepath.Join(o.OutDir, "results"), 0o755); err != nil {
 		return err
 	}
@@ -76,310 +113,6 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	h.report.Env.LoadStart = loadAverage()
 	h.logf("load generator, service, floor, PostgreSQL, PgBouncer and Redis all share %d CPUs; load average now %s", runtime.NumCPU(), h.report.Env.LoadStart)
-
-	sample, err := h.prepareDatabase(ctx)
-	if err != nil {
-		return err
-	}
-	h.report.Env.ValueBytes = len(sample)
-	h.findServers()
-
-	rdb := redis.NewClient(&redis.Options{Addr: o.RedisAddr})
-	defer rdb.Close()
-	if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
-		h.report.Env.Redis = info["Server"]["redis_version"]
-	}
-	if n, err := flushPrefix(ctx, rdb, o.RedisPrefix); err != nil {
-		return err
-	} else if n > 0 {
-		h.logf("flushed %d Redis keys under %q", n, o.RedisPrefix)
-	}
-
-	hotKeys, err := bench.ZipfKeys(o.HotSamples, uint64(o.Rows), o.ZipfS, 42)
-	if err != nil {
-		return err
-	}
-	distinct := bench.Distinct(hotKeys)
-	h.report.Env.HotKeys = len(distinct)
-	// A new order of the cold keys every run, so that a run does not find
-	// the rows the previous one read still in PostgreSQL's buffers.
-	perm, err := bench.NewPermutation(uint64(o.Rows), uint64(start.UnixNano()))
-	if err != nil {
-		return err
-	}
-	var coldNext atomic.Uint64
-
-	// The floors, in one process of their own like the service: the plain
-	// floor, the floor behind the service's middleware, the gRPC floor.
-	var floorAddr, mwAddr, grpcFloorAddr string
-	for _, a := range []*string{&floorAddr, &mwAddr, &grpcFloorAddr} {
-		if *a, err = freeAddr(); err != nil {
-			return err
-		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	floor, err := h.startProcess("floor", self, []string{"floor", "-addr", floorAddr, "-mw-addr", mwAddr, "-grpc-addr", grpcFloorAddr,
-		"-bytes", fmt.Sprint(o.FloorBytes)}, cleanEnv())
-	if err != nil {
-		return err
-	}
-	defer floor.stop()
-	if err := floor.waitReady(ctx, "http://"+floorAddr+"/healthz"); err != nil {
-		return err
-	}
-	if err := floor.waitReady(ctx, "http://"+mwAddr+"/healthz"); err != nil {
-		return err
-	}
-	floorTargets := newTargetSet("http://"+floorAddr, "").gets(hotKeys)
-	mwTargets := newTargetSet("http://"+mwAddr, o.Token).floorGets(hotKeys)
-
-	svc, err := h.startService(ctx, "service", o.HotEnv)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if svc != nil {
-			_ = svc.stop()
-		}
-	}()
-
-	// The stampede goes first: the cache is cold and PostgreSQL's counters
-	// of the table are quiet.
-	if h.want(bench.Stampede) {
-		key := int64(perm.At(perm.Len()-1)) + 1 // the last key of the miss sequence: never asked for before
-		h.logf("stampede: %d concurrent GETs of cold key %d", o.StampedeN, key)
-		st, err := h.stampede(ctx, svc.targets, svc.base+"/metrics", o.StampedeN, key)
-		if err != nil {
-			h.note("stampede failed: %v", err)
-		} else {
-			h.report.Stampede = st
-			h.logf("stampede: %d/%d ok, %g SQL queries (service), %d idx_scan (PostgreSQL), %s", st.OK, st.Requests, st.SQLQueries, st.IndexScans, st.Wall.Round(time.Millisecond))
-		}
-	}
-
-	client := newAttackClient(4 * o.Workers)
-	defer client.CloseIdleConnections()
-	// sat runs an unmeasured warm-up, then the measured attack at
-	// saturation, with the CPU of every process measured over it.
-	sat := func(name string, server *process, label string, tr func() attackSpec) bench.Run {
-		if o.Warmup > 0 {
-			w := tr()
-			w.duration = o.Warmup
-			_ = attack(ctx, w)
-		}
-		run := h.measured(server, label, func() bench.Run { return attack(ctx, tr()) })
-		h.report.Saturation[name] = run
-		h.logRun(run)
-		return run
-	}
-	fixed := func(name string, rate float64, tr func() attackSpec) {
-		if o.Warmup > 0 {
-			w := tr()
-			w.rate, w.duration = rate, o.Warmup
-			_ = attack(ctx, w)
-		}
-		spec := tr()
-		spec.rate = rate
-		run := attack(ctx, spec)
-		h.report.Fixed[name] = run
-		h.logRun(run)
-	}
-	spec := func(name string, t func() []vegetaTarget, keys int) func() attackSpec {
-		return func() attackSpec {
-			return attackSpec{scenario: name, client: client, targeter: ring(t()), workers: o.Workers, duration: o.Duration, keysPerRequest: keys}
-		}
-	}
-	grpcSat := func(name string, server *process, label string, t *grpcTarget) {
-		s := grpcSpec{scenario: name, target: t, namespace: "widgets", keys: hotKeys, workers: o.Workers, duration: o.Duration}
-		if o.Warmup > 0 {
-			w := s
-			w.duration = o.Warmup
-			_ = grpcAttack(ctx, w)
-		}
-		run := h.measured(server, label, func() bench.Run { return grpcAttack(ctx, s) })
-		h.report.Saturation[name] = run
-		h.logRun(run)
-	}
-
-	if h.want(bench.Floor) {
-		sat(bench.Floor, floor, "floor", spec(bench.Floor, func() []vegetaTarget { return floorTargets }, 1))
-		sat(bench.FloorMW, floor, "floor", spec(bench.FloorMW, func() []vegetaTarget { return mwTargets }, 1))
-	}
-	if h.want(bench.GRPC) {
-		gt, err := dialGRPC(grpcFloorAddr, o.GRPCConns, "")
-		if err != nil {
-			return err
-		}
-		grpcSat(bench.GRPCFloor, floor, "floor", gt)
-		gt.close()
-	}
-
-	var hotRun bench.Run
-	needWarm := h.want(bench.Hot) || h.want(bench.MGet) || h.want(bench.Mixed) || h.want(bench.GRPC)
-	if needWarm {
-		if err := h.prewarm(ctx, svc, distinct); err != nil {
-			return err
-		}
-	}
-	hotTargets := svc.targets.gets(hotKeys)
-	if h.want(bench.Hot) {
-		hotSpec := spec(bench.Hot, func() []vegetaTarget { return hotTargets }, 1)
-		h.folded(ctx, svc, bench.Hot, func() { sat(bench.Hot, svc.process, "warmcache", hotSpec) })
-		hotRun = h.report.Saturation[bench.Hot]
-		if o.Profile {
-			h.profile(ctx, svc, bench.Hot, func(d time.Duration) uint64 {
-				s := hotSpec()
-				s.duration = d
-				return attack(ctx, s).Requests
-			})
-		}
-	}
-	halfHot := hotRun.Throughput / 2
-	if halfHot >= 1 {
-		if h.want(bench.Floor) {
-			fixed(bench.Floor, halfHot, spec(bench.Floor, func() []vegetaTarget { return floorTargets }, 1))
-		}
-		fixed(bench.Hot, halfHot, spec(bench.Hot, func() []vegetaTarget { return hotTargets }, 1))
-	} else if h.want(bench.Hot) {
-		h.note("hot saturation throughput was zero: no fixed-rate runs")
-	}
-	if h.want(bench.GRPC) {
-		gt, err := dialGRPC(svc.grpcAddr, o.GRPCConns, o.Token)
-		if err != nil {
-			return err
-		}
-		h.folded(ctx, svc, bench.GRPC, func() { grpcSat(bench.GRPC, svc.process, "warmcache", gt) })
-		if o.Profile {
-			h.profile(ctx, svc, bench.GRPC, func(d time.Duration) uint64 {
-				return grpcAttack(ctx, grpcSpec{scenario: bench.GRPC, target: gt, namespace: "widgets", keys: hotKeys, workers: o.Workers, duration: d}).Requests
-			})
-		}
-		gt.close()
-	}
-	// The near cache's hits run right after the Redis hits, close in time
-	// to the floors they are held against, on a second service process
-	// (the first one idles meanwhile).
-	if h.want(bench.L1) {
-		near, err := h.startService(ctx, "service-l1", o.NearEnv)
-		if err != nil {
-			return err
-		}
-		if err := h.prewarm(ctx, near, distinct); err != nil {
-			_ = near.stop()
-			return err
-		}
-		l1Targets := near.targets.gets(hotKeys)
-		l1Spec := spec(bench.L1, func() []vegetaTarget { return l1Targets }, 1)
-		sat(bench.L1, near.process, "warmcache", l1Spec)
-		if halfHot >= 1 {
-			fixed(bench.L1, halfHot, l1Spec)
-		}
-		if o.Profile {
-			h.profile(ctx, near, bench.L1, func(d time.Duration) uint64 {
-				s := l1Spec()
-				s.duration = d
-				return attack(ctx, s).Requests
-			})
-		}
-		if err := near.stop(); err != nil {
-			h.note("%v", err)
-		}
-	}
-
-	if h.want(bench.MGet) {
-		mgetTargets := svc.targets.mget(hotKeys, o.MGetBatch)
-		sat(bench.MGet, svc.process, "warmcache", spec(bench.MGet, func() []vegetaTarget { return mgetTargets }, o.MGetBatch))
-	}
-	if h.want(bench.Mixed) {
-		mixedTargets := svc.targets.mixed(hotKeys, sample)
-		sat(bench.Mixed, svc.process, "warmcache", spec(bench.Mixed, func() []vegetaTarget { return mixedTargets }, 1))
-	}
-
-	var missRun bench.Run
-	if h.want(bench.Miss) {
-		n, err := flushPrefix(ctx, rdb, o.RedisPrefix)
-		if err != nil {
-			return err
-		}
-		h.logf("miss: flushed %d Redis keys; each request asks for a key never asked for before", n)
-		missSpec := func() attackSpec {
-			return attackSpec{scenario: bench.Miss, client: client, targeter: svc.targets.coldKeys(perm, &coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1}
-		}
-		before, beforeErr := scrapeFold(ctx, svc.base+"/metrics")
-		missRun = sat(bench.Miss, svc.process, "warmcache", missSpec)
-		if after, err := scrapeFold(ctx, svc.base+"/metrics"); err == nil && beforeErr == nil {
-			missRun.Fold = &bench.Fold{SQLQueries: after.SQLQueries - before.SQLQueries, SQLKeys: after.SQLKeys - before.SQLKeys,
-				RedisBatches: after.RedisBatches - before.RedisBatches, RedisKeys: after.RedisKeys - before.RedisKeys}
-			h.report.Saturation[bench.Miss] = missRun
-			h.logf("miss: %.2f keys per warehouse query, %.2f keys per Redis read batch", missRun.Fold.SQLKeys/max(missRun.Fold.SQLQueries, 1), missRun.Fold.RedisKeys/max(missRun.Fold.RedisBatches, 1))
-		}
-		if missRun.Throughput >= 2 {
-			fixed(bench.Miss, missRun.Throughput/2, missSpec)
-		}
-		if o.Profile {
-			h.profile(ctx, svc, bench.Miss, func(d time.Duration) uint64 {
-				s := missSpec()
-				s.duration = d
-				return attack(ctx, s).Requests
-			})
-		}
-		h.logf("miss: %d distinct keys asked for in all", coldNext.Load())
-	}
-
-	// Stop the service before the baselines, so that it is idle for them
-	// anyway.
-	if err := svc.stop(); err != nil {
-		h.note("%v", err)
-	}
-	svc = nil
-
-	if h.want("baselines") {
-		h.logf("baseline: pgbench -M prepared directly, %d clients, %s", o.Workers, o.Duration)
-		if b, err := h.pgbench(ctx, o.PGHost, "prepared", o.Workers, 0); err != nil {
-			h.note("pgbench at saturation failed: %v", err)
-		} else {
-			h.report.PgbenchSat = b
-			h.logf("  %s lookups/s", bench.FormatRate(b.Throughput))
-		}
-		// PgBouncer in transaction pooling refuses -M prepared (named
-		// statements); -M extended is the service's own protocol there
-		// (unnamed statements), -M simple the cheapest.
-		for _, mode := range []string{"extended", "simple"} {
-			h.logf("baseline: pgbench -M %s through PgBouncer, %d clients, %s", mode, o.Workers, o.Duration)
-			if b, err := h.pgbench(ctx, o.PGBouncer, mode, o.Workers, 0); err != nil {
-				h.note("pgbench -M %s through PgBouncer failed: %v", mode, err)
-			} else {
-				h.report.Pooler = append(h.report.Pooler, b)
-				h.logf("  %s lookups/s", bench.FormatRate(b.Throughput))
-			}
-		}
-		if missRun.Throughput >= 2 {
-			rate := missRun.Throughput / 2
-			h.logf("baseline: pgbench -M prepared at %s/s", bench.FormatRate(rate))
-			if b, err := h.pgbench(ctx, o.PGHost, "prepared", o.Workers, rate); err != nil {
-				h.note("pgbench at a fixed rate failed: %v", err)
-			} else {
-				h.report.PgbenchRate = b
-				h.logf("  p50 %s p90 %s p99 %s", bench.FormatDuration(b.Latency.P50), bench.FormatDuration(b.Latency.P90), bench.FormatDuration(b.Latency.P99))
-			}
-		}
-		h.logf("baseline: redis-benchmark GET, %d clients, %d-byte value", o.Workers, len(sample))
-		if b, err := h.redisBenchmark(ctx, rdb, o.Workers, len(sample)); err != nil {
-			h.note("redis-benchmark failed: %v", err)
-		} else {
-			h.report.RedisGet = b
-			h.logf("  %s GET/s", bench.FormatRate(b.Throughput))
-		}
-	}
-
-	h.report.Env.LoadEnd = loadAverage()
-	if err := h.writeReport(); err != nil {
-		return err
-	}
-	h.logf("done in %s", time.Since(start).Round(time.Second))
 	return nil
 }
 
@@ -394,8 +127,8 @@ func (h *harness) folded(ctx context.Context, s *service, scenario string, attac
 	if err != nil || beforeErr != nil || !ok {
 		return
 	}
-	run.Fold = &bench.Fold{SQLQueries: after.SQLQueries - before.SQLQueries, SQLKeys: after.SQLKeys - before.SQLKeys,
-		RedisBatches: after.RedisBatches - before.RedisBatches, RedisKeys: after.RedisKeys - before.RedisKeys}
+	fold := foldDelta(before, after)
+	run.Fold = &fold
 	h.report.Saturation[scenario] = run
 	h.logf("%s: %.2f keys per Redis read batch (%.0f batches)", scenario, run.Fold.RedisKeys/max(run.Fold.RedisBatches, 1), run.Fold.RedisBatches)
 }
