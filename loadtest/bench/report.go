@@ -458,6 +458,22 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	r.chartDir = chartDir
 	ew := &errWriter{w: w}
 	p := func(format string, args ...any) { fmt.Fprintf(ew, format, args...) }
+	r.writeIntro(p)
+	r.writeTargets(p)
+	r.writeBeforeAfter(p)
+	r.writeThroughput(p)
+	r.writeFolding(p)
+	r.writeCPU(p)
+	r.writeLatency(p)
+	r.writeStampede(p)
+	r.writeBaselines(p)
+	r.writeProfiles(p)
+	r.writeSetup(p)
+	return ew.err
+}
+
+// writeIntro writes the title, the machine and the command that reproduces the run.
+func (r *Report) writeIntro(p func(string, ...any)) {
 	e := r.Env
 	p("# Load test results\n\n")
 	p("One run of `make bench` (the harness in `loadtest/`) on %s: %d CPUs, %s, PostgreSQL %s, Redis %s.\n",
@@ -470,16 +486,21 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		p("much above %d means other work competed for the cores during the run.\n\n", e.CPUs)
 	}
 	p("Reproduce:\n\n```sh\n%s\n```\n\n", e.Command)
+}
 
+// writeTargets writes the table of targets and verdicts.
+func (r *Report) writeTargets(p func(string, ...any)) {
 	p("## Targets\n\n")
 	p("| scenario | target | measured | verdict |\n|---|---|---|---|\n")
 	for _, t := range r.Targets() {
 		p("| %s | %s | %s | %s |\n", t.Scenario, t.Target, t.Measured, t.Verdict)
 	}
 	p("\n")
+}
 
-	r.writeBeforeAfter(p)
-
+// writeThroughput writes the throughput at saturation of every scenario and baseline.
+func (r *Report) writeThroughput(p func(string, ...any)) {
+	e := r.Env
 	p("## Throughput at saturation\n\n")
 	p("Each attack: %d vegeta workers without pacing (each sends its next request when the previous one is answered), %s after a %s warm-up, keep-alive connections over loopback. ",
 		e.Workers, e.Duration, e.Warmup)
@@ -497,7 +518,11 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	for _, b := range r.baselines() {
 		p("| %s (baseline) | %s | %s | | | | |\n", b.Name, FormatRate(b.Throughput), FormatRate(b.Throughput))
 	}
-	p("\n![throughput at saturation](%s/throughput.png)\n\n", chartDir)
+	p("\n![throughput at saturation](%s/throughput.png)\n\n", r.chartDir)
+}
+
+// writeFolding writes how the service folded its reads during each scenario that measured it.
+func (r *Report) writeFolding(p func(string, ...any)) {
 	for _, name := range scenarioOrder {
 		if f := r.Saturation[name].Fold; f != nil && f.SQLQueries == 0 {
 			p("Folding during `%s` (its warm-up included): %s keys per Redis read batch (%s batches).\n\n",
@@ -507,9 +532,11 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
 		}
 	}
+}
 
-	r.writeCPU(p)
-
+// writeLatency writes the latency percentiles at a fixed rate.
+func (r *Report) writeLatency(p func(string, ...any)) {
+	e := r.Env
 	p("## Latency at a fixed rate\n\n")
 	p("Each attack: a constant rate (vegeta's pacer, open loop: a slow answer does not delay the next request) for %s after a %s warm-up at the same rate on the same keep-alive connections; ", e.Duration, e.Warmup)
 	p("latency is measured by the client from sending a request to reading its whole answer. ")
@@ -533,9 +560,12 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		l := b.Latency
 		p("| %s at saturation (baseline; p95 for p90) | %s | %s | %s | %s | %s | | |\n", b.Name, FormatRate(b.Throughput), FormatDuration(l.P50), FormatDuration(l.P90), FormatDuration(l.P99), FormatDuration(l.Max))
 	}
-	p("\n![latency percentiles on the hot path](%s/latency-hot.png)\n", chartDir)
-	p("![latency percentiles on the miss path](%s/latency-miss.png)\n\n", chartDir)
+	p("\n![latency percentiles on the hot path](%s/latency-hot.png)\n", r.chartDir)
+	p("![latency percentiles on the miss path](%s/latency-miss.png)\n\n", r.chartDir)
+}
 
+// writeStampede writes the stampede's answers and query counts, if it ran.
+func (r *Report) writeStampede(p func(string, ...any)) {
 	if s := r.Stampede; s != nil {
 		p("## Stampede\n\n")
 		p("%d requests for one key that is in neither cache, released together (one connection each). ", s.Requests)
@@ -545,7 +575,11 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 		p("  (one per partition index that a query reads: a single-key lookup that prunes to one partition counts 1, ")
 		p("a query whose plan keeps all partitions, such as a generic plan of `key = ANY($1)` on a hash-partitioned table, counts one per partition)\n\n")
 	}
+}
 
+// writeBaselines writes the commands of the baselines and what each floor is.
+func (r *Report) writeBaselines(p func(string, ...any)) {
+	e := r.Env
 	p("## Baselines\n\n")
 	for _, b := range append(r.baselines(), r.PgbenchRate) {
 		if b != nil {
@@ -555,9 +589,11 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	p("- `floor`: the harness's own server process (`loadtest floor`): a chi router on an `http.Server` configured as the service's, without the service's middleware, answering every `GET /v1/kv/{namespace}/{key}` with a constant %d-byte JSON body.\n", e.FloorBytes)
 	p("- `floor-mw`: the same process and body on a second listener, behind the service's own REST handler (`httpapi.NewHandler`: its middleware chain, router and authorization), on a route of its own; the difference to `floor` is what the middleware costs.\n")
 	p("- `grpc-floor`: the same process on a third listener, a `grpc.Server` with the service's message bound and stream workers, answering `warmcache.v1.Cache/Get` with a constant %d-byte value and no interceptors.\n\n", e.FloorBytes)
+}
 
-	r.writeProfiles(p)
-
+// writeSetup writes the table, the service, the keys and the notes of the run.
+func (r *Report) writeSetup(p func(string, ...any)) {
+	e := r.Env
 	p("## Setup\n\n")
 	via := "directly (127.0.0.1:5432)"
 	if e.ViaPgBouncer {
@@ -578,7 +614,6 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 			p("- %s\n", n)
 		}
 	}
-	return ew.err
 }
 
 func (r *Report) throughputBaseline(name string, run Run) (float64, string) {
