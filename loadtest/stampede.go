@@ -27,9 +27,34 @@ func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string,
 	tr := &http.Transport{MaxIdleConnsPerHost: n, MaxConnsPerHost: n, DisableCompression: true}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	if err := openConnections(ctx, client, ts.base+"/healthz", n); err != nil {
+		return nil, fmt.Errorf("stampede: open connections: %w", err)
+	}
 
-	// Open n connections: n concurrent requests to /healthz, held until all
-	// have been sent, so that none of them can reuse another's connection.
+	beforeSQL, err := scrapeSQLQueries(ctx, metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	beforeScans, err := indexScans(ctx, stats)
+	if err != nil {
+		return nil, err
+	}
+	run := releaseTogether(ctx, client, ts.get(key), n)
+	afterSQL, err := scrapeSQLQueries(ctx, metricsURL)
+	if err != nil {
+		return nil, err
+	}
+	run.SQLQueries = afterSQL - beforeSQL
+	if run.IndexScans, err = awaitIndexScans(ctx, stats, beforeScans, run.SQLQueries); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
+
+// openConnections opens n connections of client: n concurrent requests to
+// url, held until all have been sent, so that none of them can reuse
+// another's connection.
+func openConnections(ctx context.Context, client *http.Client, url string, n int) error {
 	var answered, drained sync.WaitGroup
 	hold := make(chan struct{})
 	openErrs := make(chan error, n)
@@ -38,7 +63,7 @@ func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string,
 		drained.Add(1)
 		go func() {
 			defer drained.Done()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ts.base+"/healthz", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			resp, err := client.Do(req)
 			answered.Done()
 			if err != nil {
@@ -54,26 +79,20 @@ func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string,
 	close(hold)
 	drained.Wait()
 	close(openErrs)
-	if err := <-openErrs; err != nil {
-		return nil, fmt.Errorf("stampede: open connections: %w", err)
-	}
+	return <-openErrs
+}
 
-	beforeSQL, err := scrapeSQLQueries(ctx, metricsURL)
-	if err != nil {
-		return nil, err
-	}
-	beforeScans, err := indexScans(ctx, stats)
-	if err != nil {
-		return nil, err
-	}
+// stampedeAnswer is what one request of the stampede got.
+type stampedeAnswer struct {
+	code   int
+	source string
+	lat    time.Duration
+}
 
-	target := ts.get(key)
-	type answer struct {
-		code   int
-		source string
-		lat    time.Duration
-	}
-	answers := make([]answer, n)
+// releaseTogether sends n requests of target, all released by one
+// barrier, and summarises their answers.
+func releaseTogether(ctx context.Context, client *http.Client, target vegetaTarget, n int) *bench.StampedeRun {
+	answers := make([]stampedeAnswer, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
@@ -88,12 +107,12 @@ func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string,
 			t0 := time.Now()
 			resp, err := client.Do(req)
 			if err != nil {
-				answers[i] = answer{lat: time.Since(t0)}
+				answers[i] = stampedeAnswer{lat: time.Since(t0)}
 				return
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
-			answers[i] = answer{code: resp.StatusCode, source: resp.Header.Get("X-Cache"), lat: time.Since(t0)}
+			answers[i] = stampedeAnswer{code: resp.StatusCode, source: resp.Header.Get("X-Cache"), lat: time.Since(t0)}
 		}()
 	}
 	t0 := time.Now()
@@ -111,41 +130,41 @@ func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string,
 		}
 	}
 	run.Latency = bench.Percentiles(lat)
-	afterSQL, err := scrapeSQLQueries(ctx, metricsURL)
-	if err != nil {
-		return nil, err
-	}
-	run.SQLQueries = afterSQL - beforeSQL
+	return run
+}
 
-	// PostgreSQL publishes a backend's counters when the backend has been
-	// idle for up to about ten seconds: wait (bounded) until idx_scan has
-	// risen by at least what the service counted.
+// awaitIndexScans returns how much idx_scan over the table has risen since
+// before. PostgreSQL publishes a backend's counters when the backend has
+// been idle for up to about ten seconds: it waits (bounded) until idx_scan
+// has risen by at least the queries the service counted, then reads once
+// more a second later to let late counters land.
+func awaitIndexScans(ctx context.Context, stats *pgx.Conn, before int64, queries float64) (int64, error) {
+	var scans int64
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		after, err := indexScans(ctx, stats)
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
-		run.IndexScans = after - beforeScans
-		if float64(run.IndexScans) >= run.SQLQueries && run.IndexScans > 0 || time.Now().After(deadline) {
+		scans = after - before
+		if float64(scans) >= queries && scans > 0 || time.Now().After(deadline) {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	// Let late counters land: one more read a second later.
 	select {
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return 0, ctx.Err()
 	case <-time.After(time.Second):
 	}
 	if after, err := indexScans(ctx, stats); err == nil {
-		run.IndexScans = after - beforeScans
+		scans = after - before
 	}
-	return run, nil
+	return scans, nil
 }
 
 // scrapeSQLQueries reads the service's warmcache_sql_queries_total for
