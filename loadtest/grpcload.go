@@ -75,13 +75,7 @@ func grpcAttack(ctx context.Context, spec grpcSpec) bench.Run {
 	ctx, cancel := context.WithTimeout(ctx, spec.duration+10*time.Second)
 	defer cancel()
 	var next atomic.Uint64
-	type result struct {
-		lat     []time.Duration
-		ok      uint64
-		sources map[string]uint64
-		errs    map[string]bool
-	}
-	results := make([]result, spec.workers)
+	results := make([]grpcResult, spec.workers)
 	start := time.Now()
 	deadline := start.Add(spec.duration)
 	var wg sync.WaitGroup
@@ -89,30 +83,49 @@ func grpcAttack(ctx context.Context, spec grpcSpec) bench.Run {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res := result{lat: make([]time.Duration, 0, 1<<12), sources: map[string]uint64{}, errs: map[string]bool{}}
 			client := spec.target.clients[w%len(spec.target.clients)]
-			for ctx.Err() == nil {
-				t0 := time.Now()
-				if !t0.Before(deadline) {
-					break
-				}
-				i := next.Add(1) - 1
-				resp, err := client.Get(ctx, &warmcachev1.GetRequest{Namespace: spec.namespace, Key: keys[i%uint64(len(keys))]})
-				res.lat = append(res.lat, time.Since(t0))
-				if err != nil {
-					if len(res.errs) < 5 {
-						res.errs[status.Code(err).String()+": "+status.Convert(err).Message()] = true
-					}
-					continue
-				}
-				res.ok++
-				res.sources[resp.GetItem().GetSource()]++
-			}
-			results[w] = res
+			results[w] = grpcWorker(ctx, client, spec.namespace, keys, &next, deadline)
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	return summariseGRPC(spec, results, time.Since(start))
+}
+
+// grpcResult is what one worker of a gRPC attack measured.
+type grpcResult struct {
+	lat     []time.Duration
+	ok      uint64
+	sources map[string]uint64
+	errs    map[string]bool // up to 5 distinct errors
+}
+
+// grpcWorker calls Get in a closed loop until deadline, taking the next
+// key of keys in turn.
+func grpcWorker(ctx context.Context, client warmcachev1.CacheClient, namespace string, keys []string, next *atomic.Uint64, deadline time.Time) grpcResult {
+	res := grpcResult{lat: make([]time.Duration, 0, 1<<12), sources: map[string]uint64{}, errs: map[string]bool{}}
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		if !t0.Before(deadline) {
+			break
+		}
+		i := next.Add(1) - 1
+		resp, err := client.Get(ctx, &warmcachev1.GetRequest{Namespace: namespace, Key: keys[i%uint64(len(keys))]})
+		res.lat = append(res.lat, time.Since(t0))
+		if err != nil {
+			if len(res.errs) < 5 {
+				res.errs[status.Code(err).String()+": "+status.Convert(err).Message()] = true
+			}
+			continue
+		}
+		res.ok++
+		res.sources[resp.GetItem().GetSource()]++
+	}
+	return res
+}
+
+// summariseGRPC merges the workers' results of spec's attack, which took
+// elapsed, into one run.
+func summariseGRPC(spec grpcSpec, results []grpcResult, elapsed time.Duration) bench.Run {
 	var lat []time.Duration
 	var ok uint64
 	sources := map[string]uint64{}
