@@ -46,26 +46,10 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	if err != nil {
 		return nil, err
 	}
-	script := filepath.Join(h.opts.ArtifactDir, "pgbench-lookup.sql")
-	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
-		return nil, fmt.Errorf("pgbench script: %w", err)
+	args, logDir, err := h.pgbenchArgs(addr, mode, clients, rate)
+	if err != nil {
+		return nil, err
 	}
-	host, port, _ := net.SplitHostPort(addr)
-	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
-	threads := min(clients, 2)
-	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", mode,
-		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", script}
-	logDir := filepath.Join(h.opts.ArtifactDir, "pgbench-log")
-	if rate > 0 {
-		if err := os.RemoveAll(logDir); err != nil {
-			return nil, fmt.Errorf("pgbench log dir: %w", err)
-		}
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			return nil, fmt.Errorf("pgbench log dir: %w", err)
-		}
-		args = append(args, "-R", strconv.Itoa(max(1, int(rate))), "--log", "--log-prefix="+filepath.Join(logDir, "pgbench"))
-	}
-	args = append(args, h.opts.Database)
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
 	var w *cpuWindow
@@ -85,49 +69,93 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	if err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
-	name := "`pgbench -M " + mode + "`"
-	if addr == h.opts.PGBouncer {
-		name += " via PgBouncer"
-	} else {
-		name += " direct"
-	}
 	b := &bench.Baseline{
-		Name:       name,
+		Name:       h.pgbenchName(addr, mode),
 		Command:    "pgbench " + strings.Join(args, " "),
 		Clients:    clients,
 		Rate:       rate,
 		Throughput: tps,
 	}
 	if w != nil {
-		// The harness's own CPU is not the load here: pgbench's is.
-		delete(used, bench.ProcLoad)
-		if st := cmd.ProcessState; st != nil {
-			used[bench.ProcLoad] = st.UserTime() + st.SystemTime()
+		if b.CPU, err = pgbenchCPU(cmd, used, wall, string(out)); err != nil {
+			return nil, err
 		}
-		n, err := bench.ParsePgbenchTransactions(string(out))
-		if err != nil {
-			return nil, fmt.Errorf("%w\n%s", err, out)
-		}
-		b.CPU = &bench.CPU{Used: used, Wall: wall, Requests: n, Server: "—"}
 	}
 	if rate > 0 {
-		files, _ := filepath.Glob(filepath.Join(logDir, "pgbench*"))
-		var lat []time.Duration
-		for _, f := range files {
-			r, err := os.Open(f)
-			if err != nil {
-				return nil, fmt.Errorf("pgbench log: %w", err)
-			}
-			ds, err := bench.ParsePgbenchLog(r)
-			r.Close()
-			if err != nil {
-				return nil, err
-			}
-			lat = append(lat, ds...)
+		if b.Latency, err = pgbenchLatency(logDir); err != nil {
+			return nil, err
 		}
-		b.Latency = bench.Percentiles(lat)
 	}
 	return b, nil
+}
+
+// pgbenchArgs writes the lookup script and returns pgbench's arguments
+// and the directory of its transaction log, emptied, when rate is
+// positive.
+func (h *harness) pgbenchArgs(addr, mode string, clients int, rate float64) ([]string, string, error) {
+	script := filepath.Join(h.opts.ArtifactDir, "pgbench-lookup.sql")
+	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
+		return nil, "", fmt.Errorf("pgbench script: %w", err)
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
+	threads := min(clients, 2)
+	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", mode,
+		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", script}
+	logDir := filepath.Join(h.opts.ArtifactDir, "pgbench-log")
+	if rate > 0 {
+		if err := os.RemoveAll(logDir); err != nil {
+			return nil, "", fmt.Errorf("pgbench log dir: %w", err)
+		}
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return nil, "", fmt.Errorf("pgbench log dir: %w", err)
+		}
+		args = append(args, "-R", strconv.Itoa(max(1, int(rate))), "--log", "--log-prefix="+filepath.Join(logDir, "pgbench"))
+	}
+	return append(args, h.opts.Database), logDir, nil
+}
+
+// pgbenchName names the baseline of mode at addr in the report.
+func (h *harness) pgbenchName(addr, mode string) string {
+	name := "`pgbench -M " + mode + "`"
+	if addr == h.opts.PGBouncer {
+		return name + " via PgBouncer"
+	}
+	return name + " direct"
+}
+
+// pgbenchCPU is the CPU used over a pgbench run at saturation. The
+// harness's own CPU is not the load there: pgbench's is.
+func pgbenchCPU(cmd *exec.Cmd, used map[string]time.Duration, wall time.Duration, out string) (*bench.CPU, error) {
+	delete(used, bench.ProcLoad)
+	if st := cmd.ProcessState; st != nil {
+		used[bench.ProcLoad] = st.UserTime() + st.SystemTime()
+	}
+	n, err := bench.ParsePgbenchTransactions(out)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	return &bench.CPU{Used: used, Wall: wall, Requests: n, Server: "—"}, nil
+}
+
+// pgbenchLatency reads the percentiles of pgbench's transaction logs in
+// logDir.
+func pgbenchLatency(logDir string) (bench.Latency, error) {
+	files, _ := filepath.Glob(filepath.Join(logDir, "pgbench*"))
+	var lat []time.Duration
+	for _, f := range files {
+		r, err := os.Open(f)
+		if err != nil {
+			return bench.Latency{}, fmt.Errorf("pgbench log: %w", err)
+		}
+		ds, err := bench.ParsePgbenchLog(r)
+		r.Close()
+		if err != nil {
+			return bench.Latency{}, err
+		}
+		lat = append(lat, ds...)
+	}
+	return bench.Percentiles(lat), nil
 }
 
 // redisBenchmark runs redis-benchmark GET on one key of the harness's
