@@ -121,92 +121,139 @@ func floorServer(h http.Handler, stderr io.Writer) *http.Server {
 	}
 }
 
+// floorFlags are the flags of `loadtest floor`.
+type floorFlags struct {
+	addr, mwAddr, grpcAddr string
+	size                   int
+}
+
+// parseFloorFlags parses the flags of `loadtest floor` and checks that
+// every address is a loopback address.
+func parseFloorFlags(args []string, stderr io.Writer) (floorFlags, error) {
+	var f floorFlags
+	fs := flag.NewFlagSet("loadtest floor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:0", "listen address of the plain floor (loopback)")
+	fs.StringVar(&f.mwAddr, "mw-addr", "", "listen address of the floor behind the service's middleware (loopback; empty: none)")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "listen address of the gRPC floor (loopback; empty: none)")
+	fs.IntVar(&f.size, "bytes", 460, "body size")
+	if err := fs.Parse(args); err != nil {
+		return floorFlags{}, err
+	}
+	for _, a := range []string{f.addr, f.mwAddr, f.grpcAddr} {
+		if a == "" {
+			continue
+		}
+		if err := requireLoopback(a); err != nil {
+			return floorFlags{}, fmt.Errorf("floor: %w", err)
+		}
+	}
+	return f, nil
+}
+
 // serveFloor runs `loadtest floor -addr HOST:PORT [-mw-addr HOST:PORT]
 // [-grpc-addr HOST:PORT] -bytes N` until ctx is cancelled: the plain floor,
 // the floor behind the service's middleware, and the gRPC floor, each on
 // its own listener, all in this one process.
 func serveFloor(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("loadtest floor", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address of the plain floor (loopback)")
-	mwAddr := fs.String("mw-addr", "", "listen address of the floor behind the service's middleware (loopback; empty: none)")
-	grpcAddr := fs.String("grpc-addr", "", "listen address of the gRPC floor (loopback; empty: none)")
-	size := fs.Int("bytes", 460, "body size")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseFloorFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	for _, a := range []string{*addr, *mwAddr, *grpcAddr} {
-		if a == "" {
-			continue
-		}
-		if err := requireLoopback(a); err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-	}
-	body := floorBody(*size)
-	served := make(chan error, 3)
-	var servers []*http.Server
-	var grpcSrv *grpc.Server
-	defer func() {
-		if grpcSrv != nil {
-			grpcSrv.Stop()
-		}
-		for _, s := range servers {
-			_ = s.Close()
-		}
-	}()
-	serveHTTP := func(a, what string, h http.Handler) error {
-		ln, err := net.Listen("tcp", a)
-		if err != nil {
-			return fmt.Errorf("floor: listen: %w", err)
-		}
-		srv := floorServer(h, stderr)
-		servers = append(servers, srv)
-		go func() { served <- srv.Serve(ln) }()
-		fmt.Fprintf(stdout, "floor: serving %s on http://%s\n", what, ln.Addr())
-		return nil
-	}
-	if err := serveHTTP(*addr, "HTTP", newFloorHandler(body)); err != nil {
+	s := &floorServers{stdout: stdout, stderr: stderr, served: make(chan error, 3)}
+	defer s.close()
+	if err := s.start(f); err != nil {
 		return err
-	}
-	if *mwAddr != "" {
-		h, err := newMiddlewareFloorHandler(body, stderr)
-		if err != nil {
-			return fmt.Errorf("floor: %w", err)
-		}
-		if err := serveHTTP(*mwAddr, "HTTP behind the service's middleware", h); err != nil {
-			return err
-		}
-	}
-	if *grpcAddr != "" {
-		ln, err := net.Listen("tcp", *grpcAddr)
-		if err != nil {
-			return fmt.Errorf("floor: listen: %w", err)
-		}
-		// The service's message bound (its body bound plus 64 KiB) and
-		// its stream workers.
-		grpcSrv = grpc.NewServer(grpc.MaxRecvMsgSize(1<<20+64<<10), grpc.NumStreamWorkers(grpcapi.DefaultStreamWorkers))
-		warmcachev1.RegisterCacheServer(grpcSrv, &grpcFloor{body: body})
-		go func() { served <- grpcSrv.Serve(ln) }()
-		fmt.Fprintf(stdout, "floor: serving gRPC on %s\n", ln.Addr())
 	}
 	select {
-	case err := <-served:
+	case err := <-s.served:
 		return fmt.Errorf("floor: %w", err)
 	case <-ctx.Done():
 	}
+	return s.shutdown(ctx)
+}
+
+// floorServers are the floor's running servers; served receives the
+// error of any that stops serving.
+type floorServers struct {
+	stdout, stderr io.Writer
+	served         chan error
+	http           []*http.Server
+	grpc           *grpc.Server
+}
+
+// start starts the floors that f asks for.
+func (s *floorServers) start(f floorFlags) error {
+	body := floorBody(f.size)
+	if err := s.serveHTTP(f.addr, "HTTP", newFloorHandler(body)); err != nil {
+		return err
+	}
+	if f.mwAddr != "" {
+		h, err := newMiddlewareFloorHandler(body, s.stderr)
+		if err != nil {
+			return fmt.Errorf("floor: %w", err)
+		}
+		if err := s.serveHTTP(f.mwAddr, "HTTP behind the service's middleware", h); err != nil {
+			return err
+		}
+	}
+	if f.grpcAddr != "" {
+		return s.serveGRPC(f.grpcAddr, body)
+	}
+	return nil
+}
+
+func (s *floorServers) serveHTTP(addr, what string, h http.Handler) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("floor: listen: %w", err)
+	}
+	srv := floorServer(h, s.stderr)
+	s.http = append(s.http, srv)
+	go func() { s.served <- srv.Serve(ln) }()
+	fmt.Fprintf(s.stdout, "floor: serving %s on http://%s\n", what, ln.Addr())
+	return nil
+}
+
+func (s *floorServers) serveGRPC(addr string, body []byte) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("floor: listen: %w", err)
+	}
+	// The service's message bound (its body bound plus 64 KiB) and its
+	// stream workers.
+	srv := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20+64<<10), grpc.NumStreamWorkers(grpcapi.DefaultStreamWorkers))
+	warmcachev1.RegisterCacheServer(srv, &grpcFloor{body: body})
+	s.grpc = srv
+	go func() { s.served <- srv.Serve(ln) }()
+	fmt.Fprintf(s.stdout, "floor: serving gRPC on %s\n", ln.Addr())
+	return nil
+}
+
+// shutdown drains the servers, for up to five seconds.
+func (s *floorServers) shutdown(ctx context.Context) error {
 	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(drainCtx); err != nil {
+	for _, srv := range s.http {
+		if err := srv.Shutdown(drainCtx); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	servers = nil
-	if grpcSrv != nil {
-		grpcSrv.GracefulStop()
-		grpcSrv = nil
+	s.http = nil
+	if s.grpc != nil {
+		s.grpc.GracefulStop()
+		s.grpc = nil
 	}
 	return errors.Join(errs...)
+}
+
+// close stops the servers that are still running, at once.
+func (s *floorServers) close() {
+	if s.grpc != nil {
+		s.grpc.Stop()
+	}
+	for _, srv := range s.http {
+		_ = srv.Close()
+	}
 }
