@@ -46,32 +46,12 @@ const loadChunk = 100_000
 // fills it with o.Rows widgets unless they are already there. It returns
 // the value of key 1 as PostgreSQL prints it.
 func (h *harness) prepareDatabase(ctx context.Context) (string, error) {
-	admin, err := pgx.Connect(ctx, dsn(h.opts.PGHost, "postgres"))
-	if err != nil {
-		return "", fmt.Errorf("connect to postgres: %w", err)
+	if err := h.createDatabase(ctx); err != nil {
+		return "", err
 	}
-	var exists bool
-	err = admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", h.opts.Database).Scan(&exists)
-	if err == nil && !exists {
-		h.logf("creating database %s", h.opts.Database)
-		_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{h.opts.Database}.Sanitize())
+	if err := h.migrate(ctx); err != nil {
+		return "", err
 	}
-	_ = admin.Close(ctx)
-	if err != nil {
-		return "", fmt.Errorf("create database %s: %w", h.opts.Database, err)
-	}
-
-	nsFile := filepath.Join(h.opts.ArtifactDir, "namespaces.yaml")
-	if err := os.WriteFile(nsFile, benchNamespaces, 0o644); err != nil {
-		return "", fmt.Errorf("write namespaces: %w", err)
-	}
-	h.nsFile = nsFile
-	cmd := exec.CommandContext(ctx, h.opts.Bin, "migrate", "up")
-	cmd.Env = append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(h.opts.PGHost, h.opts.Database), "WARMCACHE_NAMESPACES_FILE="+nsFile)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%s migrate up: %w\n%s", h.opts.Bin, err, out)
-	}
-
 	conn, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
 	if err != nil {
 		return "", fmt.Errorf("connect to %s: %w", h.opts.Database, err)
@@ -87,14 +67,64 @@ func (h *harness) prepareDatabase(ctx context.Context) (string, error) {
 		}
 		_ = conn.Close(bg)
 	}()
+	if err := h.loadRows(ctx, conn); err != nil {
+		return "", err
+	}
+	var sample string
+	if err := conn.QueryRow(ctx, "SELECT value::text FROM widgets WHERE key = 1").Scan(&sample); err != nil {
+		return "", fmt.Errorf("read sample row: %w", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&h.report.Env.PostgreSQL); err != nil {
+		return "", fmt.Errorf("read server version: %w", err)
+	}
+	return sample, nil
+}
 
+// createDatabase creates the harness's database unless it exists.
+func (h *harness) createDatabase(ctx context.Context) error {
+	admin, err := pgx.Connect(ctx, dsn(h.opts.PGHost, "postgres"))
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	var exists bool
+	err = admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", h.opts.Database).Scan(&exists)
+	if err == nil && !exists {
+		h.logf("creating database %s", h.opts.Database)
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{h.opts.Database}.Sanitize())
+	}
+	_ = admin.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", h.opts.Database, err)
+	}
+	return nil
+}
+
+// migrate writes the benchmark's namespaces file and runs bin/warmcache
+// migrate up with it.
+func (h *harness) migrate(ctx context.Context) error {
+	nsFile := filepath.Join(h.opts.ArtifactDir, "namespaces.yaml")
+	if err := os.WriteFile(nsFile, benchNamespaces, 0o644); err != nil {
+		return fmt.Errorf("write namespaces: %w", err)
+	}
+	h.nsFile = nsFile
+	cmd := exec.CommandContext(ctx, h.opts.Bin, "migrate", "up")
+	cmd.Env = append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(h.opts.PGHost, h.opts.Database), "WARMCACHE_NAMESPACES_FILE="+nsFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s migrate up: %w\n%s", h.opts.Bin, err, out)
+	}
+	return nil
+}
+
+// loadRows fills the widgets table chunk by chunk, skipping the chunks
+// already there, and vacuums it if it loaded any.
+func (h *harness) loadRows(ctx context.Context, conn *pgx.Conn) error {
 	loaded := false
 	start := time.Now()
 	for lo := int64(1); lo <= h.opts.Rows; lo += loadChunk {
 		hi := min(lo+loadChunk-1, h.opts.Rows)
 		var present bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM widgets WHERE key = $1)", hi).Scan(&present); err != nil {
-			return "", fmt.Errorf("check rows: %w", err)
+			return fmt.Errorf("check rows: %w", err)
 		}
 		if present {
 			continue
@@ -108,26 +138,19 @@ SELECT g.key, jsonb_set($3::jsonb, '{widget,id}', to_jsonb(g.key::text)), nextva
 FROM generate_series($1::bigint, $2::bigint) AS g(key)
 ON CONFLICT (key) DO NOTHING`, lo, hi, widgetDoc)
 		if err != nil {
-			return "", fmt.Errorf("load rows %d..%d: %w", lo, hi, err)
+			return fmt.Errorf("load rows %d..%d: %w", lo, hi, err)
 		}
 		h.logf("  %7d / %d rows (%s)", hi, h.opts.Rows, time.Since(start).Round(100*time.Millisecond))
 	}
-	if loaded {
-		h.logf("vacuum analyze widgets")
-		if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) widgets"); err != nil {
-			return "", fmt.Errorf("vacuum: %w", err)
-		}
-	} else {
+	if !loaded {
 		h.logf("reusing %s.widgets (%d rows present)", h.opts.Database, h.opts.Rows)
+		return nil
 	}
-	var sample string
-	if err := conn.QueryRow(ctx, "SELECT value::text FROM widgets WHERE key = 1").Scan(&sample); err != nil {
-		return "", fmt.Errorf("read sample row: %w", err)
+	h.logf("vacuum analyze widgets")
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) widgets"); err != nil {
+		return fmt.Errorf("vacuum: %w", err)
 	}
-	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version')").Scan(&h.report.Env.PostgreSQL); err != nil {
-		return "", fmt.Errorf("read server version: %w", err)
-	}
-	return sample, nil
+	return nil
 }
 
 // indexScans sums idx_scan over the widgets table and its partitions.
