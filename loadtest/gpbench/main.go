@@ -60,6 +60,48 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "gpbench")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	admin, err := pgx.Connect(ctx, o.dsn)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	r := &gpRun{o: o, dir: dir, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * o.workers}}}
+	if err := admin.QueryRow(ctx, "SELECT version()").Scan(&r.version); err != nil {
+		return err
+	}
+	r.dropDatabase(ctx, admin)
+	defer r.dropDatabase(ctx, admin)
+	if err := r.createDatabase(ctx, admin); err != nil {
+		return err
+	}
+	if err := r.seed(ctx); err != nil {
+		return err
+	}
+	srv, err := startService(r.env, o.bin, r.nsFile)
+	if err != nil {
+		return err
+	}
+	defer srv.stop()
+	r.kv = srv.base + "/v1/kv/widgets/"
+	if err := r.measure(ctx); err != nil {
+		return err
+	}
+	_, err = io.WriteString(stdout, r.b.String())
+	return err
+}
+
+// parseOptions parses gpbench's flags.
+func parseOptions(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gpbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -74,54 +116,64 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.workers, "workers", 8, "concurrent clients of the service and of pgbench")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return options{}, err
 	}
 	if o.dsn == "" {
-		return errors.New("no -dsn and no WARMCACHE_TEST_GREENPLUM_DSN")
+		return options{}, errors.New("no -dsn and no WARMCACHE_TEST_GREENPLUM_DSN")
 	}
-	ctx := context.Background()
-	dir, err := os.MkdirTemp("", "gpbench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
+	return o, nil
+}
 
-	admin, err := pgx.Connect(ctx, o.dsn)
-	if err != nil {
-		return err
-	}
-	defer admin.Close(ctx)
-	var version string
-	if err := admin.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
-		return err
-	}
-	dropDB := func() {
-		_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", o.database)
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{o.database}.Sanitize())
-	}
-	dropDB()
-	defer dropDB()
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{o.database}.Sanitize()); err != nil {
-		return err
-	}
-	u, err := url.Parse(o.dsn)
-	if err != nil {
-		return err
-	}
-	u.Path = "/" + o.database
-	dsn := u.String()
+// gpRun is one run on the cluster: its database, the service's
+// environment and address, and the report being written.
+type gpRun struct {
+	o       options
+	dir     string          // temporary files: scripts, namespaces, NDJSON
+	version string          // the cluster's version()
+	dsn     string          // the run's own database
+	nsFile  string          // the namespaces file of the service and the CLI
+	env     []string        // the environment of bin/warmcache
+	client  *http.Client    // the client of every HTTP measurement
+	kv      string          // the service's URL of the widgets namespace
+	b       strings.Builder // the report
+}
 
-	nsFile := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(nsFile, []byte(namespacesYAML), 0o644); err != nil {
+// dropDatabase drops the run's database, ending its sessions first.
+func (r *gpRun) dropDatabase(ctx context.Context, admin *pgx.Conn) {
+	_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", r.o.database)
+	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{r.o.database}.Sanitize())
+}
+
+// createDatabase creates the run's database and sets the DSN that reaches
+// it.
+func (r *gpRun) createDatabase(ctx context.Context, admin *pgx.Conn) error {
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{r.o.database}.Sanitize()); err != nil {
 		return err
 	}
-	env := append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+dsn, "WARMCACHE_REDIS_ADDRS="+o.redis,
+	u, err := url.Parse(r.o.dsn)
+	if err != nil {
+		return err
+	}
+	u.Path = "/" + r.o.database
+	r.dsn = u.String()
+	return nil
+}
+
+// seed writes the namespaces file, migrates the database with
+// bin/warmcache and fills the widgets table.
+func (r *gpRun) seed(ctx context.Context) error {
+	o := r.o
+	r.nsFile = filepath.Join(r.dir, "namespaces.yaml")
+	if err := os.WriteFile(r.nsFile, []byte(namespacesYAML), 0o644); err != nil {
+		return err
+	}
+	r.env = append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+r.dsn, "WARMCACHE_REDIS_ADDRS="+o.redis,
 		"WARMCACHE_REDIS_PREFIX=gpbench-"+randomHex()+":", "WARMCACHE_NEAR_CACHE_BYTES=0",
 		fmt.Sprintf("WARMCACHE_PG_MAX_CONNS=%d", o.workers))
-	if out, err := command(env, o.bin, "migrate", "up", "--namespaces", nsFile); err != nil {
+	if out, err := command(r.env, o.bin, "migrate", "up", "--namespaces", r.nsFile); err != nil {
 		return fmt.Errorf("migrate up: %v\n%s", err, out)
 	}
-	db, err := pgx.Connect(ctx, dsn)
+	db, err := pgx.Connect(ctx, r.dsn)
 	if err != nil {
 		return err
 	}
@@ -134,162 +186,210 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 	if _, err := db.Exec(ctx, "ANALYZE widgets"); err != nil {
 		return err
 	}
-	if _, err := db.Exec(ctx, fmt.Sprintf("SELECT setval('warmcache_version_seq', %d)", o.rows)); err != nil {
+	_, err = db.Exec(ctx, fmt.Sprintf("SELECT setval('warmcache_version_seq', %d)", o.rows))
+	return err
+}
+
+// measure writes the report: misses, hits, writes, bulk loads, the
+// advisor and an end-to-end load, each against its baseline.
+func (r *gpRun) measure(ctx context.Context) error {
+	o := r.o
+	fmt.Fprintf(&r.b, "One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start.\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(r.version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
+	if err := r.misses(); err != nil {
 		return err
 	}
-
-	srv, err := startService(env, o.bin, nsFile)
-	if err != nil {
+	if err := r.hits(); err != nil {
 		return err
 	}
-	defer srv.stop()
-	kv := srv.base + "/v1/kv/widgets/"
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * o.workers}}
+	if err := r.writes(); err != nil {
+		return err
+	}
+	if err := r.bulkLoads(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(&r.b, "Load average %s at the end.\n", loadAvg())
+	return nil
+}
 
-	var b strings.Builder
-	fmt.Fprintf(&b, "One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
-
-	// Misses against pgbench -M simple of the same lookup.
+// misses measures the service's misses against pgbench -M simple of the
+// same lookup.
+func (r *gpRun) misses() error {
+	o := r.o
 	keys := mathrand.Perm(o.rows)
 	var next atomic.Int64
-	miss := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+	miss := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
 		i := next.Add(1) - 1
 		if int(i) >= len(keys) {
 			return nil, ""
 		}
-		req, _ := http.NewRequest("GET", kv+strconv.Itoa(keys[i]+1), nil)
+		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(keys[i]+1), nil)
 		return req, "miss"
 	})
 	lookup := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT value::text, version FROM widgets WHERE key = :k;\n"
-	simple, err := pgbench(o, dsn, dir, "simple", o.workers, lookup)
+	simple, err := pgbench(o, r.dsn, r.dir, "simple", o.workers, lookup)
 	if err != nil {
 		return err
 	}
-	prepared, err := pgbench(o, dsn, dir, "prepared", o.workers, lookup)
+	prepared, err := pgbench(o, r.dsn, r.dir, "prepared", o.workers, lookup)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "| path | req/s | p50 | p99 | ratio | baseline |\n|---|---:|---:|---:|---:|---|\n")
-	fmt.Fprintf(&b, "| service miss (`GET`, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
+	fmt.Fprintf(&r.b, "| path | req/s | p50 | p99 | ratio | baseline |\n|---|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&r.b, "| service miss (`GET`, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
 		miss.tags(), num(miss.rate()), ms(miss.p(0.5)), ms(miss.p(0.99)), miss.rate()/simple.tps)
-	fmt.Fprintf(&b, "| `pgbench -M simple`, the same lookup | %s | | | 1.00 | |\n", num(simple.tps))
-	fmt.Fprintf(&b, "| `pgbench -M prepared`, the same lookup | %s | | | %.2f | `pgbench -M simple` |\n", num(prepared.tps), prepared.tps/simple.tps)
+	fmt.Fprintf(&r.b, "| `pgbench -M simple`, the same lookup | %s | | | 1.00 | |\n", num(simple.tps))
+	fmt.Fprintf(&r.b, "| `pgbench -M prepared`, the same lookup | %s | | | %.2f | `pgbench -M simple` |\n", num(prepared.tps), prepared.tps/simple.tps)
+	return nil
+}
 
-	// Hits against a constant-body floor.
+// hits measures the service's Redis hits against a constant-body floor.
+func (r *gpRun) hits() error {
+	o := r.o
 	for i := 1; i <= 1000; i++ {
-		if res, err := client.Get(kv + strconv.Itoa(i)); err == nil {
+		if res, err := r.client.Get(r.kv + strconv.Itoa(i)); err == nil {
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
 		}
 	}
-	hit := attack(client, o.workers, o.duration, func() (*http.Request, string) {
-		req, _ := http.NewRequest("GET", kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
+	hit := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
 		return req, "hit"
 	})
 	floorURL, closeFloor, err := startFloor(460)
 	if err != nil {
 		return err
 	}
-	floor := attack(client, o.workers, o.duration, func() (*http.Request, string) {
+	floor := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
 		req, _ := http.NewRequest("GET", floorURL, nil)
 		return req, ""
 	})
 	closeFloor()
-	fmt.Fprintf(&b, "| service hit (`GET`, 1,000 hot keys, %s) | %s | %s | %s | %.2f | floor req/s |\n",
+	fmt.Fprintf(&r.b, "| service hit (`GET`, 1,000 hot keys, %s) | %s | %s | %s | %.2f | floor req/s |\n",
 		hit.tags(), num(hit.rate()), ms(hit.p(0.5)), ms(hit.p(0.99)), hit.rate()/floor.rate())
-	fmt.Fprintf(&b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+	return nil
+}
 
-	// PUT latency, one client, against pgbench of the same statements.
+// writes measures PUT latency, one client, against pgbench of the same
+// statements, and PUT throughput with every client.
+func (r *gpRun) writes() error {
+	o := r.o
 	var putN atomic.Int64
-	put := attack(client, 1, o.duration, func() (*http.Request, string) {
+	put := attack(r.client, 1, o.duration, func() (*http.Request, string) {
 		n := putN.Add(1)
-		req, _ := http.NewRequest("PUT", kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(fmt.Sprintf(`{"widget":{"id":"%d","debug":"off"}}`, n)))
+		req, _ := http.NewRequest("PUT", r.kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(fmt.Sprintf(`{"widget":{"id":"%d","debug":"off"}}`, n)))
 		return req, ""
 	})
-	putPar := attack(client, o.workers, o.duration, func() (*http.Request, string) {
-		req, _ := http.NewRequest("PUT", kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(`{"widget":{"debug":"off"}}`))
+	putPar := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("PUT", r.kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(`{"widget":{"debug":"off"}}`))
 		return req, ""
 	})
 	upsert := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT nextval('warmcache_version_seq') AS v \\gset\n" +
 		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, :v) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = GREATEST(EXCLUDED.version, t.version + 1) RETURNING value::text, t.version;` + "\n"
 	inline := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\n" +
 		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, nextval('warmcache_version_seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = nextval('warmcache_version_seq') RETURNING value::text, t.version;` + "\n"
-	pbUpsert, err := pgbench(o, dsn, dir, "simple", 1, upsert)
+	pbUpsert, err := pgbench(o, r.dsn, r.dir, "simple", 1, upsert)
 	if err != nil {
 		return err
 	}
-	pbInline, err := pgbench(o, dsn, dir, "simple", 1, inline)
+	pbInline, err := pgbench(o, r.dsn, r.dir, "simple", 1, inline)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "| write | req/s | p50 | p99 | mean | ratio | baseline |\n|---|---:|---:|---:|---:|---:|---|\n")
-	fmt.Fprintf(&b, "| service `PUT`, 1 client (%s) | %s | %s | %s | %s | %.2f | pgbench mean latency |\n",
+	fmt.Fprintf(&r.b, "| write | req/s | p50 | p99 | mean | ratio | baseline |\n|---|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(&r.b, "| service `PUT`, 1 client (%s) | %s | %s | %s | %s | %.2f | pgbench mean latency |\n",
 		put.tags(), num(put.rate()), ms(put.p(0.5)), ms(put.p(0.99)), ms(put.mean()), float64(put.mean())/float64(pbUpsert.latency))
-	fmt.Fprintf(&b, "| service `PUT`, %d clients (%s) | %s | %s | %s | %s | | |\n",
+	fmt.Fprintf(&r.b, "| service `PUT`, %d clients (%s) | %s | %s | %s | %s | | |\n",
 		o.workers, putPar.tags(), num(putPar.rate()), ms(putPar.p(0.5)), ms(putPar.p(0.99)), ms(putPar.mean()))
-	fmt.Fprintf(&b, "| `pgbench -M simple`, 1 client: `SELECT nextval()`, then the upsert with the version as a parameter | %s | | | %s | 1.00 | |\n",
+	fmt.Fprintf(&r.b, "| `pgbench -M simple`, 1 client: `SELECT nextval()`, then the upsert with the version as a parameter | %s | | | %s | 1.00 | |\n",
 		num(pbUpsert.tps), ms(pbUpsert.latency))
-	fmt.Fprintf(&b, "| `pgbench -M simple`, 1 client: the upsert with `nextval()` in `VALUES` and `SET` | %s | | | %s | %.0f | the two statements |\n\n",
+	fmt.Fprintf(&r.b, "| `pgbench -M simple`, 1 client: the upsert with `nextval()` in `VALUES` and `SET` | %s | | | %s | %.0f | the two statements |\n\n",
 		num(pbInline.tps), ms(pbInline.latency), float64(pbInline.latency)/float64(pbUpsert.latency))
+	return nil
+}
 
-	// Bulk loads per storage variant: the warehouse's part (pgstore's
-	// Load: COPY, merge, ANALYZE) into an empty table, then the same rows
-	// again with every value changed; and warmcache load end to end once.
-	namespaces, err := config.LoadNamespacesFile(nsFile)
+// bulkLoads measures bulk loads per storage variant: the warehouse's part
+// (pgstore's Load: COPY, merge, ANALYZE) into an empty table, then the
+// same rows again with every value changed; then the advisor on the
+// widgets data, and warmcache load end to end once.
+func (r *gpRun) bulkLoads(ctx context.Context) error {
+	namespaces, err := config.LoadNamespacesFile(r.nsFile)
 	if err != nil {
 		return err
 	}
-	store, err := pgstore.Open(ctx, pgstore.Options{DSN: dsn, MaxConns: 2}, namespaces, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	store, err := pgstore.Open(ctx, pgstore.Options{DSN: r.dsn, MaxConns: 2}, namespaces, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	fmt.Fprintf(&b, "| bulk load of %s rows | into an empty table | rows/s | again, every value changed | rows/s |\n|---|---:|---:|---:|---:|\n", num(float64(o.loadRows)))
+	if err := r.loadVariants(ctx, store, namespaces); err != nil {
+		return err
+	}
+	// The advisor on the widgets data, before the load below rewrites it.
+	if err := r.advise(); err != nil {
+		return err
+	}
+	return r.loadEndToEnd()
+}
+
+// loadVariants times pgstore's Load into each storage variant, twice.
+func (r *gpRun) loadVariants(ctx context.Context, store *pgstore.Store, namespaces []*warmcache.Namespace) error {
+	n := r.o.loadRows
+	fmt.Fprintf(&r.b, "| bulk load of %s rows | into an empty table | rows/s | again, every value changed | rows/s |\n|---|---:|---:|---:|---:|\n", num(float64(n)))
 	for _, v := range loadVariants {
 		var ns *warmcache.Namespace
-		for _, n := range namespaces {
-			if n.Name == v.name {
-				ns = n
+		for _, candidate := range namespaces {
+			if candidate.Name == v.name {
+				ns = candidate
 			}
 		}
-		first, err := timeLoad(ctx, store, ns, o.loadRows, v.columns, "a")
+		first, err := timeLoad(ctx, store, ns, n, v.columns, "a")
 		if err != nil {
 			return fmt.Errorf("load %s: %w", v.name, err)
 		}
-		second, err := timeLoad(ctx, store, ns, o.loadRows, v.columns, "b")
+		second, err := timeLoad(ctx, store, ns, n, v.columns, "b")
 		if err != nil {
 			return fmt.Errorf("reload %s: %w", v.name, err)
 		}
-		fmt.Fprintf(&b, "| %s | %.2f s | %s | %.2f s | %s |\n", v.label, first.Seconds(), num(float64(o.loadRows)/first.Seconds()),
-			second.Seconds(), num(float64(o.loadRows)/second.Seconds()))
+		fmt.Fprintf(&r.b, "| %s | %.2f s | %s | %.2f s | %s |\n", v.label, first.Seconds(), num(float64(n)/first.Seconds()),
+			second.Seconds(), num(float64(n)/second.Seconds()))
 	}
-	fmt.Fprintln(&b)
-	// The advisor on the widgets data, before the load below rewrites it.
-	if o.adviseSample > 0 {
-		sample := strconv.Itoa(o.adviseSample)
-		out, err := command(env, o.bin, "advise", "--namespaces", nsFile, "--sample", sample, "--lookups", "1000", "widgets")
-		if err != nil {
-			return fmt.Errorf("advise: %v\n%s", err, out)
-		}
-		fmt.Fprintf(&b, "```\n$ warmcache advise --sample %s --lookups 1000 widgets\n%s```\n\n", sample, out)
-	}
+	fmt.Fprintln(&r.b)
+	return nil
+}
 
-	file := filepath.Join(dir, "widgets.ndjson")
-	if err := writeNDJSON(file, o.loadRows, false, "c"); err != nil {
+// advise runs warmcache advise on the widgets data, unless the sample is
+// zero, and quotes its output.
+func (r *gpRun) advise() error {
+	if r.o.adviseSample <= 0 {
+		return nil
+	}
+	sample := strconv.Itoa(r.o.adviseSample)
+	out, err := command(r.env, r.o.bin, "advise", "--namespaces", r.nsFile, "--sample", sample, "--lookups", "1000", "widgets")
+	if err != nil {
+		return fmt.Errorf("advise: %v\n%s", err, out)
+	}
+	fmt.Fprintf(&r.b, "```\n$ warmcache advise --sample %s --lookups 1000 widgets\n%s```\n\n", sample, out)
+	return nil
+}
+
+// loadEndToEnd times warmcache load of changed widgets, from process
+// start to the refresh of each changed key in Redis.
+func (r *gpRun) loadEndToEnd() error {
+	n := r.o.loadRows
+	file := filepath.Join(r.dir, "widgets.ndjson")
+	if err := writeNDJSON(file, n, false, "c"); err != nil {
 		return err
 	}
 	start := time.Now()
-	if out, err := command(env, o.bin, "load", "--namespaces", nsFile, "--progress", "off", "widgets", file); err != nil {
+	if out, err := command(r.env, r.o.bin, "load", "--namespaces", r.nsFile, "--progress", "off", "widgets", file); err != nil {
 		return fmt.Errorf("warmcache load: %v\n%s", err, out)
 	}
 	d := time.Since(start)
-	fmt.Fprintf(&b, "\n`warmcache load widgets` of %s changed rows, end to end (process start, the load, and the refresh of each changed key in Redis): %.2f s, %s rows/s.\n\n",
-		num(float64(o.loadRows)), d.Seconds(), num(float64(o.loadRows)/d.Seconds()))
-
-	fmt.Fprintf(&b, "Load average %s at the end.\n", loadAvg())
-	_, err = io.WriteString(stdout, b.String())
-	return err
+	fmt.Fprintf(&r.b, "\n`warmcache load widgets` of %s changed rows, end to end (process start, the load, and the refresh of each changed key in Redis): %.2f s, %s rows/s.\n\n",
+		num(float64(n)), d.Seconds(), num(float64(n)/d.Seconds()))
+	return nil
 }
 
 const namespacesYAML = `namespaces:
