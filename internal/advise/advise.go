@@ -104,13 +104,14 @@ type Report struct {
 	Elapsed   time.Duration
 }
 
-// Run measures the candidate storages of namespace ns (see Candidates) on a
-// sample of its rows and returns the report. The scratch schema
+// Run measures the candidate storages of table t's namespace (see
+// Candidates) on a sample of its rows and returns the report. The scratch schema
 // (warmcache_advise_<random>) is dropped at the end, whatever happens.
 // Errors are the warehouse's, wrapped; a candidate that cannot be built on
 // this server is reported in its Result.Err instead.
-func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.Logger) (Report, error) {
+func Run(ctx context.Context, t schema.Table, opts Options, log *slog.Logger) (Report, error) {
 	start := time.Now()
+	ns := t.Namespace
 	opts = opts.withDefaults()
 	if opts.Store.DSN == "" {
 		return Report{}, errors.New("advise: no DSN")
@@ -168,8 +169,8 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 	if ns.Layout == warmcache.LayoutPacked {
 		columns = InferColumns(smp.values, ns.KeyColumn, ns.VersionColumn)
 	}
-	cands := Candidates(d, ns, columns)
-	r.Current = Current(d, ns, cands)
+	cands := Candidates(d, t, columns)
+	r.Current = Current(d, t, cands)
 	m := &measurer{pool: pool, dialect: d, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts,
 		rng: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed)), log: log}
 	r.Results = make([]Result, len(cands))
@@ -192,7 +193,7 @@ func Run(ctx context.Context, ns *warmcache.Namespace, opts Options, log *slog.L
 		return Report{}, ctx.Err()
 	}
 	r.recommend()
-	r.Migration = migration(d, ns, r)
+	r.Migration = migration(d, t, r)
 	r.Elapsed = time.Since(start)
 	return r, nil
 }
@@ -292,8 +293,6 @@ func (m *measurer) candidateNamespace(i int, c Candidate) *warmcache.Namespace {
 		ValueColumn:   orValue(m.ns.ValueColumn),
 		Columns:       c.Columns,
 		VersionColumn: m.ns.VersionColumn,
-		Managed:       true,
-		Storage:       c.Storage,
 	}
 }
 
@@ -389,7 +388,7 @@ func (m *measurer) timeAll(ctx context.Context, results []Result, lookups []func
 // create runs migrate's DDL for the candidate (its namespace_table step),
 // with the value column's type changed for json and bytea.
 func (m *measurer) create(ctx context.Context, cns *warmcache.Namespace, c Candidate) error {
-	ddl, err := tableDDL(m.dialect, cns)
+	ddl, err := tableDDL(m.dialect, schema.Table{Namespace: cns, Managed: true, Storage: c.Storage})
 	if err != nil {
 		return err
 	}
@@ -405,18 +404,18 @@ func (m *measurer) create(ctx context.Context, cns *warmcache.Namespace, c Candi
 	return err
 }
 
-// tableDDL returns the DDL migrate runs for a managed namespace's table.
-func tableDDL(d dialect.Dialect, ns *warmcache.Namespace) (string, error) {
-	steps, err := schema.Plan(d, []*warmcache.Namespace{ns})
+// tableDDL returns the DDL migrate runs for a managed table.
+func tableDDL(d dialect.Dialect, t schema.Table) (string, error) {
+	steps, err := schema.Plan(d, []schema.Table{t})
 	if err != nil {
 		return "", err
 	}
 	for _, s := range steps {
-		if s.Scope == ns.Name {
+		if s.Scope == t.Namespace.Name {
 			return s.Up, nil
 		}
 	}
-	return "", fmt.Errorf("no table step for %s", ns.Name)
+	return "", fmt.Errorf("no table step for %s", t.Namespace.Name)
 }
 
 // fill copies the sample into the candidate and returns how long it took.

@@ -42,10 +42,10 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func widgets() *warmcache.Namespace {
-	return &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
-		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Managed: true,
-		Storage: warmcache.Storage{Partitions: 4, Compression: "lz4", GINIndex: true}}
+func widgets() schema.Table {
+	return schema.Table{Namespace: &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version"}, Managed: true,
+		Storage: schema.Storage{Partitions: 4, Compression: "lz4", GINIndex: true}}
 }
 
 // TestCandidatesGolden pins the candidates of each dialect; Greenplum's
@@ -54,19 +54,19 @@ func TestCandidatesGolden(t *testing.T) {
 	cols := []warmcache.Column{{Name: "status", Type: "text"}, {Name: "total", Type: "numeric"}}
 	for _, d := range []dialect.Dialect{dialect.Postgres, dialect.Greenplum} {
 		t.Run(d.String(), func(t *testing.T) {
-			ns := widgets()
-			cands := advise.Candidates(d, ns, cols)
+			tb := widgets()
+			cands := advise.Candidates(d, tb, cols)
 			var b strings.Builder
 			for i, c := range cands {
 				fmt.Fprintf(&b, "%d %s | layout %s value %s query %s migratable %v storage %+v\n",
 					i, c.Name, c.Layout, c.Value, c.Query, c.Migratable, c.Storage)
 			}
-			fmt.Fprintf(&b, "current: %d\n", advise.Current(d, ns, cands))
+			fmt.Fprintf(&b, "current: %d\n", advise.Current(d, tb, cands))
 			// Every candidate is a storage migrate can render for the dialect.
 			for i, c := range cands {
-				cns := *ns
-				cns.Name, cns.Table, cns.Layout, cns.Columns, cns.Storage = fmt.Sprintf("c%d", i), fmt.Sprintf("s.c%d", i), c.Layout, c.Columns, c.Storage
-				if _, err := schema.Plan(d, []*warmcache.Namespace{&cns}); err != nil {
+				cns := *tb.Namespace
+				cns.Name, cns.Table, cns.Layout, cns.Columns = fmt.Sprintf("c%d", i), fmt.Sprintf("s.c%d", i), c.Layout, c.Columns
+				if _, err := schema.Plan(d, []schema.Table{{Namespace: &cns, Managed: true, Storage: c.Storage}}); err != nil {
 					t.Errorf("candidate %s: %v", c.Name, err)
 				}
 			}
@@ -179,10 +179,10 @@ FROM generate_series(1, 600) g;`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := &warmcache.Namespace{Name: "orders", Table: "orders", KeyColumn: "key", KeyType: warmcache.KeyBigint,
-		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Storage: warmcache.Storage{Partitions: 2}}
+	tb := schema.Table{Namespace: &warmcache.Namespace{Name: "orders", Table: "orders", KeyColumn: "key", KeyType: warmcache.KeyBigint,
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version"}, Storage: schema.Storage{Partitions: 2}}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := advise.Run(ctx, ns, advise.Options{Store: pgstore.Options{DSN: dsn}, SampleRows: 500, Lookups: 100}, log)
+	r, err := advise.Run(ctx, tb, advise.Options{Store: pgstore.Options{DSN: dsn}, SampleRows: 500, Lookups: 100}, log)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -47,7 +48,7 @@ type Candidate struct {
 	// Value is the packed value's type.
 	Value ValueType
 	// Storage holds the options migrate takes for this candidate.
-	Storage warmcache.Storage
+	Storage schema.Storage
 	// Query is how _query works on it.
 	Query QuerySupport
 	// Migratable says that migrate can create this storage (a namespace
@@ -55,18 +56,18 @@ type Candidate struct {
 	Migratable bool
 }
 
-// Candidates returns the storages to compare for namespace ns on dialect d.
-// columns are the typed columns inferred from the data (nil when the values
-// are not objects with a fixed set of fields), or ns.Columns for a columns
-// namespace. Every dialect gets packed jsonb (with the namespace's GIN index
+// Candidates returns the storages to compare for table t's namespace on
+// dialect d. columns are the typed columns inferred from the data (nil when
+// the values are not objects with a fixed set of fields), or the
+// namespace's Columns for a columns namespace. Every dialect gets packed jsonb (with the namespace's GIN index
 // choice), json text and bytea with a zstd dictionary, and, when columns
 // are known, the columns layout; PostgreSQL adds each TOAST compression
 // (pglz, lz4); Greenplum adds append-optimized tables, row and column
 // oriented, with zstd and zlib at low and medium levels and rle_type on
 // columns. Candidates needs no database.
-func Candidates(d dialect.Dialect, ns *warmcache.Namespace, columns []warmcache.Column) []Candidate {
-	gin := ns.Layout == warmcache.LayoutPacked && ns.Storage.GINIndex
-	partitions := ns.Storage.Partitions
+func Candidates(d dialect.Dialect, t schema.Table, columns []warmcache.Column) []Candidate {
+	gin := t.Namespace.Layout == warmcache.LayoutPacked && t.Storage.GINIndex
+	partitions := t.Storage.Partitions
 	if partitions == 0 {
 		partitions = dialect.DefaultPartitions
 	}
@@ -75,54 +76,54 @@ func Candidates(d dialect.Dialect, ns *warmcache.Namespace, columns []warmcache.
 		packedQuery = QueryIndexed
 	}
 	var out []Candidate
-	packed := func(name string, st warmcache.Storage) {
+	packed := func(name string, st schema.Storage) {
 		st.GINIndex = gin
 		out = append(out, Candidate{Name: name, Layout: warmcache.LayoutPacked, Value: ValueJSONB, Storage: st, Query: packedQuery, Migratable: true})
 	}
-	cols := func(name string, st warmcache.Storage) {
+	cols := func(name string, st schema.Storage) {
 		if len(columns) == 0 {
 			return
 		}
 		out = append(out, Candidate{Name: name, Layout: warmcache.LayoutColumns, Columns: columns, Value: ValueJSONB, Storage: st, Query: QueryScan, Migratable: true})
 	}
-	other := func(v ValueType, q QuerySupport, st warmcache.Storage) {
+	other := func(v ValueType, q QuerySupport, st schema.Storage) {
 		out = append(out, Candidate{Name: "packed " + string(v), Layout: warmcache.LayoutPacked, Value: v, Storage: st, Query: q})
 	}
 	switch d {
 	case dialect.Greenplum:
-		packed("packed jsonb, heap", warmcache.Storage{})
+		packed("packed jsonb, heap", schema.Storage{})
 		for _, o := range []string{"row", "column"} {
 			for _, c := range []struct {
 				algo  string
 				level int
 			}{{dialect.CompressZstd, 1}, {dialect.CompressZstd, 5}, {dialect.CompressZlib, 1}, {dialect.CompressZlib, 5}} {
 				packed(fmt.Sprintf("packed jsonb, AO %s %s:%d", o, c.algo, c.level),
-					warmcache.Storage{AppendOptimized: true, Orientation: o, Compression: c.algo, CompressLevel: c.level})
+					schema.Storage{AppendOptimized: true, Orientation: o, Compression: c.algo, CompressLevel: c.level})
 			}
 		}
-		cols("columns, heap", warmcache.Storage{})
-		cols("columns, AO column zstd:5", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressZstd, CompressLevel: 5})
-		cols("columns, AO column rle_type:2", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressRLE, CompressLevel: 2})
-		other(ValueJSON, QueryScan, warmcache.Storage{})
-		other(ValueZstd, QueryNone, warmcache.Storage{})
+		cols("columns, heap", schema.Storage{})
+		cols("columns, AO column zstd:5", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressZstd, CompressLevel: 5})
+		cols("columns, AO column rle_type:2", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: dialect.CompressRLE, CompressLevel: 2})
+		other(ValueJSON, QueryScan, schema.Storage{})
+		other(ValueZstd, QueryNone, schema.Storage{})
 	default:
 		for _, c := range []string{dialect.CompressNone, dialect.CompressPGLZ, dialect.CompressLZ4} {
-			packed("packed jsonb, TOAST "+c, warmcache.Storage{Partitions: partitions, Compression: c})
+			packed("packed jsonb, TOAST "+c, schema.Storage{Partitions: partitions, Compression: c})
 		}
-		cols("columns, TOAST none", warmcache.Storage{Partitions: partitions, Compression: dialect.CompressNone})
-		cols("columns, TOAST lz4", warmcache.Storage{Partitions: partitions, Compression: dialect.CompressLZ4})
-		other(ValueJSON, QueryScan, warmcache.Storage{Partitions: partitions})
-		other(ValueZstd, QueryNone, warmcache.Storage{Partitions: partitions})
+		cols("columns, TOAST none", schema.Storage{Partitions: partitions, Compression: dialect.CompressNone})
+		cols("columns, TOAST lz4", schema.Storage{Partitions: partitions, Compression: dialect.CompressLZ4})
+		other(ValueJSON, QueryScan, schema.Storage{Partitions: partitions})
+		other(ValueZstd, QueryNone, schema.Storage{Partitions: partitions})
 	}
 	return out
 }
 
-// Current returns the index of the candidate that matches ns's own
-// storage, or -1.
-func Current(d dialect.Dialect, ns *warmcache.Namespace, cands []Candidate) int {
-	want := ns.Storage
+// Current returns the index of the candidate that matches table t's own
+// layout and storage, or -1.
+func Current(d dialect.Dialect, t schema.Table, cands []Candidate) int {
+	want := t.Storage
 	for i, c := range cands {
-		if c.Layout != ns.Layout || c.Value != ValueJSONB {
+		if c.Layout != t.Namespace.Layout || c.Value != ValueJSONB {
 			continue
 		}
 		got := c.Storage

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -149,8 +150,10 @@ func (r *Report) recommend() {
 	}
 }
 
-// migration tells how to move namespace ns to the recommended storage.
-func migration(d dialect.Dialect, ns *warmcache.Namespace, r Report) string {
+// migration tells how to move table t's namespace to the recommended
+// storage.
+func migration(d dialect.Dialect, t schema.Table, r Report) string {
+	ns := t.Namespace
 	if r.Recommended < 0 {
 		return "no candidate could be measured; nothing to recommend"
 	}
@@ -182,12 +185,12 @@ func migration(d dialect.Dialect, ns *warmcache.Namespace, r Report) string {
 		b.WriteString("      gin_index: true\n")
 	}
 	target := *ns
-	target.Name, target.Table, target.Managed = ns.Name, ns.Table+"_new", true
-	target.Layout, target.Columns, target.Storage = rec.Layout, rec.Columns, rec.Storage
+	target.Name, target.Table = ns.Name, ns.Table+"_new"
+	target.Layout, target.Columns = rec.Layout, rec.Columns
 	if target.ValueColumn == "" {
 		target.ValueColumn = "value"
 	}
-	ddl, err := tableDDL(d, &target)
+	ddl, err := tableDDL(d, schema.Table{Namespace: &target, Managed: true, Storage: rec.Storage})
 	if err != nil {
 		fmt.Fprintf(&b, "(the DDL cannot be rendered: %v)\n", err)
 		return b.String()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -48,6 +49,10 @@ type Config struct {
 	NamespacesFile string
 	// Namespaces are loaded from NamespacesFile, or the built-in default.
 	Namespaces []*warmcache.Namespace
+	// Tables are the same namespaces' tables as migrate sees them, one for
+	// each namespace in the same order: whether migrate manages the table
+	// and its storage options.
+	Tables []schema.Table
 	// Args are the arguments left after the flags.
 	Args []string
 }
@@ -349,8 +354,8 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 	}
 	var err error
 	if c.NamespacesFile == "" {
-		c.Namespaces = DefaultNamespaces()
-	} else if c.Namespaces, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
+		c.Namespaces, c.Tables = DefaultNamespaces()
+	} else if c.Namespaces, c.Tables, err = LoadNamespacesFile(c.NamespacesFile); err != nil {
 		return Config{}, err
 	}
 	if c.Access.KeysFile != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -25,8 +26,12 @@ func TestDefaults(t *testing.T) {
 	if c.HTTP.Addr != "127.0.0.1:8080" || c.Redis.Addrs[0] != "127.0.0.1:6379" || !strings.Contains(c.Postgres.DSN, "127.0.0.1:5432") {
 		t.Fatalf("defaults = %+v, want the laptop defaults", c)
 	}
-	if len(c.Namespaces) != 2 || c.Namespaces[0].Name != "widgets" || !c.Namespaces[1].Storage.AppendOptimized {
+	if len(c.Namespaces) != 2 || c.Namespaces[0].Name != "widgets" {
 		t.Fatalf("namespaces = %+v, want the built-in widgets", c.Namespaces)
+	}
+	if len(c.Tables) != 2 || c.Tables[0].Namespace != c.Namespaces[0] || c.Tables[1].Namespace != c.Namespaces[1] ||
+		!c.Tables[0].Managed || !c.Tables[1].Managed || c.Tables[0].Storage.AppendOptimized || !c.Tables[1].Storage.AppendOptimized {
+		t.Fatalf("tables = %+v, want the built-in widgets' tables, the archive append-optimized", c.Tables)
 	}
 }
 
@@ -102,13 +107,36 @@ namespaces:
 	}
 	w, o := c.Namespaces[0], c.Namespaces[1]
 	if w.Table != "public.widgets" || w.KeyColumn != "id" || w.ValueColumn != "doc" || w.VersionColumn != "rev" ||
-		w.TTL != time.Minute || w.NegativeTTL != 5*time.Second || w.TTLJitter != 0.2 || !w.Writable || w.Managed ||
+		w.TTL != time.Minute || w.NegativeTTL != 5*time.Second || w.TTLJitter != 0.2 || !w.Writable || c.Tables[0].Managed ||
 		w.Codec != warmcache.CodecZstdDict {
 		t.Errorf("widgets = %+v", w)
 	}
 	if o.Table != "orders" || o.KeyType != warmcache.KeyText || o.Layout != warmcache.LayoutColumns || len(o.Columns) != 2 || o.Writable ||
 		o.Codec != warmcache.CodecNone {
 		t.Errorf("orders = %+v", o)
+	}
+}
+
+func TestNamespacesStorage(t *testing.T) {
+	doc := `namespaces:
+  - name: events
+    managed: true
+    storage: {partitions: 4, compression: zstd, compress_level: 5, appendoptimized: true, orientation: column, gin_index: true}
+  - name: orders
+`
+	nss, tables, err := config.ParseNamespaces([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nss) != 2 || len(tables) != 2 || tables[0].Namespace != nss[0] || tables[1].Namespace != nss[1] {
+		t.Fatalf("tables = %+v, want one for each namespace in order", tables)
+	}
+	want := schema.Storage{Partitions: 4, Compression: "zstd", CompressLevel: 5, AppendOptimized: true, Orientation: "column", GINIndex: true}
+	if !tables[0].Managed || tables[0].Storage != want {
+		t.Errorf("events table = %+v, want managed with %+v", tables[0], want)
+	}
+	if tables[1].Managed || tables[1].Storage != (schema.Storage{}) {
+		t.Errorf("orders table = %+v, want unmanaged with no options", tables[1])
 	}
 }
 
@@ -131,7 +159,7 @@ func TestBadNamespacesNameTheField(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := config.ParseNamespaces([]byte(c.doc))
+			_, _, err := config.ParseNamespaces([]byte(c.doc))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)
 			}

@@ -11,18 +11,19 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // DefaultNamespaces returns the namespaces served when no namespaces file
-// is given:
+// is given, and their tables, both managed by migrate:
 //   - widgets, a hot bigint-keyed packed JSONB table in heap storage, which
 //     the local stack fills with sample data, kept 1s in the near cache when
 //     the near cache is on (see Config.NearCacheBytes);
 //   - widgets_archive, a cold table of the same shape that Greenplum keeps
 //     append-optimized and zstd-compressed (PostgreSQL has no such storage
 //     and keeps it as a heap).
-func DefaultNamespaces() []*warmcache.Namespace {
+func DefaultNamespaces() ([]*warmcache.Namespace, []schema.Table) {
 	widgets := &warmcache.Namespace{
 		Name:          "widgets",
 		Table:         "widgets",
@@ -37,16 +38,18 @@ func DefaultNamespaces() []*warmcache.Namespace {
 		NearTTL:       time.Second,
 		TTLJitter:     0.1,
 		Writable:      true,
-		Managed:       true,
-		Storage:       warmcache.Storage{Partitions: 8, Compression: "lz4", GINIndex: true},
 	}
 	archive := *widgets
 	archive.Name, archive.Table = "widgets_archive", "widgets_archive"
 	archive.TTL = time.Minute
 	archive.NearTTL = 0
-	archive.Storage = warmcache.Storage{Partitions: 8, Compression: "zstd", CompressLevel: 5,
-		AppendOptimized: true, Orientation: "row", GINIndex: true}
-	return []*warmcache.Namespace{widgets, &archive}
+	return []*warmcache.Namespace{widgets, &archive}, []schema.Table{
+		{Namespace: widgets, Managed: true,
+			Storage: schema.Storage{Partitions: 8, Compression: "lz4", GINIndex: true}},
+		{Namespace: &archive, Managed: true,
+			Storage: schema.Storage{Partitions: 8, Compression: "zstd", CompressLevel: 5,
+				AppendOptimized: true, Orientation: "row", GINIndex: true}},
+	}
 }
 
 // The YAML shape of a namespaces file. Unknown fields are refused.
@@ -103,33 +106,37 @@ var (
 	tableName     = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,62}\.)?[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 )
 
-// LoadNamespacesFile reads and validates a namespaces file.
-func LoadNamespacesFile(path string) ([]*warmcache.Namespace, error) {
+// LoadNamespacesFile reads and validates a namespaces file, as
+// ParseNamespaces does.
+func LoadNamespacesFile(path string) ([]*warmcache.Namespace, []schema.Table, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("config: namespaces file: %w", err)
+		return nil, nil, fmt.Errorf("config: namespaces file: %w", err)
 	}
-	nss, err := ParseNamespaces(b)
+	nss, tables, err := ParseNamespaces(b)
 	if err != nil {
-		return nil, fmt.Errorf("config: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("config: %s: %w", path, err)
 	}
-	return nss, nil
+	return nss, tables, nil
 }
 
-// ParseNamespaces decodes and validates a namespaces document. Every error
-// names the namespace and the field, such as
+// ParseNamespaces decodes and validates a namespaces document. It returns
+// the namespaces the service serves and, one for each in the same order,
+// their tables as migrate sees them (managed, storage). Every error names
+// the namespace and the field, such as
 // `namespaces[0] "widgets": key.type: must be bigint or text, got "int"`.
-func ParseNamespaces(b []byte) ([]*warmcache.Namespace, error) {
+func ParseNamespaces(b []byte) ([]*warmcache.Namespace, []schema.Table, error) {
 	var doc fileDoc
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(doc.Namespaces) == 0 {
-		return nil, errors.New("namespaces: at least one namespace is needed")
+		return nil, nil, errors.New("namespaces: at least one namespace is needed")
 	}
 	var out []*warmcache.Namespace
+	var tables []schema.Table
 	var errs []error
 	seen := map[string]bool{}
 	for i, d := range doc.Namespaces {
@@ -142,13 +149,33 @@ func ParseNamespaces(b []byte) ([]*warmcache.Namespace, error) {
 			errs = append(errs, fmt.Errorf("namespaces[%d] %q: %w", i, d.Name, e))
 		}
 		out = append(out, ns)
+		tables = append(tables, d.table(ns))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, tables, nil
 }
 
+// table returns the table of namespace ns as d declares it. Its storage
+// options are checked by namespace, and by schema for the dialect.
+func (d nsDoc) table(ns *warmcache.Namespace) schema.Table {
+	return schema.Table{
+		Namespace: ns,
+		Managed:   d.Managed,
+		Storage: schema.Storage{
+			Partitions:      d.Storage.Partitions,
+			Compression:     d.Storage.Compression,
+			CompressLevel:   d.Storage.CompressLevel,
+			AppendOptimized: d.Storage.AppendOptimized,
+			Orientation:     d.Storage.Orientation,
+			GINIndex:        d.Storage.GINIndex,
+		},
+	}
+}
+
+// namespace returns the namespace d declares, with the defaults filled
+// in, and one error for each bad field, the storage options' included.
 func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -181,17 +208,8 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		NearTTL:       nearTTL(d.NearTTL, bad),
 		TTLJitter:     0.1,
 		Writable:      d.Writable,
-		Managed:       d.Managed,
 		MaxKeyBytes:   d.MaxKeyBytes,
 		Codec:         warmcache.Codec(d.Codec),
-		Storage: warmcache.Storage{
-			Partitions:      d.Storage.Partitions,
-			Compression:     d.Storage.Compression,
-			CompressLevel:   d.Storage.CompressLevel,
-			AppendOptimized: d.Storage.AppendOptimized,
-			Orientation:     d.Storage.Orientation,
-			GINIndex:        d.Storage.GINIndex,
-		},
 	}
 	if !namespaceName.MatchString(d.Name) {
 		bad("name: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", d.Name)

@@ -68,7 +68,7 @@ func TestNamespaceNearTTL(t *testing.T) {
 			if tc.value != "" {
 				doc = `{namespaces: [{name: w, near_ttl: "` + tc.value + `"}]}`
 			}
-			nss, err := config.ParseNamespaces([]byte(doc))
+			nss, _, err := config.ParseNamespaces([]byte(doc))
 			if tc.wantErr {
 				if err == nil || !strings.Contains(err.Error(), `namespaces[0] "w": near_ttl`) {
 					t.Fatalf("err = %v, want one naming near_ttl", err)
@@ -87,7 +87,8 @@ func TestNamespaceNearTTL(t *testing.T) {
 
 func TestDefaultNamespacesNearTTL(t *testing.T) {
 	want := map[string]time.Duration{"widgets": time.Second, "widgets_archive": 0}
-	for _, ns := range config.DefaultNamespaces() {
+	nss, _ := config.DefaultNamespaces()
+	for _, ns := range nss {
 		if d, ok := want[ns.Name]; ok && ns.NearTTL != d {
 			t.Errorf("%s: NearTTL = %v, want %v", ns.Name, ns.NearTTL, d)
 		}

@@ -105,19 +105,18 @@ func newRig(t *testing.T, w testenv.Warehouse, naive bool) rig {
 	dsn := w.NewDatabase(t)
 	ns := &warmcache.Namespace{
 		Name: "h", Table: "h", KeyColumn: "key", KeyType: warmcache.KeyBigint, Layout: warmcache.LayoutPacked,
-		ValueColumn: "value", VersionColumn: "version", Writable: true, Managed: true,
+		ValueColumn: "value", VersionColumn: "version", Writable: true,
 		// Short-lived entries make misses, and so fills, frequent; the TTL
 		// stays well above the injected delay, so that an entry does not
 		// expire inside the window it protects.
 		TTL: 250 * time.Millisecond, NegativeTTL: 250 * time.Millisecond,
-		Storage: warmcache.Storage{Partitions: 2},
 	}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	m, err := schema.OpenMigrator(ctx, conn, []*warmcache.Namespace{ns}, nil)
+	m, err := schema.OpenMigrator(ctx, conn, []schema.Table{{Namespace: ns, Managed: true, Storage: schema.Storage{Partitions: 2}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,8 @@ func migrateAndSeed(t testing.TB, dsn string, n int) {
 		t.Fatalf("connect: %v", err)
 	}
 	defer conn.Close(ctx)
-	m, err := schema.OpenMigrator(ctx, conn, config.DefaultNamespaces(), nil)
+	_, tables := config.DefaultNamespaces()
+	m, err := schema.OpenMigrator(ctx, conn, tables, nil)
 	if err != nil {
 		t.Fatalf("migrator: %v", err)
 	}

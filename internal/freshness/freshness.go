@@ -77,11 +77,13 @@ type Runner struct {
 	wg     sync.WaitGroup
 }
 
-// Start starts keeping the managed namespaces fresh, in the mode that opts
-// and the server allow, and gens in step with the warehouse. It logs which
+// Start starts keeping the namespaces fresh, in the mode that opts and the
+// server allow, and gens in step with the warehouse. The namespaces are
+// those whose tables migrate manages: only they have the version index,
+// the delete log and the publication that freshness reads. It logs which
 // mode it chose and why. The error reports metrics that cannot be
 // registered.
-func Start(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
+func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
 	if opts.Mode == "" {
 		opts.Mode = Auto
 	}
@@ -98,22 +100,9 @@ func Start(ctx context.Context, opts Options, namespaces []*warmcache.Namespace,
 	if err != nil {
 		return nil, err
 	}
-	var managed []*warmcache.Namespace
-	var skipped []string
-	for _, ns := range namespaces {
-		if ns.Managed {
-			managed = append(managed, ns)
-		} else {
-			skipped = append(skipped, ns.Name)
-		}
-	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r := &Runner{cancel: cancel}
 	r.wg.Go(func() { gens.Run(ctx, opts.PollInterval) })
-	if len(skipped) > 0 && opts.Mode != Off {
-		log.Info("freshness: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
-			slog.Any("namespaces", skipped))
-	}
 
 	mode := opts.Mode
 	if mode == Auto || mode == Capture {

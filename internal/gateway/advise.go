@@ -27,12 +27,12 @@ type AdviseOptions struct {
 // of its rows (see package advise) and prints the table, the
 // recommendation and the migration to stdout, and its progress to stderr.
 func Advise(ctx context.Context, cfg config.Config, o AdviseOptions, stdout, stderr io.Writer, log *slog.Logger) error {
-	ns, err := Namespace(cfg, o.Namespace)
+	t, err := table(cfg, o.Namespace)
 	if err != nil {
 		return fmt.Errorf("advise: %w", err)
 	}
-	fmt.Fprintf(stderr, "advise: measuring the storage of %s on %d sampled rows...\n", ns.Name, o.SampleRows)
-	report, err := advise.Run(ctx, ns, advise.Options{
+	fmt.Fprintf(stderr, "advise: measuring the storage of %s on %d sampled rows...\n", t.Namespace.Name, o.SampleRows)
+	report, err := advise.Run(ctx, t, advise.Options{
 		Store:      StoreOptions(cfg),
 		SampleRows: o.SampleRows,
 		Lookups:    o.Lookups,

@@ -31,6 +31,7 @@ import (
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
+	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -218,7 +219,12 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fresh, err := freshness.Start(ctx, freshnessOptions(cfg, g.store), cfg.Namespaces, g.store, g.svc, g.gens, g.reg, g.log)
+	managed, others := managedNamespaces(cfg)
+	if len(others) > 0 && cfg.Freshness.Mode != freshness.Off {
+		g.log.Info("freshness: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
+			slog.Any("namespaces", others))
+	}
+	fresh, err := freshness.Start(ctx, freshnessOptions(cfg, g.store), managed, g.store, g.svc, g.gens, g.reg, g.log)
 	if err != nil {
 		return err
 	}
@@ -447,6 +453,34 @@ func Namespace(cfg config.Config, name string) (*warmcache.Namespace, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
+}
+
+// table returns the table of cfg's namespace called name, or an error that
+// wraps warmcache.ErrUnknownNamespace.
+func table(cfg config.Config, name string) (schema.Table, error) {
+	for _, t := range cfg.Tables {
+		if t.Namespace.Name == name {
+			return t, nil
+		}
+	}
+	return schema.Table{}, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
+}
+
+// managedNamespaces returns the namespaces of cfg whose tables migrate
+// manages, and the names of the others.
+func managedNamespaces(cfg config.Config) (managed []*warmcache.Namespace, others []string) {
+	isManaged := map[string]bool{}
+	for _, t := range cfg.Tables {
+		isManaged[t.Namespace.Name] = t.Managed
+	}
+	for _, ns := range cfg.Namespaces {
+		if isManaged[ns.Name] {
+			managed = append(managed, ns)
+		} else {
+			others = append(others, ns.Name)
+		}
+	}
+	return managed, others
 }
 
 // startGenerations returns the namespace generations of the warehouse,

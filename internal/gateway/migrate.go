@@ -27,7 +27,7 @@ func Migrate(ctx context.Context, cfg config.Config, action string, stdout io.Wr
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	m, err := schema.OpenMigrator(ctx, conn, cfg.Namespaces, log)
+	m, err := schema.OpenMigrator(ctx, conn, cfg.Tables, log)
 	if err != nil {
 		return err
 	}
@@ -80,7 +80,7 @@ func PlanMigrations(ctx context.Context, cfg config.Config, stdout io.Writer) er
 	} else {
 		d, how = planDialect(ctx, cfg.Postgres.DSN)
 	}
-	steps, err := schema.Plan(d, cfg.Namespaces)
+	steps, err := schema.Plan(d, cfg.Tables)
 	if err != nil {
 		return err
 	}

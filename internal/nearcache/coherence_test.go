@@ -50,12 +50,11 @@ func newFleet(t *testing.T) *fleet {
 	f := &fleet{
 		ns: &warmcache.Namespace{
 			Name: "c", Table: "c", KeyColumn: "key", KeyType: warmcache.KeyBigint, Layout: warmcache.LayoutPacked,
-			ValueColumn: "value", VersionColumn: "version", Writable: true, Managed: true,
+			ValueColumn: "value", VersionColumn: "version", Writable: true,
 			TTL: time.Minute, NegativeTTL: time.Minute,
 			// Far longer than the test: only an invalidation can end an
 			// entry, so a stale read cannot hide behind an expiry.
 			NearTTL: time.Hour,
-			Storage: warmcache.Storage{Partitions: 2},
 		},
 		dsn:    testenv.NewDatabase(t),
 		prefix: "coherence-" + testenv.RandomSuffix(t) + ":",
@@ -67,7 +66,7 @@ func newFleet(t *testing.T) *fleet {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	f.conn = conn
-	m, err := schema.OpenMigrator(ctx, conn, []*warmcache.Namespace{f.ns}, nil)
+	m, err := schema.OpenMigrator(ctx, conn, []schema.Table{{Namespace: f.ns, Managed: true, Storage: schema.Storage{Partitions: 2}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,13 +74,14 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 		_, _ = conn.Exec(context.Background(), "DROP SCHEMA "+schemaName+" CASCADE")
 	})
 	mustExec("SET search_path = " + schemaName)
-	var namespaces []*warmcache.Namespace
-	for _, ns := range config.DefaultNamespaces() {
-		if ns.Name == "widgets" {
-			namespaces = append(namespaces, ns)
+	var tables []wcschema.Table
+	_, all := config.DefaultNamespaces()
+	for _, tb := range all {
+		if tb.Namespace.Name == "widgets" {
+			tables = append(tables, tb)
 		}
 	}
-	m, err := wcschema.NewMigrator(conn, dialect.Greenplum, namespaces, nil)
+	m, err := wcschema.NewMigrator(conn, dialect.Greenplum, tables, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +99,7 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT max(version) FROM widgets").Scan(&high); err != nil {
 		t.Fatal(err)
 	}
-	st, err := pgstore.Freshness(namespaces[0])
+	st, err := pgstore.Freshness(tables[0].Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,48 +26,68 @@ import (
 // assertions run on heap tables there.
 type variant struct {
 	name    string
-	storage warmcache.Storage
+	storage migrations.Storage
 }
 
 // variants are the storages the lane covers: heap, append-optimized row and
 // append-optimized column, each zstd-compressed when append-optimized.
 func variants() []variant {
 	return []variant{
-		{"heap", warmcache.Storage{Partitions: 2, GINIndex: true}},
-		{"ao_row", warmcache.Storage{AppendOptimized: true, Orientation: "row", Compression: "zstd", GINIndex: true}},
-		{"ao_column", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd", GINIndex: true}},
+		{"heap", migrations.Storage{Partitions: 2, GINIndex: true}},
+		{"ao_row", migrations.Storage{AppendOptimized: true, Orientation: "row", Compression: "zstd", GINIndex: true}},
+		{"ao_column", migrations.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd", GINIndex: true}},
 	}
 }
 
-// laneNamespaces returns a packed and a columns-layout namespace for each
-// variant, all managed, so that migrate creates their tables.
-func laneNamespaces() []*warmcache.Namespace {
-	var out []*warmcache.Namespace
+// laneTables returns the tables of a packed and a columns-layout namespace
+// for each variant, all managed, so that migrate creates them.
+func laneTables() []migrations.Table {
+	var out []migrations.Table
 	for _, v := range variants() {
 		columns := v.storage
 		columns.GINIndex = false
 		out = append(out,
-			&warmcache.Namespace{
+			migrations.Table{Namespace: &warmcache.Namespace{
 				Name: v.name + "_packed", Table: v.name + "_packed", KeyColumn: "key", KeyType: warmcache.KeyBigint,
 				Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version",
-				Writable: true, Managed: true, Storage: v.storage,
-			},
-			&warmcache.Namespace{
+				Writable: true,
+			}, Managed: true, Storage: v.storage},
+			migrations.Table{Namespace: &warmcache.Namespace{
 				Name: v.name + "_columns", Table: v.name + "_columns", KeyColumn: "id", KeyType: warmcache.KeyBigint,
 				Layout: warmcache.LayoutColumns,
 				Columns: []warmcache.Column{
 					{Name: "name", Type: "text"},
 					{Name: "age", Type: "integer"},
 				},
-				VersionColumn: "version", Writable: true, Managed: true, Storage: columns,
-			})
+				VersionColumn: "version", Writable: true,
+			}, Managed: true, Storage: columns})
+	}
+	return out
+}
+
+// packedLaneTables returns the lane's tables of the packed layout.
+func packedLaneTables() []migrations.Table {
+	var out []migrations.Table
+	for _, tb := range laneTables() {
+		if tb.Namespace.Layout == warmcache.LayoutPacked {
+			out = append(out, tb)
+		}
+	}
+	return out
+}
+
+// namespacesOf returns the namespaces of tables.
+func namespacesOf(tables []migrations.Table) []*warmcache.Namespace {
+	out := make([]*warmcache.Namespace, len(tables))
+	for i, tb := range tables {
+		out[i] = tb.Namespace
 	}
 	return out
 }
 
 // migrated creates a database on w, applies the migrations of the lane's
-// namespaces and returns its DSN.
-func migrated(t *testing.T, w testenv.Warehouse, namespaces []*warmcache.Namespace) string {
+// tables and returns its DSN.
+func migrated(t *testing.T, w testenv.Warehouse, tables []migrations.Table) string {
 	t.Helper()
 	dsn := w.NewDatabase(t)
 	ctx := testContext(t)
@@ -76,7 +96,7 @@ func migrated(t *testing.T, w testenv.Warehouse, namespaces []*warmcache.Namespa
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	m, err := migrations.OpenMigrator(ctx, conn, namespaces, nil)
+	m, err := migrations.OpenMigrator(ctx, conn, tables, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +134,9 @@ func value(ns *warmcache.Namespace, n int, tag string) []byte {
 func TestWarehouseLane(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			namespaces := laneNamespaces()
-			dsn := migrated(t, w, namespaces)
+			tables := laneTables()
+			dsn := migrated(t, w, tables)
+			namespaces := namespacesOf(tables)
 			s := laneStore(t, dsn, namespaces...)
 			if got := s.Dialect().String(); got != w.Name {
 				t.Fatalf("Dialect() = %s, want %s", got, w.Name)
@@ -293,13 +314,9 @@ func queryRow(t *testing.T, dsn, sql string, args ...any) pgx.Row {
 func TestVersionsNeverGoBackwards(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			var namespaces []*warmcache.Namespace
-			for _, ns := range laneNamespaces() {
-				if ns.Layout == warmcache.LayoutPacked {
-					namespaces = append(namespaces, ns)
-				}
-			}
-			dsn := migrated(t, w, namespaces)
+			tables := packedLaneTables()
+			dsn := migrated(t, w, tables)
+			namespaces := namespacesOf(tables)
 			var cache int64
 			if err := queryRow(t, dsn, "SELECT cache_size FROM pg_sequences WHERE sequencename = $1", pgstore.VersionSequence).Scan(&cache); err != nil {
 				t.Fatal(err)
@@ -356,13 +373,9 @@ func TestVersionsNeverGoBackwards(t *testing.T) {
 func TestDoctorLane(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			var namespaces []*warmcache.Namespace
-			for _, ns := range laneNamespaces() {
-				if ns.Layout == warmcache.LayoutPacked {
-					namespaces = append(namespaces, ns)
-				}
-			}
-			dsn := migrated(t, w, namespaces)
+			tables := packedLaneTables()
+			dsn := migrated(t, w, tables)
+			namespaces := namespacesOf(tables)
 			for _, ns := range namespaces {
 				// One row first: Greenplum takes statistics on a table's
 				// first insert, then never again by itself.
@@ -435,9 +448,10 @@ func TestDoctorLane(t *testing.T) {
 func TestLoadStatementTimeout(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			namespaces := laneNamespaces()[:1]
+			tables := laneTables()[:1]
+			namespaces := namespacesOf(tables)
 			ns := namespaces[0]
-			dsn := migrated(t, w, namespaces)
+			dsn := migrated(t, w, tables)
 			s, err := openStore(t, pgstore.Options{DSN: dsn, MaxConns: 1, LoadStatementTimeout: time.Millisecond}, prometheus.NewRegistry(), namespaces...)
 			if err != nil {
 				t.Fatal(err)

@@ -102,14 +102,13 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 
 	// Without ON CONFLICT (before PostgreSQL 9.5, so Greenplum 6) or on
 	// an append-optimized table, writes take the statements that need
-	// neither ON CONFLICT nor DELETE ... RETURNING.
+	// neither ON CONFLICT nor DELETE ... RETURNING. The catalog says how
+	// the table is stored, whoever created it.
 	noUpsert := !srv.onConflict
 	if srv.dialect == dialect.Greenplum {
-		ao := ns.Storage.AppendOptimized
-		if !ns.Managed {
-			if ao, err = dialect.AppendOptimized(ctx, conn, *relid); err != nil {
-				return nil, fail("read storage: %w", err)
-			}
+		ao, err := dialect.AppendOptimized(ctx, conn, *relid)
+		if err != nil {
+			return nil, fail("read storage: %w", err)
 		}
 		noUpsert = noUpsert || ao
 	}

@@ -8,21 +8,20 @@ import (
 
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
-	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // laneNamespaces covers every storage option migrate takes: heap with a GIN
 // index, append-optimized row with zstd and zlib, append-optimized column
 // with zstd and rle_type, and the columns layout with a text key in its own
 // schema. On PostgreSQL the Greenplum-only options are notes in the DDL.
-func laneNamespaces() []*warmcache.Namespace {
-	return []*warmcache.Namespace{
-		packed("heap_gin", warmcache.Storage{Partitions: 2, GINIndex: true}),
-		packed("ao_row_zstd", warmcache.Storage{AppendOptimized: true, Compression: "zstd", CompressLevel: 5, GINIndex: true}),
-		packed("ao_row_zlib", warmcache.Storage{AppendOptimized: true, Compression: "zlib"}),
-		packed("ao_column_zstd", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd"}),
-		packed("ao_column_rle", warmcache.Storage{AppendOptimized: true, Orientation: "column", Compression: "rle_type", CompressLevel: 2}),
-		people(warmcache.Storage{Partitions: 2, Compression: "pglz"}),
+func laneNamespaces() []schema.Table {
+	return []schema.Table{
+		packed("heap_gin", schema.Storage{Partitions: 2, GINIndex: true}),
+		packed("ao_row_zstd", schema.Storage{AppendOptimized: true, Compression: "zstd", CompressLevel: 5, GINIndex: true}),
+		packed("ao_row_zlib", schema.Storage{AppendOptimized: true, Compression: "zlib"}),
+		packed("ao_column_zstd", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd"}),
+		packed("ao_column_rle", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: "rle_type", CompressLevel: 2}),
+		people(schema.Storage{Partitions: 2, Compression: "pglz"}),
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/dialect"
-	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // DB is what a Migrator needs from the server: *pgx.Conn and
@@ -55,12 +54,12 @@ type Migrator struct {
 	log     *slog.Logger
 }
 
-// NewMigrator returns a Migrator for the namespaces on a database of the
+// NewMigrator returns a Migrator for the tables on a database of the
 // given dialect. It plans the steps at once and returns Plan's error if a
-// managed namespace is invalid. A nil log discards the log; otherwise each
+// managed table is invalid. A nil log discards the log; otherwise each
 // applied or reverted step is logged at Info.
-func NewMigrator(db DB, d dialect.Dialect, namespaces []*warmcache.Namespace, log *slog.Logger) (*Migrator, error) {
-	steps, err := Plan(d, namespaces)
+func NewMigrator(db DB, d dialect.Dialect, tables []Table, log *slog.Logger) (*Migrator, error) {
+	steps, err := Plan(d, tables)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +72,7 @@ func NewMigrator(db DB, d dialect.Dialect, namespaces []*warmcache.Namespace, lo
 // OpenMigrator detects the server's dialect with dialect.Detect and
 // returns NewMigrator's Migrator for it. Errors are the detection's or
 // Plan's.
-func OpenMigrator(ctx context.Context, db DB, namespaces []*warmcache.Namespace, log *slog.Logger) (*Migrator, error) {
+func OpenMigrator(ctx context.Context, db DB, tables []Table, log *slog.Logger) (*Migrator, error) {
 	tx, err := db.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("schema: detect dialect: %w", err)
@@ -85,7 +84,7 @@ func OpenMigrator(ctx context.Context, db DB, namespaces []*warmcache.Namespace,
 	if err != nil {
 		return nil, fmt.Errorf("schema: detect dialect: %w", err)
 	}
-	return NewMigrator(db, d, namespaces, log)
+	return NewMigrator(db, d, tables, log)
 }
 
 // Dialect returns the dialect the Migrator renders for.

@@ -12,7 +12,6 @@ import (
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
-	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
 // mustConnect opens a connection to dsn that is closed when the test ends.
@@ -30,12 +29,12 @@ func mustConnect(tb testing.TB, dsn string) *pgx.Conn {
 
 // testNamespaces returns a packed lz4 namespace with 4 partitions and a GIN
 // index, a columns-layout namespace in the schema app, and an unmanaged one.
-func testNamespaces() []*warmcache.Namespace {
-	external := packed("external", warmcache.Storage{})
+func testNamespaces() []schema.Table {
+	external := packed("external", schema.Storage{})
 	external.Managed = false
-	return []*warmcache.Namespace{
-		packed("widgets", warmcache.Storage{Partitions: 4, Compression: "lz4", GINIndex: true}),
-		people(warmcache.Storage{Partitions: 2, Compression: "pglz"}),
+	return []schema.Table{
+		packed("widgets", schema.Storage{Partitions: 4, Compression: "lz4", GINIndex: true}),
+		people(schema.Storage{Partitions: 2, Compression: "pglz"}),
 		external,
 	}
 }
@@ -244,7 +243,7 @@ func TestMigratorPostgres(t *testing.T) {
 
 func TestMigratorConcurrentUp(t *testing.T) {
 	dsn := testenv.NewDatabase(t)
-	ns := []*warmcache.Namespace{packed("widgets", warmcache.Storage{Partitions: 2})}
+	ns := []schema.Table{packed("widgets", schema.Storage{Partitions: 2})}
 	const n = 3
 	results := make(chan []schema.Step, n)
 	errs := make(chan error, n)
@@ -279,14 +278,14 @@ func TestMigratorDownRefusesUnknownScope(t *testing.T) {
 	ctx := context.Background()
 	dsn := testenv.NewDatabase(t)
 	conn := mustConnect(t, dsn)
-	full, err := schema.NewMigrator(conn, dialect.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{}), packed("gadgets", warmcache.Storage{})}, nil)
+	full, err := schema.NewMigrator(conn, dialect.Postgres, []schema.Table{packed("widgets", schema.Storage{}), packed("gadgets", schema.Storage{})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := full.Up(ctx); err != nil {
 		t.Fatalf("Up: %v", err)
 	}
-	partial, err := schema.NewMigrator(conn, dialect.Postgres, []*warmcache.Namespace{packed("widgets", warmcache.Storage{})}, nil)
+	partial, err := schema.NewMigrator(conn, dialect.Postgres, []schema.Table{packed("widgets", schema.Storage{})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +318,7 @@ func TestMigratorThroughPgBouncer(t *testing.T) {
 		t.Fatalf("connect through PgBouncer: %v", err)
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	m, err := schema.OpenMigrator(ctx, conn, []*warmcache.Namespace{packed("widgets", warmcache.Storage{GINIndex: true})}, nil)
+	m, err := schema.OpenMigrator(ctx, conn, []schema.Table{packed("widgets", schema.Storage{GINIndex: true})}, nil)
 	if err != nil {
 		t.Fatalf("OpenMigrator: %v", err)
 	}

@@ -19,7 +19,6 @@ import (
 	"text/template"
 
 	"github.com/warmcache/warmcache/internal/dialect"
-	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/migrations"
 )
 
@@ -52,27 +51,28 @@ func (s Step) Label() string {
 const namespacePrefix = "namespace_"
 
 // Plan renders every migration for the dialect: the global ones once, and
-// the per-namespace ones once for each namespace with Managed set, in the
-// order of namespaces. Namespaces without Managed are left alone and not
-// checked. Steps come by ascending version.
+// the per-namespace ones once for each table with Managed set, in the
+// order of tables. Tables without Managed are left alone and not checked.
+// Steps come by ascending version.
 //
 // Plan connects to nothing. It fails when a managed namespace cannot be
 // created on the dialect; the error names every bad field as
 // `namespace "widgets": storage.orientation: must be row or column, got "diagonal"`.
-func Plan(d dialect.Dialect, namespaces []*warmcache.Namespace) ([]Step, error) {
+func Plan(d dialect.Dialect, tables []Table) ([]Step, error) {
 	if !d.Valid() {
 		return nil, fmt.Errorf("schema: plan: unknown dialect %v", d)
 	}
-	var tables []tableData
+	var data []tableData
 	var errs []error
 	names := map[string]bool{}
 	tableOf := map[string]string{}
-	for i, ns := range namespaces {
+	for i, tb := range tables {
+		ns := tb.Namespace
 		if ns == nil {
 			errs = append(errs, fmt.Errorf("schema: namespaces[%d] is nil", i))
 			continue
 		}
-		if !ns.Managed {
+		if !tb.Managed {
 			continue
 		}
 		if ns.Name == "" {
@@ -89,13 +89,13 @@ func Plan(d dialect.Dialect, namespaces []*warmcache.Namespace) ([]Step, error) 
 			continue
 		}
 		tableOf[ns.Table] = ns.Name
-		t, err := tableFor(d, ns)
+		t, err := tableFor(d, tb)
 		if err != nil {
 			errs = append(errs, prefixEach(fmt.Sprintf("schema: namespace %q: ", ns.Name), err))
 			continue
 		}
 		t.Dialect = d.String()
-		tables = append(tables, t)
+		data = append(data, t)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -115,7 +115,7 @@ func Plan(d dialect.Dialect, namespaces []*warmcache.Namespace) ([]Step, error) 
 			steps = append(steps, s)
 			continue
 		}
-		for _, t := range tables {
+		for _, t := range data {
 			s, err := m.render(t.Namespace, t)
 			if err != nil {
 				return nil, err

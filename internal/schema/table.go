@@ -95,14 +95,14 @@ type indexData struct {
 // tableFor validates a managed namespace for the dialect and chooses its
 // table's clauses. The error joins one error per bad field, each naming the
 // field as the namespaces file does (such as storage.orientation).
-func tableFor(d dialect.Dialect, ns *warmcache.Namespace) (tableData, error) {
-	t, errs := commonTable(ns)
+func tableFor(d dialect.Dialect, tb Table) (tableData, error) {
+	t, errs := commonTable(tb.Namespace, tb.Storage)
 	var dialectErrs []error
 	switch d {
 	case dialect.Postgres:
-		dialectErrs = postgresTable(&t, ns)
+		dialectErrs = postgresTable(&t, tb.Namespace, tb.Storage)
 	case dialect.Greenplum:
-		dialectErrs = greenplumTable(&t, ns)
+		dialectErrs = greenplumTable(&t, tb.Namespace, tb.Storage)
 	default:
 		return tableData{}, fmt.Errorf("unknown dialect %v", d)
 	}
@@ -114,8 +114,7 @@ func tableFor(d dialect.Dialect, ns *warmcache.Namespace) (tableData, error) {
 
 // postgresTable fills the PostgreSQL clauses: hash partitions on the key,
 // each with its primary key index, and TOAST compression.
-func postgresTable(t *tableData, ns *warmcache.Namespace) []error {
-	st := ns.Storage
+func postgresTable(t *tableData, ns *warmcache.Namespace, st Storage) []error {
 	var errs []error
 	key := quote(ns.KeyColumn)
 	t.PrimaryKey = key
@@ -168,8 +167,7 @@ func postgresTable(t *tableData, ns *warmcache.Namespace) []error {
 // with a primary key by default, or append-optimized with block compression
 // and a plain key index (append-optimized tables take no ON CONFLICT and,
 // before Greenplum 7, no unique index).
-func greenplumTable(t *tableData, ns *warmcache.Namespace) []error {
-	st := ns.Storage
+func greenplumTable(t *tableData, ns *warmcache.Namespace, st Storage) []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	key := quote(ns.KeyColumn)
@@ -261,7 +259,7 @@ func bookkeepingDDL(d dialect.Dialect) string {
 }
 
 // commonTable validates what both dialects share and fills the columns.
-func commonTable(ns *warmcache.Namespace) (tableData, []error) {
+func commonTable(ns *warmcache.Namespace, st Storage) (tableData, []error) {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	ident := func(field, v string) {
@@ -337,7 +335,7 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 			}
 			t.Columns = append(t.Columns, columnData{Name: quote(c.Name), Type: typ})
 		}
-		if ns.Storage.GINIndex {
+		if st.GINIndex {
 			bad("storage.gin_index: needs value.layout packed")
 		}
 	default:
@@ -346,7 +344,6 @@ func commonTable(ns *warmcache.Namespace) (tableData, []error) {
 	unique("version_column", ns.VersionColumn)
 	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
 
-	st := ns.Storage
 	if st.Partitions < 0 || st.Partitions > dialect.MaxPartitions {
 		bad("storage.partitions: must be between 1 and %d, got %d", dialect.MaxPartitions, st.Partitions)
 	}
@@ -421,7 +418,7 @@ func toastable(ns *warmcache.Namespace) []string {
 }
 
 // compression returns the requested compression, "none" when empty.
-func compression(st warmcache.Storage) string {
+func compression(st Storage) string {
 	if st.Compression == "" {
 		return dialect.CompressNone
 	}

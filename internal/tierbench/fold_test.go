@@ -37,14 +37,14 @@ func newTiers(b *testing.B) tiers {
 	ctx := context.Background()
 	dsn := testenv.NewDatabase(b)
 	ns := &warmcache.Namespace{Name: "w", Table: "w", KeyColumn: "key", KeyType: warmcache.KeyBigint,
-		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Managed: true,
-		TTL: time.Hour, NegativeTTL: time.Hour, Storage: warmcache.Storage{Partitions: 8}}
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version",
+		TTL: time.Hour, NegativeTTL: time.Hour}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	m, err := schema.OpenMigrator(ctx, conn, []*warmcache.Namespace{ns}, nil)
+	m, err := schema.OpenMigrator(ctx, conn, []schema.Table{{Namespace: ns, Managed: true, Storage: schema.Storage{Partitions: 8}}}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

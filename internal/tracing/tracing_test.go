@@ -38,7 +38,8 @@ func newStack(tb testing.TB, tp *tracing.Provider) stack {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	namespaces := config.DefaultNamespaces()[:1] // widgets
+	namespaces, tables := config.DefaultNamespaces()
+	namespaces = namespaces[:1] // widgets
 	namespaces[0].NearTTL = 0
 	near := *namespaces[0]
 	near.Name, near.NearTTL = "near", time.Minute
@@ -49,7 +50,7 @@ func newStack(tb testing.TB, tp *tracing.Provider) stack {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	m, err := schema.OpenMigrator(ctx, conn, namespaces[:1], log)
+	m, err := schema.OpenMigrator(ctx, conn, tables[:1], log)
 	if err == nil {
 		_, err = m.Up(ctx)
 	}

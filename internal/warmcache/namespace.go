@@ -52,29 +52,6 @@ type Column struct {
 	Type string
 }
 
-// Storage holds the options migrate uses when it creates a namespace's table.
-// Each dialect applies the options it has and says in the DDL what it did
-// with the others.
-type Storage struct {
-	// Partitions is the number of hash partitions on PostgreSQL. Zero means 8.
-	// Greenplum distributes by the key instead.
-	Partitions int
-	// Compression is "none", "lz4", "pglz", "zstd", "zlib" or "rle_type".
-	// Empty means none.
-	Compression string
-	// CompressLevel is the Greenplum compresslevel. Zero means the
-	// algorithm's default (zstd 3, zlib 5).
-	CompressLevel int
-	// AppendOptimized makes the table append-optimized on Greenplum.
-	AppendOptimized bool
-	// Orientation is "row" or "column" for append-optimized tables on
-	// Greenplum. Empty means row.
-	Orientation string
-	// GINIndex adds a GIN (jsonb_path_ops) index on a packed JSONB value for
-	// containment queries.
-	GINIndex bool
-}
-
 // Namespace maps the API's /v1/kv/{namespace}/{key} to one warehouse table.
 // A Namespace is immutable once the service starts and safe for concurrent
 // use.
@@ -111,11 +88,6 @@ type Namespace struct {
 	Codec Codec
 	// Writable allows PUT, DELETE and loads.
 	Writable bool
-	// Managed means migrate creates and drops the table; otherwise the table
-	// already exists and warmcache only reads and writes rows.
-	Managed bool
-	// Storage is used by migrate for managed namespaces.
-	Storage Storage
 	// MaxKeyBytes bounds the key length. Zero means 256.
 	MaxKeyBytes int
 }

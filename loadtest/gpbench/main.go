@@ -314,7 +314,7 @@ func (r *gpRun) writes() error {
 // same rows again with every value changed; then the advisor on the
 // widgets data, and warmcache load end to end once.
 func (r *gpRun) bulkLoads(ctx context.Context) error {
-	namespaces, err := config.LoadNamespacesFile(r.nsFile)
+	namespaces, _, err := config.LoadNamespacesFile(r.nsFile)
 	if err != nil {
 		return err
 	}
