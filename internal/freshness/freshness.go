@@ -77,11 +77,11 @@ type Runner struct {
 	wg     sync.WaitGroup
 }
 
-// Start starts keeping the namespaces fresh, in the mode that opts and the
-// server allow, and gens in step with the warehouse. The namespaces are
-// those whose tables migrate manages: only they have the version index,
-// the delete log and the publication that freshness reads. It logs which
-// mode it chose and why. The error reports metrics that cannot be
+// Start starts keeping the managed namespaces fresh, in the mode that opts
+// and the server allow, and gens in step with the warehouse. managed are
+// the namespaces whose tables migrate manages: only those have the version
+// index, the delete triggers and the publication that freshness reads. It
+// logs which mode it chose and why. The error reports metrics that cannot be
 // registered.
 func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
 	if opts.Mode == "" {
