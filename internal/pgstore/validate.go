@@ -48,67 +48,109 @@ type column struct {
 // and prepares its statements with the unnamed statement, which works
 // through PgBouncer, checking the parameter and result types.
 func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server) (*table, error) {
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("pgstore: namespace %q: table %q: "+format, append([]any{ns.Name, ns.Table}, args...)...)
+	relid, err := lookupTable(ctx, conn, ns)
+	if err != nil {
+		return nil, err
 	}
+	if err := checkColumns(ctx, conn, ns, relid); err != nil {
+		return nil, err
+	}
+	noUpsert, err := writesWithoutUpsert(ctx, conn, ns, srv, relid)
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := Statements(ns, noUpsert)
+	if err != nil {
+		return nil, err
+	}
+	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
+		return nil, err
+	}
+	return &table{ns: ns, stmts: stmts}, nil
+}
+
+// tableError describes a problem with ns's table, prefixed with the
+// namespace and table names.
+func tableError(ns *warmcache.Namespace, format string, args ...any) error {
+	return fmt.Errorf("pgstore: namespace %q: table %q: "+format, append([]any{ns.Name, ns.Table}, args...)...)
+}
+
+// keyOIDs returns the type OIDs of ns's key and of an array of its keys.
+func keyOIDs(ns *warmcache.Namespace) (key, keyArray uint32) {
+	if ns.KeyType == warmcache.KeyText {
+		return pgtype.TextOID, pgtype.TextArrayOID
+	}
+	return pgtype.Int8OID, pgtype.Int8ArrayOID
+}
+
+// lookupTable returns the OID of ns's table, or an error if it does not exist.
+func lookupTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace) (uint32, error) {
 	var relid *uint32
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1)::oid", tableIdent(ns.Table)).Scan(&relid); err != nil {
-		return nil, fail("look up table: %w", err)
+		return 0, tableError(ns, "look up table: %w", err)
 	}
 	if relid == nil {
-		return nil, fail("does not exist")
+		return 0, tableError(ns, "does not exist")
 	}
-	columns, err := tableColumns(ctx, conn, *relid)
+	return *relid, nil
+}
+
+// checkColumns checks that table relid has ns's key, version, value (when
+// packed) and declared columns, each with a type ns accepts, in that order.
+func checkColumns(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, relid uint32) error {
+	columns, err := tableColumns(ctx, conn, relid)
 	if err != nil {
-		return nil, fail("read columns: %w", err)
-	}
-	keyOID := uint32(pgtype.Int8OID)
-	if ns.KeyType == warmcache.KeyText {
-		keyOID = pgtype.TextOID
+		return tableError(ns, "read columns: %w", err)
 	}
 	check := func(name string, want ...uint32) error {
 		c, ok := columns[name]
 		if !ok {
-			return fail("column %q does not exist", name)
+			return tableError(ns, "column %q does not exist", name)
 		}
 		if !slices.Contains(want, c.typ) {
-			return fail("column %q has type %s, want %s", name, c.typName, typeNames(want, " or "))
+			return tableError(ns, "column %q has type %s, want %s", name, c.typName, typeNames(want, " or "))
 		}
 		return nil
 	}
+	keyOID, _ := keyOIDs(ns)
 	if err := check(ns.KeyColumn, keyOID); err != nil {
-		return nil, err
+		return err
 	}
 	if err := check(ns.VersionColumn, pgtype.Int8OID); err != nil {
-		return nil, err
+		return err
 	}
 	if ns.Layout == warmcache.LayoutPacked {
 		if err := check(ns.ValueColumn, pgtype.JSONBOID, pgtype.JSONOID); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, c := range ns.Columns {
 		var want *uint32
 		if err := conn.QueryRow(ctx, "SELECT to_regtype($1)::oid", c.Type).Scan(&want); err != nil {
-			return nil, fail("look up type %q: %w", c.Type, err)
+			return tableError(ns, "look up type %q: %w", c.Type, err)
 		}
 		if want == nil {
-			return nil, fail("column %q: unknown type %q", c.Name, c.Type)
+			return tableError(ns, "column %q: unknown type %q", c.Name, c.Type)
 		}
 		if err := check(c.Name, *want); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// Without ON CONFLICT (before PostgreSQL 9.5, so Greenplum 6) or on
-	// an append-optimized table, writes take the statements that need
-	// neither ON CONFLICT nor DELETE ... RETURNING. The catalog says how
-	// the table is stored, whoever created it.
+// writesWithoutUpsert reports whether writes to table relid take the
+// statements that need neither ON CONFLICT nor DELETE ... RETURNING: without
+// ON CONFLICT (before PostgreSQL 9.5, so Greenplum 6) or on an
+// append-optimized table. The catalog says how the table is stored, whoever
+// created it. When a writable namespace upserts, it checks that the key has
+// the unique index ON CONFLICT needs.
+func writesWithoutUpsert(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, relid uint32) (bool, error) {
 	noUpsert := !srv.onConflict
 	if srv.dialect == dialect.Greenplum {
-		ao, err := dialect.AppendOptimized(ctx, conn, *relid)
+		ao, err := dialect.AppendOptimized(ctx, conn, relid)
 		if err != nil {
-			return nil, fail("read storage: %w", err)
+			return false, tableError(ns, "read storage: %w", err)
 		}
 		noUpsert = noUpsert || ao
 	}
@@ -116,61 +158,69 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 		// ON CONFLICT (key) needs a unique index on the key alone; the
 		// server reports its absence only when a write is planned.
 		var unique bool
-		if err := conn.QueryRow(ctx, uniqueKeyIndex, *relid, ns.KeyColumn).Scan(&unique); err != nil {
-			return nil, fail("read indexes: %w", err)
+		if err := conn.QueryRow(ctx, uniqueKeyIndex, relid, ns.KeyColumn).Scan(&unique); err != nil {
+			return false, tableError(ns, "read indexes: %w", err)
 		}
 		if !unique {
-			return nil, fail("no primary key or unique index on column %q alone, which writes (INSERT ... ON CONFLICT) need", ns.KeyColumn)
+			return false, tableError(ns, "no primary key or unique index on column %q alone, which writes (INSERT ... ON CONFLICT) need", ns.KeyColumn)
 		}
 	}
-	stmts, err := Statements(ns, noUpsert)
-	if err != nil {
-		return nil, err
-	}
+	return noUpsert, nil
+}
 
-	keyArrayOID := uint32(pgtype.Int8ArrayOID)
-	if ns.KeyType == warmcache.KeyText {
-		keyArrayOID = pgtype.TextArrayOID
-	}
-	type shape struct {
-		name, sql      string
-		params, fields []uint32 // nil: not checked
-	}
-	shapes := []shape{
+// statementShape is a statement to prepare and the parameter and result
+// types it must have.
+type statementShape struct {
+	name, sql      string
+	params, fields []uint32 // nil: not checked
+}
+
+// statementShapes lists ns's statements to prepare: the lookups, whose
+// types are checked, then, when ns is writable, the writes.
+func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementShape {
+	keyOID, keyArrayOID := keyOIDs(ns)
+	shapes := []statementShape{
 		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
 		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
 	}
 	if ns.Writable {
 		shapes = append(shapes,
-			shape{"next_version", stmts.NextVersion, nil, nil},
-			shape{"upsert", stmts.Upsert, nil, nil},
-			shape{"update_if_match", stmts.UpdateIfMatch, nil, nil},
-			shape{"update", stmts.Update, nil, nil},
-			shape{"insert", stmts.Insert, nil, nil},
-			shape{"delete", stmts.Delete, nil, nil},
-			shape{"delete_if_match", stmts.DeleteIfMatch, nil, nil},
-			shape{"retire", stmts.Retire, nil, nil},
-			shape{"retire_if_match", stmts.RetireIfMatch, nil, nil},
-			shape{"remove", stmts.Remove, nil, nil},
-			shape{"version", stmts.Version, nil, nil},
+			statementShape{"next_version", stmts.NextVersion, nil, nil},
+			statementShape{"upsert", stmts.Upsert, nil, nil},
+			statementShape{"update_if_match", stmts.UpdateIfMatch, nil, nil},
+			statementShape{"update", stmts.Update, nil, nil},
+			statementShape{"insert", stmts.Insert, nil, nil},
+			statementShape{"delete", stmts.Delete, nil, nil},
+			statementShape{"delete_if_match", stmts.DeleteIfMatch, nil, nil},
+			statementShape{"retire", stmts.Retire, nil, nil},
+			statementShape{"retire_if_match", stmts.RetireIfMatch, nil, nil},
+			statementShape{"remove", stmts.Remove, nil, nil},
+			statementShape{"version", stmts.Version, nil, nil},
 		)
 	}
-	for _, sh := range shapes {
+	return shapes
+}
+
+// prepareStatements prepares each of ns's statements with the unnamed
+// statement and checks the parameter and result types of those whose
+// shape says them. An empty statement is skipped.
+func prepareStatements(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, stmts StatementSet) error {
+	for _, sh := range statementShapes(ns, stmts) {
 		if sh.sql == "" {
 			continue
 		}
 		sd, err := conn.Conn().Prepare(ctx, "", sh.sql)
 		if err != nil {
-			return nil, fail("prepare %s statement: %w", sh.name, err)
+			return tableError(ns, "prepare %s statement: %w", sh.name, err)
 		}
 		if sh.params != nil && !slices.Equal(sd.ParamOIDs, sh.params) {
-			return nil, fail("%s statement takes parameters (%s), want (%s)", sh.name, typeNames(sd.ParamOIDs, ", "), typeNames(sh.params, ", "))
+			return tableError(ns, "%s statement takes parameters (%s), want (%s)", sh.name, typeNames(sd.ParamOIDs, ", "), typeNames(sh.params, ", "))
 		}
 		if sh.fields != nil && !slices.Equal(fieldOIDs(sd.Fields), sh.fields) {
-			return nil, fail("%s statement returns (%s), want (%s)", sh.name, typeNames(fieldOIDs(sd.Fields), ", "), typeNames(sh.fields, ", "))
+			return tableError(ns, "%s statement returns (%s), want (%s)", sh.name, typeNames(fieldOIDs(sd.Fields), ", "), typeNames(sh.fields, ", "))
 		}
 	}
-	return &table{ns: ns, stmts: stmts}, nil
+	return nil
 }
 
 // uniqueKeyIndex asks whether table $1 has a unique index, usable as the
