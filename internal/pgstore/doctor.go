@@ -73,34 +73,50 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 		return check, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // the doctor changes nothing
-	const simple = pgx.QueryExecModeSimpleProtocol
 	// Rolled back with the transaction: a plan must not wait for locks.
-	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'", simple); err != nil {
+	if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '2s'", pgx.QueryExecModeSimpleProtocol); err != nil {
 		return check, err
 	}
+	if err := readTableFacts(ctx, tx, ns, &check); err != nil {
+		return check, err
+	}
+	key, err := sampleKey(ctx, tx, ns)
+	if err != nil {
+		return check, err
+	}
+	err = s.explainLookups(ctx, tx, t, key, &check)
+	return check, err
+}
 
+// readTableFacts fills check with what the catalog says of ns's table: on
+// Greenplum its segments and the settings direct dispatch needs, then its
+// leaf partitions, its GIN index, its statistics and, when ns is writable,
+// the version sequence's cache.
+func readTableFacts(ctx context.Context, tx pgx.Tx, ns *warmcache.Namespace, check *PlanCheck) error {
+	const simple = pgx.QueryExecModeSimpleProtocol
 	var relid uint32
 	if err := tx.QueryRow(ctx, "SELECT to_regclass($1)::oid", simple, tableIdent(ns.Table)).Scan(&relid); err != nil {
-		return check, fmt.Errorf("look up table: %w", err)
+		return fmt.Errorf("look up table: %w", err)
 	}
+	var err error
 	if check.Dialect == dialect.Greenplum {
 		if check.Segments, err = dialect.Segments(ctx, tx); err != nil {
-			return check, err
+			return err
 		}
 		check.Settings, err = dialect.ReadSettings(ctx, tx, dialect.SettingNames(dialect.LookupSettings())...)
 		if err != nil {
-			return check, err
+			return err
 		}
 	}
 	err = tx.QueryRow(ctx, "SELECT count(*) FROM pg_partition_tree($1::oid::regclass) WHERE isleaf", simple, relid).Scan(&check.Partitions)
 	if err != nil {
-		return check, fmt.Errorf("count partitions: %w", err)
+		return fmt.Errorf("count partitions: %w", err)
 	}
 	if check.GINIndex, err = ginIndex(ctx, tx, relid, ns); err != nil {
-		return check, err
+		return err
 	}
-	if err := readStatistics(ctx, tx, relid, ns, &check); err != nil {
-		return check, err
+	if err := readStatistics(ctx, tx, relid, ns, check); err != nil {
+		return err
 	}
 	if ns.Writable {
 		check.Writable = true
@@ -108,85 +124,115 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 WHERE s.sequencename = $1 AND s.schemaname = ANY (current_schemas(false))
 ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, simple, VersionSequence).Scan(&check.SequenceCache)
 		if err != nil {
-			return check, fmt.Errorf("read the version sequence: %w", err)
+			return fmt.Errorf("read the version sequence: %w", err)
 		}
 	}
+	return nil
+}
 
-	// A key from the table, so that the plan is the one of a real hit.
+// sampleKey returns a key from ns's table, so that the plan is the one of a
+// real hit, or key "0" when the table is empty.
+func sampleKey(ctx context.Context, tx pgx.Tx, ns *warmcache.Namespace) (any, error) {
 	var key any = keyArg(ns, warmcache.Key{Text: "0"})
-	err = tx.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", ident(ns.KeyColumn), tableIdent(ns.Table)), simple).Scan(&key)
+	err := tx.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", ident(ns.KeyColumn), tableIdent(ns.Table)), pgx.QueryExecModeSimpleProtocol).Scan(&key)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return check, fmt.Errorf("sample a key: %w", err)
+		return key, fmt.Errorf("sample a key: %w", err)
 	}
+	return key, nil
+}
 
+// explainLookups fills check's plans for key: the lookup after five
+// executions, on partitioned PostgreSQL the generic plan, for a writable
+// namespace the write, on Greenplum the batched lookup, and, when the
+// lookup scans without an index, the plan with sequential scans disabled.
+func (s *Store) explainLookups(ctx context.Context, tx pgx.Tx, t *table, key any, check *PlanCheck) error {
+	const simple = pgx.QueryExecModeSimpleProtocol
 	// Prepared statements outlive a rollback: a savepoint keeps the
 	// transaction usable after a failure so that they can be deallocated
 	// on the same server connection.
 	if _, err := tx.Exec(ctx, "SAVEPOINT warmcache_doctor", simple); err != nil {
-		return check, err
+		return err
 	}
-	prefix := fmt.Sprintf("warmcache_doctor_%x", rand.Uint64())
-	var prepared []string
-	defer func() {
-		cctx := context.WithoutCancel(ctx)
-		_, _ = tx.Exec(cctx, "ROLLBACK TO SAVEPOINT warmcache_doctor", simple)
-		for _, name := range prepared {
-			_, _ = tx.Exec(cctx, "DEALLOCATE "+name, simple)
-		}
-	}()
-	explain := func(name string, executions int) (string, error) {
-		if _, err := tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, ns.KeyType, t.stmts.Lookup), simple); err != nil {
-			return "", fmt.Errorf("prepare the lookup: %w", err)
-		}
-		prepared = append(prepared, name)
-		for range executions {
-			if _, err := tx.Exec(ctx, "EXECUTE "+name+"($1)", simple, key); err != nil {
-				return "", fmt.Errorf("execute the lookup: %w", err)
-			}
-		}
-		rows, err := tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1)", simple, key)
-		if err != nil {
-			return "", fmt.Errorf("explain the lookup: %w", err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return "", fmt.Errorf("explain the lookup: %w", err)
-		}
-		return strings.Join(lines, "\n"), nil
-	}
-	if check.Plan, err = explain(prefix+"_auto", 5); err != nil {
-		return check, err
+	e := &lookupExplainer{tx: tx, t: t, key: key, prefix: fmt.Sprintf("warmcache_doctor_%x", rand.Uint64())}
+	defer e.release(context.WithoutCancel(ctx))
+	var err error
+	if check.Plan, err = e.explain(ctx, "_auto", 5); err != nil {
+		return err
 	}
 	if check.Dialect == dialect.Postgres && check.Partitions > 1 {
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan", simple); err != nil {
-			return check, err
+			return err
 		}
-		if check.GenericPlan, err = explain(prefix+"_generic", 0); err != nil {
-			return check, err
+		if check.GenericPlan, err = e.explain(ctx, "_generic", 0); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = auto", simple); err != nil {
-			return check, err
+			return err
 		}
 	}
-	if ns.Writable {
+	if t.ns.Writable {
 		if check.WritePlan, err = explainWrite(ctx, tx, t, key); err != nil {
-			return check, err
+			return err
 		}
 	}
 	if check.Dialect == dialect.Greenplum {
-		if err := s.explainBatch(ctx, tx, t, &check); err != nil {
-			return check, err
+		if err := s.explainBatch(ctx, tx, t, check); err != nil {
+			return err
 		}
 	}
 	if slices.ContainsFunc(ParsePlan(check.Plan).Scans(), func(n PlanNode) bool { return !n.usesIndex() }) {
 		if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off", simple); err != nil {
-			return check, err
+			return err
 		}
-		if check.IndexPlan, err = explain(prefix+"_index", 0); err != nil {
-			return check, err
+		if check.IndexPlan, err = e.explain(ctx, "_index", 0); err != nil {
+			return err
 		}
 	}
-	return check, nil
+	return nil
+}
+
+// lookupExplainer prepares a table's lookup under names that start with
+// prefix, and remembers them so that release can deallocate them.
+type lookupExplainer struct {
+	tx       pgx.Tx
+	t        *table
+	key      any
+	prefix   string
+	prepared []string
+}
+
+// explain prepares the lookup as prefix+suffix, executes it executions
+// times with the key and returns the plan of the next execution.
+func (e *lookupExplainer) explain(ctx context.Context, suffix string, executions int) (string, error) {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	name := e.prefix + suffix
+	if _, err := e.tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, e.t.ns.KeyType, e.t.stmts.Lookup), simple); err != nil {
+		return "", fmt.Errorf("prepare the lookup: %w", err)
+	}
+	e.prepared = append(e.prepared, name)
+	for range executions {
+		if _, err := e.tx.Exec(ctx, "EXECUTE "+name+"($1)", simple, e.key); err != nil {
+			return "", fmt.Errorf("execute the lookup: %w", err)
+		}
+	}
+	rows, err := e.tx.Query(ctx, "EXPLAIN EXECUTE "+name+"($1)", simple, e.key)
+	if err != nil {
+		return "", fmt.Errorf("explain the lookup: %w", err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("explain the lookup: %w", err)
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// release rolls back to the savepoint and deallocates the prepared lookups.
+func (e *lookupExplainer) release(ctx context.Context) {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	_, _ = e.tx.Exec(ctx, "ROLLBACK TO SAVEPOINT warmcache_doctor", simple)
+	for _, name := range e.prepared {
+		_, _ = e.tx.Exec(ctx, "DEALLOCATE "+name, simple)
+	}
 }
 
 // batchSampleKeys is how many keys the doctor's batched lookup asks for.
