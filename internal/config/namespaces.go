@@ -177,23 +177,7 @@ func (d nsDoc) table(ns *warmcache.Namespace) schema.Table {
 // namespace returns the namespace d declares, with the defaults filled
 // in, and one error for each bad field, the storage options' included.
 func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	ident := func(field, v string) {
-		if !identifier.MatchString(v) {
-			bad("%s: must be a plain SQL identifier (letters, digits, _), got %q", field, v)
-		}
-	}
-	dur := func(field, v string, def time.Duration) time.Duration {
-		if v == "" {
-			return def
-		}
-		t, err := time.ParseDuration(v)
-		if err != nil || t <= 0 {
-			bad("%s: must be a positive duration such as 5m, got %q", field, v)
-		}
-		return t
-	}
+	var p problems
 	ns := &warmcache.Namespace{
 		Name:          d.Name,
 		Table:         d.Table,
@@ -202,70 +186,119 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		Layout:        warmcache.Layout(d.Value.Layout),
 		ValueColumn:   d.Value.Column,
 		VersionColumn: d.VersionColumn,
-		TTL:           dur("ttl", d.TTL, 5*time.Minute),
-		NegativeTTL:   dur("negative_ttl", d.NegativeTTL, 30*time.Second),
-		MaxStale:      dur("max_stale", d.MaxStale, time.Minute),
-		NearTTL:       nearTTL(d.NearTTL, bad),
+		TTL:           p.duration("ttl", d.TTL, 5*time.Minute),
+		NegativeTTL:   p.duration("negative_ttl", d.NegativeTTL, 30*time.Second),
+		MaxStale:      p.duration("max_stale", d.MaxStale, time.Minute),
+		NearTTL:       nearTTL(d.NearTTL, p.add),
 		TTLJitter:     0.1,
 		Writable:      d.Writable,
 		MaxKeyBytes:   d.MaxKeyBytes,
 		Codec:         warmcache.Codec(d.Codec),
 	}
+	d.checkNames(ns, &p)
+	d.checkValue(ns, &p)
+	d.checkLimits(ns, &p)
+	return ns, p
+}
+
+// problems collects what is wrong with a namespace, in the order it is
+// found.
+type problems []error
+
+// add records a problem; format and args are as for fmt.Errorf.
+func (p *problems) add(format string, args ...any) {
+	*p = append(*p, fmt.Errorf(format, args...))
+}
+
+// ident records a problem when v, the value of field, is not a plain SQL
+// identifier.
+func (p *problems) ident(field, v string) {
+	if !identifier.MatchString(v) {
+		p.add("%s: must be a plain SQL identifier (letters, digits, _), got %q", field, v)
+	}
+}
+
+// duration parses v, the value of field: empty means def; otherwise a
+// positive duration, or a problem is recorded.
+func (p *problems) duration(field, v string, def time.Duration) time.Duration {
+	if v == "" {
+		return def
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil || t <= 0 {
+		p.add("%s: must be a positive duration such as 5m, got %q", field, v)
+	}
+	return t
+}
+
+// checkNames checks the namespace's name, and fills in and checks its
+// table, key column, key type and version column.
+func (d nsDoc) checkNames(ns *warmcache.Namespace, p *problems) {
 	if !namespaceName.MatchString(d.Name) {
-		bad("name: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", d.Name)
+		p.add("name: must be 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit, got %q", d.Name)
 	}
 	if d.Table == "" {
 		ns.Table = d.Name
 	}
 	if !tableName.MatchString(ns.Table) {
-		bad("table: must be a plain SQL identifier, optionally schema-qualified, got %q", ns.Table)
+		p.add("table: must be a plain SQL identifier, optionally schema-qualified, got %q", ns.Table)
 	}
 	if ns.KeyColumn == "" {
 		ns.KeyColumn = "key"
 	}
-	ident("key.column", ns.KeyColumn)
+	p.ident("key.column", ns.KeyColumn)
 	switch ns.KeyType {
 	case warmcache.KeyBigint, warmcache.KeyText:
 	case "":
 		ns.KeyType = warmcache.KeyBigint
 	default:
-		bad("key.type: must be bigint or text, got %q", d.Key.Type)
+		p.add("key.type: must be bigint or text, got %q", d.Key.Type)
 	}
 	if ns.VersionColumn == "" {
 		ns.VersionColumn = "version"
 	}
-	ident("version_column", ns.VersionColumn)
+	p.ident("version_column", ns.VersionColumn)
+}
+
+// checkValue fills in and checks the namespace's value layout: one packed
+// value column, or a list of typed columns.
+func (d nsDoc) checkValue(ns *warmcache.Namespace, p *problems) {
 	switch ns.Layout {
 	case warmcache.LayoutPacked, "":
 		ns.Layout = warmcache.LayoutPacked
 		if ns.ValueColumn == "" {
 			ns.ValueColumn = "value"
 		}
-		ident("value.column", ns.ValueColumn)
+		p.ident("value.column", ns.ValueColumn)
 		if len(d.Value.Columns) > 0 {
-			bad("value.columns: only for layout columns")
+			p.add("value.columns: only for layout columns")
 		}
 	case warmcache.LayoutColumns:
 		if d.Value.Column != "" {
-			bad("value.column: only for layout packed; list value.columns instead")
+			p.add("value.column: only for layout packed; list value.columns instead")
 		}
 		if len(d.Value.Columns) == 0 {
-			bad("value.columns: layout columns needs at least one column")
+			p.add("value.columns: layout columns needs at least one column")
 		}
 		for i, c := range d.Value.Columns {
-			ident(fmt.Sprintf("value.columns[%d].name", i), c.Name)
+			p.ident(fmt.Sprintf("value.columns[%d].name", i), c.Name)
 			if c.Type == "" {
-				bad("value.columns[%d].type: must not be empty", i)
+				p.add("value.columns[%d].type: must not be empty", i)
 			}
 			ns.Columns = append(ns.Columns, warmcache.Column{Name: c.Name, Type: c.Type})
 		}
 	default:
-		bad("value.layout: must be packed or columns, got %q", d.Value.Layout)
+		p.add("value.layout: must be packed or columns, got %q", d.Value.Layout)
 	}
+}
+
+// checkLimits fills in and checks the namespace's TTL jitter and codec, and
+// checks its key size limit and its storage's partition count.
+func (d nsDoc) checkLimits(ns *warmcache.Namespace, p *problems) {
 	if d.TTLJitter != nil {
 		ns.TTLJitter = *d.TTLJitter
 		if ns.TTLJitter < 0 || ns.TTLJitter >= 1 {
-			bad("ttl_jitter: must be at least 0 and below 1, got %v", ns.TTLJitter)
+			p.add("ttl_jitter: must be at least 0 and below 1, got %v", ns.TTLJitter)
 		}
 	}
 	switch ns.Codec {
@@ -273,15 +306,14 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 	case "":
 		ns.Codec = warmcache.CodecNone
 	default:
-		bad("codec: must be none, zstd or zstd-dict, got %q", d.Codec)
+		p.add("codec: must be none, zstd or zstd-dict, got %q", d.Codec)
 	}
 	if d.MaxKeyBytes < 0 || d.MaxKeyBytes > 4096 {
-		bad("max_key_bytes: must be between 1 and 4096, got %d", d.MaxKeyBytes)
+		p.add("max_key_bytes: must be between 1 and 4096, got %d", d.MaxKeyBytes)
 	}
 	if d.Storage.Partitions < 0 || d.Storage.Partitions > 1024 {
-		bad("storage.partitions: must be between 1 and 1024, got %d", d.Storage.Partitions)
+		p.add("storage.partitions: must be between 1 and 1024, got %d", d.Storage.Partitions)
 	}
-	return ns, errs
 }
 
 // nearTTL parses a namespace's near_ttl: empty or zero means the namespace
