@@ -45,109 +45,191 @@ func queryRank(q QuerySupport) int {
 // answers _query at least as well as the current one, and whose lookups are
 // about as fast as the fastest candidate's.
 func (r *Report) recommend() {
-	r.Recommended = -1
-	var minP50, minP99 time.Duration
-	for _, res := range r.Results {
-		if res.Err != nil {
-			continue
-		}
-		if minP50 == 0 || res.P50 < minP50 {
-			minP50 = res.P50
-		}
-		if minP99 == 0 || res.P99 < minP99 {
-			minP99 = res.P99
-		}
-	}
-	need := QueryScan
-	if r.Current >= 0 {
-		need = r.Results[r.Current].Query
-	}
-	fast := func(res Result) bool {
-		return res.P50 <= time.Duration(fastP50Factor*float64(minP50))+noiseP50 &&
-			res.P99 <= time.Duration(fastP99Factor*float64(minP99))+noiseP99
-	}
-	better := func(i, j int) bool { // is i better than j
-		if j < 0 {
-			return true
-		}
-		a, b := r.Results[i], r.Results[j]
-		if a.Bytes != b.Bytes {
-			return a.Bytes < b.Bytes
-		}
-		return a.P50 < b.P50
-	}
-	for i, res := range r.Results {
-		if res.Err == nil && res.Migratable && fast(res) && queryRank(res.Query) >= queryRank(need) && better(i, r.Recommended) {
-			r.Recommended = i
-		}
-	}
+	bounds := r.speedBounds()
+	need := r.neededQuery()
+	r.Recommended = r.smallestFast(bounds, need)
 	slowest := false
 	if r.Recommended < 0 {
 		// No candidate that keeps _query was within the speed bounds: on a
 		// busy machine one slow round can stretch a p99. Fall back to the
 		// fastest p50 among those that keep _query, and say so.
-		for i, res := range r.Results {
-			if res.Err == nil && res.Migratable && queryRank(res.Query) >= queryRank(need) &&
-				(r.Recommended < 0 || res.P50 < r.Results[r.Recommended].P50) {
-				r.Recommended = i
-			}
-		}
-		if r.Recommended < 0 {
+		if r.Recommended = r.fastestP50(need); r.Recommended < 0 {
 			return
 		}
 		slowest = true
 		r.Notes = append(r.Notes, "no candidate that keeps _query had lookups within the speed bounds of the fastest; "+
 			"the recommendation is the one with the fastest p50 among them: rerun with more --lookups on a quieter machine")
 	}
-	// Keep the current storage unless the winner is clearly smaller: equal
-	// sizes differ only by timer noise.
-	if c := r.Current; c >= 0 && c != r.Recommended && r.Results[c].Err == nil &&
-		r.Results[c].P50 <= time.Duration(fastP50Factor*float64(minP50))+noiseP50 &&
-		float64(r.Results[r.Recommended].Bytes) >= keepCurrent*float64(r.Results[c].Bytes) {
-		r.Recommended = c
+	r.Recommended = r.preferCurrent(bounds, r.Recommended)
+	r.Why = r.why(bounds, need, slowest)
+	r.Notes = append(r.Notes, r.sampleNotes()...)
+	r.Notes = append(r.Notes, r.smallerNotes(bounds, need)...)
+}
+
+// speed is the best p50 and p99 among the candidates that were measured.
+type speed struct {
+	minP50, minP99 time.Duration
+}
+
+// speedBounds returns the best p50 and p99 among the results without an
+// error.
+func (r *Report) speedBounds() speed {
+	var s speed
+	for _, res := range r.Results {
+		if res.Err != nil {
+			continue
+		}
+		if s.minP50 == 0 || res.P50 < s.minP50 {
+			s.minP50 = res.P50
+		}
+		if s.minP99 == 0 || res.P99 < s.minP99 {
+			s.minP99 = res.P99
+		}
 	}
+	return s
+}
+
+// fastP50 reports whether res's p50 is about as fast as the best.
+func (s speed) fastP50(res Result) bool {
+	return res.P50 <= time.Duration(fastP50Factor*float64(s.minP50))+noiseP50
+}
+
+// fast reports whether res's p50 and p99 are both about as fast as the
+// best.
+func (s speed) fast(res Result) bool {
+	return s.fastP50(res) && res.P99 <= time.Duration(fastP99Factor*float64(s.minP99))+noiseP99
+}
+
+// neededQuery is how well the recommendation must answer _query: as well
+// as the current storage, or by a scan when there is none.
+func (r *Report) neededQuery() QuerySupport {
+	if r.Current >= 0 {
+		return r.Results[r.Current].Query
+	}
+	return QueryScan
+}
+
+// keepsQuery reports whether res can be recommended: measured, creatable
+// by migrate, and answering _query at least as well as need.
+func keepsQuery(res Result, need QuerySupport) bool {
+	return res.Err == nil && res.Migratable && queryRank(res.Query) >= queryRank(need)
+}
+
+// smallestFast returns the index of the smallest fast result that keeps
+// _query, the faster p50 breaking a tie in size, or -1.
+func (r *Report) smallestFast(bounds speed, need QuerySupport) int {
+	best := -1
+	for i, res := range r.Results {
+		if keepsQuery(res, need) && bounds.fast(res) && r.better(i, best) {
+			best = i
+		}
+	}
+	return best
+}
+
+// better reports whether result i is smaller than result j, or as large
+// and faster at p50; any result is better than none (j < 0).
+func (r *Report) better(i, j int) bool {
+	if j < 0 {
+		return true
+	}
+	a, b := r.Results[i], r.Results[j]
+	if a.Bytes != b.Bytes {
+		return a.Bytes < b.Bytes
+	}
+	return a.P50 < b.P50
+}
+
+// fastestP50 returns the index of the result with the fastest p50 among
+// those that keep _query, or -1.
+func (r *Report) fastestP50(need QuerySupport) int {
+	best := -1
+	for i, res := range r.Results {
+		if keepsQuery(res, need) && (best < 0 || res.P50 < r.Results[best].P50) {
+			best = i
+		}
+	}
+	return best
+}
+
+// preferCurrent returns the current storage rather than the recommended
+// result rec unless rec is clearly smaller: equal sizes differ only by
+// timer noise. The current storage must itself be measured and fast at p50.
+func (r *Report) preferCurrent(bounds speed, rec int) int {
+	if c := r.Current; c >= 0 && c != rec && r.Results[c].Err == nil &&
+		bounds.fastP50(r.Results[c]) &&
+		float64(r.Results[rec].Bytes) >= keepCurrent*float64(r.Results[c].Bytes) {
+		return c
+	}
+	return rec
+}
+
+// why explains the recommendation: the fastest p50 when slowest (no
+// candidate was within the speed bounds), the smallest fast one otherwise.
+func (r *Report) why(bounds speed, need QuerySupport, slowest bool) string {
 	rec := r.Results[r.Recommended]
 	if slowest {
-		r.Why = fmt.Sprintf("%s: the fastest p50 (%s) among the storages that keep _query at least as good as now (%s)",
+		return fmt.Sprintf("%s: the fastest p50 (%s) among the storages that keep _query at least as good as now (%s)",
 			rec.Name, formatDuration(rec.P50), need)
-	} else {
-		r.Why = fmt.Sprintf("%s: the smallest storage (%s) among those whose lookups are within %.0f%% of the fastest p50 (%s) "+
-			"and %.1fx its p99 (%s), and that keep _query at least as good as now (%s)",
-			rec.Name, formatBytes(rec.Bytes), (fastP50Factor-1)*100, formatDuration(minP50), fastP99Factor, formatDuration(minP99), need)
 	}
+	return fmt.Sprintf("%s: the smallest storage (%s) among those whose lookups are within %.0f%% of the fastest p50 (%s) "+
+		"and %.1fx its p99 (%s), and that keep _query at least as good as now (%s)",
+		rec.Name, formatBytes(rec.Bytes), (fastP50Factor-1)*100, formatDuration(bounds.minP50), fastP99Factor, formatDuration(bounds.minP99), need)
+}
+
+// sampleNotes tells what the sample's values mean for compression: that
+// TOAST leaves small values alone on PostgreSQL, and what a zstd
+// dictionary gives.
+func (r *Report) sampleNotes() []string {
+	var notes []string
 	if r.Dialect == dialect.Postgres && r.AvgValueBytes < toastThreshold {
-		r.Notes = append(r.Notes, fmt.Sprintf("values average %d bytes: TOAST compresses only values over about 2 kB, "+
+		notes = append(notes, fmt.Sprintf("values average %d bytes: TOAST compresses only values over about 2 kB, "+
 			"so pglz and lz4 store these as they are (compare their sizes above)", r.AvgValueBytes))
 	}
 	if r.DictBytes > 0 {
-		r.Notes = append(r.Notes, fmt.Sprintf("a zstd dictionary of %s trained on this sample compresses single values %.1fx", formatBytes(int64(r.DictBytes)), r.DictRatio))
+		notes = append(notes, fmt.Sprintf("a zstd dictionary of %s trained on this sample compresses single values %.1fx", formatBytes(int64(r.DictBytes)), r.DictRatio))
 	} else {
-		r.Notes = append(r.Notes, fmt.Sprintf("no zstd dictionary could be trained on this sample (too few or too uniform values): "+
+		notes = append(notes, fmt.Sprintf("no zstd dictionary could be trained on this sample (too few or too uniform values): "+
 			"the bytea candidate is compressed without one, %.1fx", r.DictRatio))
 	}
+	return notes
+}
+
+// smallerNotes tells, for each result at least 1.3x smaller than the
+// recommendation, why it was not recommended.
+func (r *Report) smallerNotes(bounds speed, need QuerySupport) []string {
+	rec := r.Results[r.Recommended]
+	var notes []string
 	for _, res := range r.Results {
 		if res.Err != nil || res.Bytes == 0 || float64(rec.Bytes)/float64(res.Bytes) < 1.3 {
 			continue
 		}
-		var but []string
-		if queryRank(res.Query) < queryRank(need) {
-			if res.Query == QueryNone {
-				but = append(but, "gives up _query on this namespace")
-			} else {
-				but = append(but, "answers _query by "+string(res.Query)+" instead of "+string(need))
-			}
-		}
-		if !fast(res) {
-			but = append(but, fmt.Sprintf("its lookups are slower (p50 %s, p99 %s)", formatDuration(res.P50), formatDuration(res.P99)))
-		}
-		if !res.Migratable {
-			but = append(but, "migrate cannot create it (a table of your own)")
-		}
-		if len(but) > 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s is %.1fx smaller than the recommendation, but %s",
+		if but := drawbacks(res, bounds, need); len(but) > 0 {
+			notes = append(notes, fmt.Sprintf("%s is %.1fx smaller than the recommendation, but %s",
 				res.Name, float64(rec.Bytes)/float64(res.Bytes), strings.Join(but, ", and ")))
 		}
 	}
+	return notes
+}
+
+// drawbacks lists what res gives up against the recommendation: _query,
+// lookup speed, or being creatable by migrate.
+func drawbacks(res Result, bounds speed, need QuerySupport) []string {
+	var but []string
+	if queryRank(res.Query) < queryRank(need) {
+		if res.Query == QueryNone {
+			but = append(but, "gives up _query on this namespace")
+		} else {
+			but = append(but, "answers _query by "+string(res.Query)+" instead of "+string(need))
+		}
+	}
+	if !bounds.fast(res) {
+		but = append(but, fmt.Sprintf("its lookups are slower (p50 %s, p99 %s)", formatDuration(res.P50), formatDuration(res.P99)))
+	}
+	if !res.Migratable {
+		but = append(but, "migrate cannot create it (a table of your own)")
+	}
+	return but
 }
 
 // migration tells how to move table t's namespace to the recommended
