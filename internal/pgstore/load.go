@@ -192,90 +192,146 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 			_ = tx.Rollback(context.WithoutCancel(ctx)) // the error that matters is err
 		}
 	}()
-	fail := func(step string, err error) (warmcache.LoadCounts, error) {
-		if err = classify(err); isRequestError(err) {
-			return warmcache.LoadCounts{}, err
-		}
-		return warmcache.LoadCounts{}, fmt.Errorf("pgstore: load %s: %s: %w", ns.Name, step, err)
-	}
-	const simple = pgx.QueryExecModeSimpleProtocol
-	timeout := fmt.Sprintf("SET LOCAL statement_timeout = %d", s.loadTimeout.Milliseconds())
-	if _, err = tx.Exec(ctx, timeout, simple); err != nil {
-		return fail("set statement_timeout", err)
-	}
-	if _, err = tx.Exec(ctx, ls.Stage, simple); err != nil {
-		return fail("create staging table", err)
-	}
-	if _, err = tx.CopyFrom(ctx, pgx.Identifier{loadStage}, []string{"line", "key", "value"}, &copySource{ns: ns, rows: rows}); err != nil {
-		if rowsErr := rows.Err(); rowsErr != nil {
-			return warmcache.LoadCounts{}, rowsErr
-		}
-		return fail("copy", err)
-	}
-	tag, err := tx.Exec(ctx, ls.Source, simple)
+	l := &loadTx{tx: tx, ns: ns, ls: ls}
+	keys, err := l.stage(ctx, s.loadTimeout, rows)
 	if err != nil {
-		return fail("deduplicate keys", err)
+		return warmcache.LoadCounts{}, err
 	}
-	keys := tag.RowsAffected()
-	var version, existing int64
-	if err = tx.QueryRow(ctx, ls.NextVersion, simple).Scan(&version); err != nil {
-		return fail("draw the load's version", err)
+	updated, existing, err := l.merge(ctx)
+	if err != nil {
+		return warmcache.LoadCounts{}, err
 	}
-	collect := func(sql string) (int64, error) {
-		rows, err := tx.Query(ctx, sql, simple, version)
-		if err != nil {
-			return 0, err
-		}
-		before := len(counts.Changed)
-		if ns.KeyType == warmcache.KeyBigint {
-			var k int64
-			_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
-				counts.Changed = append(counts.Changed, warmcache.Key{Text: strconv.FormatInt(k, 10), Int: k})
-				return nil
-			})
-		} else {
-			var k string
-			_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
-				counts.Changed = append(counts.Changed, warmcache.Key{Text: k})
-				return nil
-			})
-		}
-		return int64(len(counts.Changed) - before), err
-	}
-	var updated int64
-	if ls.AppendOptimized {
-		if updated, err = collect(ls.Update); err != nil {
-			return fail("update changed rows", err)
-		}
-	} else if err = tx.QueryRow(ctx, ls.Existing, simple).Scan(&existing); err != nil {
-		return fail("count existing keys", err)
-	}
-	if _, err = collect(ls.Merge); err != nil {
-		return fail("merge", err)
-	}
-	changed := int64(len(counts.Changed))
-	if changed > 0 {
-		var reltuples float64
-		if err = tx.QueryRow(ctx, ls.Reltuples, simple).Scan(&reltuples); err != nil {
-			return fail("read statistics", err)
-		}
-		if float64(changed) >= analyzeFraction*reltuples {
-			if _, err = tx.Exec(ctx, ls.Analyze, simple); err != nil {
-				return fail("analyze", err)
-			}
-		}
+	if err = l.analyze(ctx); err != nil {
+		return warmcache.LoadCounts{}, err
 	}
 	if err = tx.Commit(ctx); err != nil {
-		return fail("commit", err)
+		return warmcache.LoadCounts{}, loadError(ns, "commit", err)
 	}
-	if ls.AppendOptimized {
+	return l.counts(keys, updated, existing), nil
+}
+
+// loadTx is one load's transaction: its statements, its version and the
+// keys it changed so far.
+type loadTx struct {
+	tx      pgx.Tx
+	ns      *warmcache.Namespace
+	ls      LoadStatements
+	version int64
+	changed []warmcache.Key
+}
+
+// loadError returns the error of a load's step: a request error as it is,
+// any other wrapped with the namespace and the step.
+func loadError(ns *warmcache.Namespace, step string, err error) error {
+	if err = classify(err); isRequestError(err) {
+		return err
+	}
+	return fmt.Errorf("pgstore: load %s: %s: %w", ns.Name, step, err)
+}
+
+// stage bounds each statement by timeout, copies rows into the staging
+// table and keeps the last line of each key, and returns how many keys the
+// load has. An error of rows after the last row comes back as it is.
+func (l *loadTx) stage(ctx context.Context, timeout time.Duration, rows warmcache.LoadRows) (keys int64, err error) {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	if _, err = l.tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", timeout.Milliseconds()), simple); err != nil {
+		return 0, loadError(l.ns, "set statement_timeout", err)
+	}
+	if _, err = l.tx.Exec(ctx, l.ls.Stage, simple); err != nil {
+		return 0, loadError(l.ns, "create staging table", err)
+	}
+	if _, err = l.tx.CopyFrom(ctx, pgx.Identifier{loadStage}, []string{"line", "key", "value"}, &copySource{ns: l.ns, rows: rows}); err != nil {
+		if rowsErr := rows.Err(); rowsErr != nil {
+			return 0, rowsErr
+		}
+		return 0, loadError(l.ns, "copy", err)
+	}
+	tag, err := l.tx.Exec(ctx, l.ls.Source, simple)
+	if err != nil {
+		return 0, loadError(l.ns, "deduplicate keys", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// merge draws the load's version and merges the staged rows into the
+// table. On an append-optimized table it first updates the changed rows
+// and returns how many it updated; otherwise it returns how many of the
+// load's keys the table already has.
+func (l *loadTx) merge(ctx context.Context) (updated, existing int64, err error) {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	if err = l.tx.QueryRow(ctx, l.ls.NextVersion, simple).Scan(&l.version); err != nil {
+		return 0, 0, loadError(l.ns, "draw the load's version", err)
+	}
+	if l.ls.AppendOptimized {
+		if updated, err = l.collect(ctx, l.ls.Update); err != nil {
+			return 0, 0, loadError(l.ns, "update changed rows", err)
+		}
+	} else if err = l.tx.QueryRow(ctx, l.ls.Existing, simple).Scan(&existing); err != nil {
+		return 0, 0, loadError(l.ns, "count existing keys", err)
+	}
+	if _, err = l.collect(ctx, l.ls.Merge); err != nil {
+		return 0, 0, loadError(l.ns, "merge", err)
+	}
+	return updated, existing, nil
+}
+
+// collect runs sql with the load's version, adds the keys it returns to the
+// changed keys, and returns how many it added.
+func (l *loadTx) collect(ctx context.Context, sql string) (int64, error) {
+	rows, err := l.tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol, l.version)
+	if err != nil {
+		return 0, err
+	}
+	before := len(l.changed)
+	if l.ns.KeyType == warmcache.KeyBigint {
+		var k int64
+		_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
+			l.changed = append(l.changed, warmcache.Key{Text: strconv.FormatInt(k, 10), Int: k})
+			return nil
+		})
+	} else {
+		var k string
+		_, err = pgx.ForEachRow(rows, []any{&k}, func() error {
+			l.changed = append(l.changed, warmcache.Key{Text: k})
+			return nil
+		})
+	}
+	return int64(len(l.changed) - before), err
+}
+
+// analyze analyzes the table when the load changed at least analyzeFraction
+// of the rows the planner counts.
+func (l *loadTx) analyze(ctx context.Context) error {
+	const simple = pgx.QueryExecModeSimpleProtocol
+	changed := int64(len(l.changed))
+	if changed == 0 {
+		return nil
+	}
+	var reltuples float64
+	if err := l.tx.QueryRow(ctx, l.ls.Reltuples, simple).Scan(&reltuples); err != nil {
+		return loadError(l.ns, "read statistics", err)
+	}
+	if float64(changed) >= analyzeFraction*reltuples {
+		if _, err := l.tx.Exec(ctx, l.ls.Analyze, simple); err != nil {
+			return loadError(l.ns, "analyze", err)
+		}
+	}
+	return nil
+}
+
+// counts tells what the load did to its keys: inserted, updated, or
+// unchanged, and which it changed.
+func (l *loadTx) counts(keys, updated, existing int64) warmcache.LoadCounts {
+	changed := int64(len(l.changed))
+	counts := warmcache.LoadCounts{Changed: l.changed}
+	if l.ls.AppendOptimized {
 		counts.Inserted = changed - updated
 	} else {
 		counts.Inserted = keys - existing
 	}
 	counts.Updated = changed - counts.Inserted
 	counts.Unchanged = keys - changed
-	return counts, nil
+	return counts
 }
 
 // copySource adapts LoadRows to pgx.CopyFromSource.
