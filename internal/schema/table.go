@@ -260,28 +260,60 @@ func bookkeepingDDL(d dialect.Dialect) string {
 
 // commonTable validates what both dialects share and fills the columns.
 func commonTable(ns *warmcache.Namespace, st Storage) (tableData, []error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	ident := func(field, v string) {
-		switch {
-		case v == "":
-			bad("%s: must not be empty", field)
-		case len(v) > dialect.MaxIdentifierLen:
-			bad("%s: must be at most %d bytes, got %q", field, dialect.MaxIdentifierLen, v)
-		}
-	}
+	c := &tableCheck{}
 	t := tableData{Namespace: ns.Name}
 	if strings.IndexFunc(ns.Name, unicode.IsControl) >= 0 {
-		bad("name: must not contain control characters")
+		c.bad("name: must not contain control characters")
 	}
+	c.names(&t, ns)
+	c.columns(&t, ns, st)
+	c.storage(st)
+	return t, c.errs
+}
 
+// tableCheck collects what is wrong with a table, in the order it is
+// found, and which field each column name was given by.
+type tableCheck struct {
+	errs []error
+	seen map[string]string
+}
+
+// bad records a problem; format and args are as for fmt.Errorf.
+func (c *tableCheck) bad(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// ident records a problem when v, the value of field, is empty or too long
+// for an identifier.
+func (c *tableCheck) ident(field, v string) {
+	switch {
+	case v == "":
+		c.bad("%s: must not be empty", field)
+	case len(v) > dialect.MaxIdentifierLen:
+		c.bad("%s: must be at most %d bytes, got %q", field, dialect.MaxIdentifierLen, v)
+	}
+}
+
+// unique records a problem when column name was already given by another
+// field, and remembers that field gives it.
+func (c *tableCheck) unique(field, name string) {
+	if other, ok := c.seen[name]; ok && name != "" {
+		c.bad("%s: %q is also %s", field, name, other)
+	}
+	c.seen[name] = field
+}
+
+// names checks ns's table name and the names derived from it, the version
+// index's and the truncate trigger's, and fills them and the quoted
+// literals of t.
+func (c *tableCheck) names(t *tableData, ns *warmcache.Namespace) {
 	schemaName, base := splitTable(ns.Table)
 	if strings.Count(ns.Table, ".") > 1 || (strings.Contains(ns.Table, ".") && schemaName == "") {
-		bad("table: must be a table name, optionally schema-qualified, got %q", ns.Table)
+		c.bad("table: must be a table name, optionally schema-qualified, got %q", ns.Table)
 	} else {
-		ident("table", base)
+		c.ident("table", base)
 		if schemaName != "" {
-			ident("table", schemaName)
+			c.ident("table", schemaName)
 		}
 	}
 	t.Table = sanitize(schemaName, base)
@@ -291,74 +323,80 @@ func commonTable(ns *warmcache.Namespace, st Storage) (tableData, []error) {
 	t.NamespaceLiteral = literal(ns.Name)
 	versionIndex := base + "_" + ns.VersionColumn + "_idx"
 	if len(versionIndex) > dialect.MaxIdentifierLen {
-		bad("table: index name %q would be longer than %d bytes; choose shorter names", versionIndex, dialect.MaxIdentifierLen)
+		c.bad("table: index name %q would be longer than %d bytes; choose shorter names", versionIndex, dialect.MaxIdentifierLen)
 	}
 	if len(base)+len("_warmcache_truncate") > dialect.MaxIdentifierLen {
-		bad("table: trigger name %q would be longer than %d bytes; choose a shorter table name", base+"_warmcache_truncate", dialect.MaxIdentifierLen)
+		c.bad("table: trigger name %q would be longer than %d bytes; choose a shorter table name", base+"_warmcache_truncate", dialect.MaxIdentifierLen)
 	}
 	t.VersionIndex = quote(versionIndex)
 	t.VersionIndexQualified = sanitize(schemaName, versionIndex)
 	t.triggerBase = base
+}
 
-	ident("key.column", ns.KeyColumn)
-	ident("version_column", ns.VersionColumn)
+// columns checks ns's key, value and version columns and fills t's
+// columns in that order; no two may share a name.
+func (c *tableCheck) columns(t *tableData, ns *warmcache.Namespace, st Storage) {
+	c.ident("key.column", ns.KeyColumn)
+	c.ident("version_column", ns.VersionColumn)
 	switch ns.KeyType {
 	case warmcache.KeyBigint, warmcache.KeyText:
 		t.Columns = append(t.Columns, columnData{Name: quote(ns.KeyColumn), Type: string(ns.KeyType)})
 	default:
-		bad("key.type: must be bigint or text, got %q", ns.KeyType)
+		c.bad("key.type: must be bigint or text, got %q", ns.KeyType)
 	}
-	seen := map[string]string{ns.KeyColumn: "key.column"}
-	unique := func(field, name string) {
-		if other, ok := seen[name]; ok && name != "" {
-			bad("%s: %q is also %s", field, name, other)
-		}
-		seen[name] = field
-	}
+	c.seen = map[string]string{ns.KeyColumn: "key.column"}
+	c.valueColumns(t, ns, st)
+	c.unique("version_column", ns.VersionColumn)
+	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
+}
 
+// valueColumns checks ns's value layout, one jsonb column or a list of
+// typed columns, and fills t's value columns. A GIN index needs the packed
+// layout.
+func (c *tableCheck) valueColumns(t *tableData, ns *warmcache.Namespace, st Storage) {
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
-		ident("value.column", ns.ValueColumn)
-		unique("value.column", ns.ValueColumn)
+		c.ident("value.column", ns.ValueColumn)
+		c.unique("value.column", ns.ValueColumn)
 		t.Columns = append(t.Columns, columnData{Name: quote(ns.ValueColumn), Type: "jsonb"})
 	case warmcache.LayoutColumns:
 		if len(ns.Columns) == 0 {
-			bad("value.columns: layout columns needs at least one column")
+			c.bad("value.columns: layout columns needs at least one column")
 		}
-		for i, c := range ns.Columns {
+		for i, col := range ns.Columns {
 			field := fmt.Sprintf("value.columns[%d]", i)
-			ident(field+".name", c.Name)
-			unique(field+".name", c.Name)
-			typ, err := columnType(c.Type)
+			c.ident(field+".name", col.Name)
+			c.unique(field+".name", col.Name)
+			typ, err := columnType(col.Type)
 			if err != nil {
-				bad("%s.type: %v", field, err)
+				c.bad("%s.type: %v", field, err)
 			}
-			t.Columns = append(t.Columns, columnData{Name: quote(c.Name), Type: typ})
+			t.Columns = append(t.Columns, columnData{Name: quote(col.Name), Type: typ})
 		}
 		if st.GINIndex {
-			bad("storage.gin_index: needs value.layout packed")
+			c.bad("storage.gin_index: needs value.layout packed")
 		}
 	default:
-		bad("value.layout: must be packed or columns, got %q", ns.Layout)
+		c.bad("value.layout: must be packed or columns, got %q", ns.Layout)
 	}
-	unique("version_column", ns.VersionColumn)
-	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
+}
 
+// storage checks the storage options both dialects share.
+func (c *tableCheck) storage(st Storage) {
 	if st.Partitions < 0 || st.Partitions > dialect.MaxPartitions {
-		bad("storage.partitions: must be between 1 and %d, got %d", dialect.MaxPartitions, st.Partitions)
+		c.bad("storage.partitions: must be between 1 and %d, got %d", dialect.MaxPartitions, st.Partitions)
 	}
 	if !dialect.ValidCompression(compression(st)) {
-		bad("storage.compression: must be one of none, lz4, pglz, zstd, zlib or rle_type, got %q", st.Compression)
+		c.bad("storage.compression: must be one of none, lz4, pglz, zstd, zlib or rle_type, got %q", st.Compression)
 	}
 	if st.CompressLevel < 0 {
-		bad("storage.compress_level: must not be negative, got %d", st.CompressLevel)
+		c.bad("storage.compress_level: must not be negative, got %d", st.CompressLevel)
 	}
 	switch st.Orientation {
 	case "", "row", "column":
 	default:
-		bad("storage.orientation: must be row or column, got %q", st.Orientation)
+		c.bad("storage.orientation: must be row or column, got %q", st.Orientation)
 	}
-	return t, errs
 }
 
 // columnType checks a column type of the columns layout against the types
