@@ -2,7 +2,6 @@ package abusetest
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -117,7 +115,7 @@ type server struct {
 	http   string // base URL
 	grpc   string // host:port
 	dsn    string // the database, directly
-	log    *syncBuffer
+	log    *testproc.SyncBuffer
 	client *http.Client
 	done   chan error
 }
@@ -159,7 +157,7 @@ func startServer(t *testing.T, extra ...string) *server {
 		t.Fatalf("migrate up: %v\n%s", err, out)
 	}
 
-	s := &server{dsn: dsn, log: &syncBuffer{}, done: make(chan error, 1),
+	s := &server{dsn: dsn, log: &testproc.SyncBuffer{}, done: make(chan error, 1),
 		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	args := append([]string{"serve", "--namespaces", nss, "--keys-file", keys,
 		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, extra...)
@@ -210,7 +208,7 @@ func (s *server) stop(t *testing.T) {
 	select {
 	case err := <-s.done:
 		if err != nil {
-			t.Errorf("the server exited with %v; log:\n%s", err, s.log.tail(40))
+			t.Errorf("the server exited with %v; log:\n%s", err, s.log.TailLines(40))
 		}
 	case <-time.After(60 * time.Second):
 		_ = s.cmd.Process.Kill()
@@ -329,29 +327,6 @@ func (s *server) peakRSS(t *testing.T) int64 {
 	}
 	t.Fatal("no VmHWM in /proc/<pid>/status")
 	return 0
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) tail(n int) string {
-	lines := strings.Split(b.String(), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 const mib = 1 << 20

@@ -210,7 +210,7 @@ func TestAbuseREST(t *testing.T) {
 		t.Errorf("the SQL-looking key is not one row of texts: %d, %v", n, err)
 	}
 	if strings.Contains(s.log.String(), `"level":"ERROR"`) {
-		t.Errorf("client errors were logged as internal errors:\n%s", s.log.tail(20))
+		t.Errorf("client errors were logged as internal errors:\n%s", s.log.TailLines(20))
 	}
 }
 
@@ -300,10 +300,10 @@ func TestBrokenOffLoadWritesNothing(t *testing.T) {
 	}
 	log := s.log.String()
 	if !strings.Contains(log, `"op":"load"`) {
-		t.Fatalf("the broken-off load was not audited within 10s; log:\n%s", s.log.tail(20))
+		t.Fatalf("the broken-off load was not audited within 10s; log:\n%s", s.log.TailLines(20))
 	}
 	if strings.Contains(log, "internal error") || strings.Contains(log, `"level":"ERROR"`) {
-		t.Errorf("a client's broken-off body was logged as the server's error:\n%s", s.log.tail(20))
+		t.Errorf("a client's broken-off body was logged as the server's error:\n%s", s.log.TailLines(20))
 	}
 }
 

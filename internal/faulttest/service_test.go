@@ -23,6 +23,7 @@ import (
 	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -62,11 +63,11 @@ func startService(t testing.TB, env serviceEnv, d decorators) *service {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testproc.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("service log (last 8 KiB):\n%s", logs.tail(8<<10))
+			t.Logf("service log (last 8 KiB):\n%s", logs.TailBytes(8<<10))
 		}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -226,16 +227,7 @@ func connect(t testing.TB, dsn string) *pgx.Conn {
 // does not within limit. It returns how long it waited.
 func eventually(t testing.TB, limit time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-	return time.Since(start)
+	return testproc.Eventually(t, limit, what, cond)
 }
 
 // jsonEqual reports whether a and b are the same JSON value.
@@ -245,29 +237,6 @@ func jsonEqual(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// tail returns the last n bytes written.
-func (b *syncBuffer) tail(n int) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.String()
-	if len(s) > n {
-		s = s[len(s)-n:]
-	}
-	return s
 }
 
 // widgetPath is the REST path of widget key.

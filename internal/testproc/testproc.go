@@ -187,7 +187,7 @@ func (p *Process) LogTail() string {
 // exits or 30s pass.
 func (p *Process) WaitReady(t testing.TB, ready func() bool) {
 	t.Helper()
-	waitFor(t, 30*time.Second, p.Path+" ready", func() bool {
+	Eventually(t, 30*time.Second, p.Path+" ready", func() bool {
 		if !p.Running() {
 			t.Fatalf("%s exited; log:\n%s", p.Path, p.LogTail())
 		}
@@ -379,18 +379,3 @@ func (b *PgBouncer) Stop(t testing.TB) { t.Helper(); b.proc.Stop(t, syscall.SIGT
 
 // Port returns the server's TCP port.
 func (p *Postgres) Port() int { return p.srv.Port }
-
-// waitFor polls cond every 10ms until it holds, failing the test after
-// limit.
-func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	start := time.Now()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Since(start) > limit {
-			t.Fatalf("%s: not within %v", what, limit)
-		}
-		<-tick.C
-	}
-}
