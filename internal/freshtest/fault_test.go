@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // faultKeys is the number of keys of a fault test; every one is cached
@@ -27,6 +29,15 @@ func capturing(t testing.TB, s *stack, name string) *instance {
 	in := s.startInstance(t, name, map[string]string{"WARMCACHE_FRESHNESS": "capture"})
 	waitMode(t, in, "capture", 15*time.Second)
 	return in
+}
+
+// capturingFault starts instance "a" of s holding the slot, with the fault
+// keys read once through it, as each fault begins.
+func capturingFault(t testing.TB, s *stack) (*stack, *instance) {
+	t.Helper()
+	in := capturing(t, s, "a")
+	s.prewarm(t, in)
+	return s, in
 }
 
 // during runs writers while fault runs, and stops them once fault has
@@ -91,9 +102,7 @@ func TestFaultCapture(t *testing.T) {
 
 	t.Run("walsender terminated", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, faultKeys)
-		in := capturing(t, s, "a")
-		s.prewarm(t, in)
+		s, in := capturingFault(t, newStack(t, faultKeys))
 		conn := s.connect(t)
 		during(t, s, func() {
 			pid := slotPID(t, conn)
@@ -103,23 +112,18 @@ func TestFaultCapture(t *testing.T) {
 			if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
 				t.Fatalf("terminate the walsender: %v", err)
 			}
-			start := time.Now()
-			for p := slotPID(t, conn); p == 0 || p == pid; p = slotPID(t, conn) {
-				if time.Since(start) > 15*time.Second {
-					t.Fatal("the slot is not streamed again within 15s")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			t.Logf("walsender %d terminated: streaming again %v later", pid, time.Since(start).Round(time.Millisecond))
+			took := testproc.Eventually(t, 15*time.Second, "the slot streamed again", func() bool {
+				p := slotPID(t, conn)
+				return p != 0 && p != pid
+			})
+			t.Logf("walsender %d terminated: streaming again %v later", pid, took.Round(time.Millisecond))
 		})
 		settle(t, s, in, conn, "walsender terminated")
 	})
 
 	t.Run("redis down during apply", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, faultKeys)
-		in := capturing(t, s, "a")
-		s.prewarm(t, in)
+		s, in := capturingFault(t, newStack(t, faultKeys))
 		during(t, s, func() {
 			s.redis.Freeze(t)
 			time.Sleep(2 * time.Second) // the writes go on; their apply fails
@@ -130,9 +134,7 @@ func TestFaultCapture(t *testing.T) {
 
 	t.Run("slot dropped", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, faultKeys)
-		in := capturing(t, s, "a")
-		s.prewarm(t, in)
+		s, in := capturingFault(t, newStack(t, faultKeys))
 		conn := s.connect(t)
 		during(t, s, func() {
 			// An administrator can drop only a slot nobody streams: the
@@ -152,12 +154,9 @@ func TestFaultCapture(t *testing.T) {
 				}
 				time.Sleep(5 * time.Millisecond)
 			}
-			for slotPID(t, conn) == 0 {
-				if time.Since(start) > 15*time.Second {
-					t.Fatal("the slot is not created again within 15s")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testproc.Eventually(t, 15*time.Second-time.Since(start), "the slot created again and streamed", func() bool {
+				return slotPID(t, conn) != 0
+			})
 			t.Logf("slot dropped: created again and streamed %v later", time.Since(start).Round(time.Millisecond))
 		})
 		settle(t, s, in, conn, "slot dropped")
@@ -165,9 +164,7 @@ func TestFaultCapture(t *testing.T) {
 
 	t.Run("postgres restarted", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, faultKeys)
-		in := capturing(t, s, "a")
-		s.prewarm(t, in)
+		s, in := capturingFault(t, newStack(t, faultKeys))
 		during(t, s, func() {
 			s.pg.Stop(t)
 			s.pg.Start(t)
@@ -180,9 +177,7 @@ func TestFaultCapture(t *testing.T) {
 
 	t.Run("slot invalidated by max_slot_wal_keep_size", func(t *testing.T) {
 		t.Parallel()
-		s := newStackWith(t, faultKeys, "wal_level=logical", "max_slot_wal_keep_size=1MB")
-		in := capturing(t, s, "a")
-		s.prewarm(t, in)
+		s, in := capturingFault(t, newStackWith(t, faultKeys, "wal_level=logical", "max_slot_wal_keep_size=1MB"))
 		in.proc.Stop(t, syscall.SIGTERM)
 		conn := s.connect(t)
 		// Written while nobody consumes the slot, and then lost with it.
