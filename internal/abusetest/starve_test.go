@@ -176,52 +176,48 @@ func (s *server) abuse(t *testing.T, probes, notReady *atomic.Int64) (stop func(
 	// own client and the server's HTTP handling take the 2 cores of the
 	// test machine, and the latency measured is the CPU's run queue.)
 	floodCtx, stopFlood := context.WithCancel(context.Background())
-	var flood sync.WaitGroup
+	var flooding sync.WaitGroup
 	probeClient := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
-	for range 4 {
-		flood.Add(1)
-		go func() {
-			defer flood.Done()
-			tick := time.NewTicker(probeEvery)
-			defer tick.Stop()
-			for floodCtx.Err() == nil {
-				<-tick.C
-				res, err := probeClient.Get(s.http + "/readyz")
-				probes.Add(1)
-				if err != nil || res.StatusCode != 200 {
-					notReady.Add(1)
+	// flood runs n clients that each call probe every probeEvery until the
+	// flood stops, counting the probes and those that found it not ready.
+	flood := func(n int, probe func() (ready bool)) {
+		for range n {
+			flooding.Go(func() {
+				tick := time.NewTicker(probeEvery)
+				defer tick.Stop()
+				for floodCtx.Err() == nil {
+					<-tick.C
+					ready := probe()
+					probes.Add(1)
+					if !ready {
+						notReady.Add(1)
+					}
 				}
-				if err == nil {
-					res.Body.Close()
-				}
-			}
-		}()
+			})
+		}
 	}
+	flood(4, func() bool {
+		res, err := probeClient.Get(s.http + "/readyz")
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == 200
+	})
 	hc, err := grpc.NewClient(s.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	health := healthpb.NewHealthClient(hc)
-	for range 2 {
-		flood.Add(1)
-		go func() {
-			defer flood.Done()
-			tick := time.NewTicker(probeEvery)
-			defer tick.Stop()
-			for floodCtx.Err() == nil {
-				<-tick.C
-				res, err := health.Check(floodCtx, &healthpb.HealthCheckRequest{Service: "warmcache.v1.Cache"})
-				probes.Add(1)
-				if floodCtx.Err() == nil && (err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING) {
-					notReady.Add(1)
-				}
-			}
-		}()
-	}
+	flood(2, func() bool {
+		res, err := health.Check(floodCtx, &healthpb.HealthCheckRequest{Service: "warmcache.v1.Cache"})
+		// A check cut off by the flood's end is not a failure.
+		return floodCtx.Err() != nil || (err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING)
+	})
 	time.Sleep(300 * time.Millisecond) // let the loads and probes take whatever they hold
 	return func() {
 		stopFlood()
-		flood.Wait()
+		flooding.Wait()
 		hc.Close()
 		stopStreams()
 		for _, c := range idle {
