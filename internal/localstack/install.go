@@ -81,7 +81,8 @@ func Install(ctx context.Context, w io.Writer, tools bool) error {
 	}
 	fmt.Fprintf(w, "==> installing %s with apt-get\n", strings.Join(missing, " "))
 	apt := func(args ...string) error {
-		cmd := exec.CommandContext(ctx, sudo[0], append(sudo[1:], args...)...)
+		argv := asRoot(sudo, args...)
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		cmd.Stdout, cmd.Stderr = w, w
 		return cmd.Run()
@@ -120,6 +121,12 @@ func rootCommand() ([]string, error) {
 	return []string{"sudo", "-n"}, nil
 }
 
+// asRoot returns the command line that runs args with the prefix from
+// rootCommand: args alone for root, which has no prefix.
+func asRoot(prefix []string, args ...string) []string {
+	return append(append([]string(nil), prefix...), args...)
+}
+
 // stopPackagedPgBouncer stops the PgBouncer that `apt-get install
 // pgbouncer` starts where services may start: it would hold port 6432 with
 // an empty [databases] section.
@@ -133,7 +140,8 @@ func stopPackagedPgBouncer(ctx context.Context, w io.Writer, sudo []string) {
 	if len(sudo) == 0 {
 		_ = syscall.Kill(pid, syscall.SIGTERM)
 	} else {
-		_ = exec.CommandContext(ctx, sudo[0], append(sudo[1:], "kill", "-TERM", fmt.Sprint(pid))...).Run()
+		argv := asRoot(sudo, "kill", "-TERM", fmt.Sprint(pid))
+		_ = exec.CommandContext(ctx, argv[0], argv[1:]...).Run()
 	}
 	waitGone(ctx, pid, "pgbouncer", 10*time.Second)
 }
