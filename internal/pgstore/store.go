@@ -38,8 +38,11 @@ type Store struct {
 
 // table is one namespace's statements and metrics.
 type table struct {
-	ns      *warmcache.Namespace
-	stmts   StatementSet
+	ns    *warmcache.Namespace
+	stmts StatementSet
+	// gpBatch is the batched read on Greenplum (greenplumBatchSQL); empty
+	// on PostgreSQL.
+	gpBatch string
 	metrics [numOps]opMetrics
 }
 
@@ -266,8 +269,16 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 // LookupMany reads keys in one query. The result has the length and order of
 // keys; absent keys have Found false. One key is read with Lookup's
 // statement on the key (`= $1`), which Greenplum dispatches to the key's
-// segment alone; several with one `= ANY($1)`. Errors are as for Lookup.
+// segment alone; several with one `= ANY($1)` (on Greenplum, see
+// lookupManyGreenplum). Errors are as for Lookup.
 func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
+	if s.dialect == dialect.Greenplum {
+		t, err := s.table(ns)
+		if err != nil {
+			return nil, err
+		}
+		return s.lookupManyGreenplum(ctx, t, keys)
+	}
 	if len(keys) == 1 {
 		e, err := s.Lookup(ctx, ns, keys[0])
 		if err != nil {
