@@ -3,8 +3,10 @@
 // cold keys does not flush the hot set, entries that live their namespace's
 // NearTTL, and version rules that keep a replaced value from being cached
 // again. Other instances' writes reach it through InvalidateKey, carried over
-// Redis pub/sub by rediscache.Invalidations, and Clear drops everything when
-// that channel may have lost messages.
+// Redis pub/sub by rediscache.Invalidations. Every change of a key in Redis,
+// whoever made it, reaches it through Drop, carried by Redis's key tracking
+// (rediscache.Tracking). Clear and DropAll drop everything when either
+// channel may have lost messages.
 //
 // # Choice of library
 //

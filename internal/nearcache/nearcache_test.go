@@ -146,12 +146,13 @@ func TestEntriesExpireAfterNearTTL(t *testing.T) {
 // op is one call on the cache in a version-rule case.
 type op struct {
 	invalidate int64 // when not zero, Invalidate at this version instead of Set
+	drop       bool  // Drop instead of Set
 	set        warmcache.Entry
 	advance    time.Duration // moves the clock before the call
 }
 
 func TestVersionRules(t *testing.T) {
-	const markTTL = 5 * time.Second
+	const markTTL, dropTTL = 5 * time.Second, 100 * time.Millisecond
 	cases := []struct {
 		name string
 		ops  []op
@@ -176,17 +177,28 @@ func TestVersionRules(t *testing.T) {
 		{"invalidation refuses a never-written absent key", []op{{invalidate: 2}, {set: absent(0)}}, nil},
 		{"invalidations keep the highest version", []op{{invalidate: 3}, {invalidate: 2}, {set: present(2, "2")}}, nil},
 		{"invalidation is forgotten after MarkTTL", []op{{invalidate: 2}, {advance: markTTL + time.Millisecond, set: present(1, "1")}}, ptr(present(1, "1"))},
+		{"drop removes an entry of any version", []op{{set: present(9, "9")}, {drop: true}}, nil},
+		{"drop refuses a newer version within DropMarkTTL", []op{{set: present(1, "1")}, {drop: true}, {advance: dropTTL - time.Millisecond, set: present(2, "2")}}, nil},
+		{"drop of a key not cached refuses a late read", []op{{drop: true}, {set: present(1, "1")}}, nil},
+		{"drop admits stores after DropMarkTTL", []op{{drop: true}, {advance: dropTTL, set: present(1, "1")}}, ptr(present(1, "1"))},
+		{"drop keeps an invalidation's floor", []op{{invalidate: 3}, {drop: true}, {advance: dropTTL, set: present(2, "2")}}, nil},
+		{"drop keeps an invalidation's floor for MarkTTL", []op{{invalidate: 3}, {drop: true}, {advance: dropTTL, set: present(3, "3")}}, ptr(present(3, "3"))},
+		{"invalidation keeps a drop's refusal", []op{{drop: true}, {invalidate: 3}, {set: present(3, "3")}}, nil},
+		{"invalidation after a drop refuses older versions", []op{{drop: true}, {invalidate: 3}, {advance: dropTTL, set: present(2, "2")}}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
-			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil)
+			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL, DropMarkTTL: dropTTL}, nil)
 			ns := &warmcache.Namespace{Name: "v", NearTTL: time.Minute}
 			for _, o := range tc.ops {
 				clock.Advance(o.advance)
-				if o.invalidate != 0 {
+				switch {
+				case o.drop:
+					c.Drop(ns.Name, key(7).Text)
+				case o.invalidate != 0:
 					c.Invalidate(ns, key(7), o.invalidate)
-				} else {
+				default:
 					c.Set(ns, key(7), o.set)
 				}
 			}
@@ -204,6 +216,79 @@ func TestVersionRules(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestDropAllRefusesStoresForDropMarkTTL(t *testing.T) {
+	const dropTTL = 100 * time.Millisecond
+	clock := newFakeClock()
+	c := newCache(t, nearcache.Options{Now: clock.Now, DropMarkTTL: dropTTL}, nil)
+	ns := &warmcache.Namespace{Name: "d", NearTTL: time.Minute}
+	c.Set(ns, key(1), present(1, "1"))
+	c.InvalidateKey("d", "2", 5)
+	c.DropAll()
+	if _, ok := c.Get(ns, key(1)); ok {
+		t.Error("entry served after DropAll")
+	}
+	clock.Advance(dropTTL - time.Nanosecond)
+	c.Set(ns, key(3), present(1, "1"))
+	if _, ok := c.Get(ns, key(3)); ok {
+		t.Error("a store within DropMarkTTL of DropAll was cached")
+	}
+	clock.Advance(time.Nanosecond)
+	c.Set(ns, key(2), present(1, "1"))
+	if _, ok := c.Get(ns, key(2)); !ok {
+		t.Error("an invalidation mark outlived DropAll, or DropAll refused a store after DropMarkTTL")
+	}
+}
+
+func TestInvalidationsCountedBySource(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := newCache(t, nearcache.Options{}, reg)
+	ns := &warmcache.Namespace{Name: "m", NearTTL: time.Minute}
+	c.Set(ns, key(1), present(1, "1"))
+	c.Set(ns, key(2), present(1, "1"))
+	c.InvalidateKey("m", "1", 2) // drops key 1
+	c.InvalidateKey("m", "9", 2) // nothing cached
+	c.Drop("m", "2")             // drops key 2
+	c.Drop("m", "2")             // only a mark left
+	c.Drop("m", "8")             // nothing cached
+	for _, tc := range []struct {
+		source, result string
+		want           float64
+	}{
+		{"versioned", "dropped", 1}, {"versioned", "none", 1},
+		{"tracking", "dropped", 1}, {"tracking", "none", 2},
+	} {
+		if got := labeled(t, reg, "warmcache_near_cache_invalidations_total", map[string]string{"source": tc.source, "result": tc.result}); got != tc.want {
+			t.Errorf("invalidations{source=%q,result=%q} = %v, want %v", tc.source, tc.result, got, tc.want)
+		}
+	}
+}
+
+// labeled returns the value of the counter name in reg whose labels are
+// labels.
+func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	tb.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	tb.Fatalf("no series %s%v", name, labels)
+	return 0
+}
 
 func TestClearDropsEntriesAndMarks(t *testing.T) {
 	c := newCache(t, nearcache.Options{}, nil)
