@@ -19,3 +19,11 @@ func (c *Cache) DecodeValue(ns *warmcache.Namespace, b []byte) (warmcache.Entry,
 
 // HeaderLen is the length of the header every stored value starts with.
 const HeaderLen = headerLen
+
+// KeyOf is the Redis key of key in ns.
+func (c *Cache) KeyOf(ns *warmcache.Namespace, key string) string {
+	return c.key(ns, warmcache.Key{Text: key})
+}
+
+// TrackingClientID is the Redis client id of t's connection.
+func TrackingClientID(t *Tracking) int64 { return t.clientID.Load() }
