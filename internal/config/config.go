@@ -143,6 +143,13 @@ type Near struct {
 	// near_ttl is set and is kept coherent across instances over Redis
 	// pub/sub (--near-cache-bytes). Zero means no near cache.
 	Bytes int64
+	// Tracking is the near cache's second coherence path,
+	// Redis's key tracking (--near-cache-tracking): bcast, the default,
+	// has Redis report every change of a key under the near-cache
+	// namespaces' prefixes, whoever made it, and the key is dropped;
+	// off relies on the instances' versioned invalidations and near_ttl
+	// alone. A Redis Cluster has no tracking whatever this says.
+	Tracking string
 }
 
 // Freshness is how the service learns of writes that bypass it.
@@ -455,6 +462,8 @@ func (r *Redis) register(s *settings) {
 
 func (n *Near) register(s *settings) {
 	s.nonNegative64(&n.Bytes, "near-cache-bytes", "WARMCACHE_NEAR_CACHE_BYTES", 0, "bytes of the in-process near cache for namespaces with near_ttl; 0: off")
+	s.str(&n.Tracking, "near-cache-tracking", "WARMCACHE_NEAR_CACHE_TRACKING", "bcast", "Redis key tracking that drops near-cache entries changed by any client: bcast or off")
+	s.check(func() error { return oneOf("near-cache-tracking", n.Tracking, "bcast", "off") })
 }
 
 func (f *Freshness) register(s *settings) {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -30,8 +31,9 @@ type nearTier struct {
 // near_ttl, writes publish invalidations, even when this instance's own near
 // cache is off, so that other instances' near caches stay coherent. When
 // cfg.Near.Bytes is also set, the near cache is built and subscribed to
-// the invalidations until stop is called; startNear returns once the
-// subscription is confirmed, or after subscribeWait.
+// the invalidations, and, unless cfg.Near.Tracking is off or Redis is a
+// Cluster, to Redis's key tracking, until stop is called; startNear returns
+// once both subscriptions are confirmed, or after subscribeWait.
 func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Registerer, log *slog.Logger) (nearTier, error) {
 	t := nearTier{stop: func() {}}
 	var used []string
@@ -59,31 +61,79 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 	near, err := nearcache.New(nearcache.Options{
 		MaxBytes: uint64(cfg.Near.Bytes),
 		MarkTTL:  2 * (cfg.Tiers.HotTimeout + cfg.Tiers.WarmTimeout),
+		// A Redis reply reaches the near cache within the hot tier's
+		// deadline of the command that asked for it.
+		DropMarkTTL: 2 * cfg.Tiers.HotTimeout,
 	}, reg)
 	if err != nil {
 		return t, err
 	}
 	t.near = near
+	var tracking *rediscache.Tracking
+	if cfg.Near.Tracking != "off" {
+		tracking, err = rediscache.NewTracking(cache, used, reg, log)
+		switch {
+		case errors.Is(err, rediscache.ErrTrackingUnsupported):
+			log.Warn("near cache: no Redis key tracking on a Cluster; versioned invalidations and near_ttl keep it coherent")
+		case err != nil:
+			return t, err
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	subscribed := make(chan struct{})
-	var once sync.Once
+	invReady, trackReady := make(chan struct{}), make(chan struct{})
+	var invOnce, trackOnce sync.Once
 	wg.Go(func() {
+		first := true
 		inv.Subscribe(ctx, near.InvalidateKey, func() {
-			near.Clear()
-			once.Do(func() { close(subscribed) })
+			// A resubscription may have missed writes while reads
+			// were in flight; the first found nothing cached.
+			if first {
+				near.Clear()
+				first = false
+			} else {
+				near.DropAll()
+			}
+			invOnce.Do(func() { close(invReady) })
 		})
 	})
-	t.stop = func() { cancel(); wg.Wait() }
-	// Serve only once other instances' writes reach this near cache, or
-	// after subscribeWait, when the subscription keeps retrying behind.
-	select {
-	case <-subscribed:
-	case <-time.After(subscribeWait):
-		log.Warn("near cache: not yet subscribed to invalidations; serving, and retrying in the background",
-			slog.Duration("waited", subscribeWait))
+	if tracking != nil {
+		wg.Go(func() {
+			tracking.Run(ctx, near, func() { trackOnce.Do(func() { close(trackReady) }) })
+		})
+	} else {
+		close(trackReady)
 	}
-	log.Info("near cache on", slog.Int64("bytes", cfg.Near.Bytes), slog.Any("namespaces", used),
-		slog.String("channel", inv.Channel()))
+	t.stop = func() {
+		cancel()
+		wg.Wait()
+		if tracking != nil {
+			if err := tracking.Close(); err != nil {
+				log.Debug("near cache: close key tracking", slog.Any("err", err))
+			}
+		}
+	}
+	// Serve only once other instances' writes reach this near cache, or
+	// after subscribeWait, when the subscriptions keep retrying behind.
+	deadline := time.NewTimer(subscribeWait)
+	defer deadline.Stop()
+wait:
+	for _, ready := range []struct {
+		to string
+		ch chan struct{}
+	}{{"invalidations", invReady}, {"key tracking", trackReady}} {
+		select {
+		case <-ready.ch:
+		case <-deadline.C:
+			log.Warn("near cache: not yet subscribed; serving, and retrying in the background",
+				slog.String("to", ready.to), slog.Duration("waited", subscribeWait))
+			break wait
+		}
+	}
+	attrs := []any{slog.Int64("bytes", cfg.Near.Bytes), slog.Any("namespaces", used), slog.String("channel", inv.Channel())}
+	if tracking != nil {
+		attrs = append(attrs, slog.Any("tracking_prefixes", tracking.Prefixes()))
+	}
+	log.Info("near cache on", attrs...)
 	return t, nil
 }
