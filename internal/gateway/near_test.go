@@ -74,4 +74,3 @@ func TestNearCacheTracking(t *testing.T) {
 		})
 	}
 }
-
