@@ -26,6 +26,7 @@ import (
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -46,6 +47,12 @@ type fleet struct {
 
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
+	return newFleetOn(t, testenv.RedisAddr(t))
+}
+
+// newFleetOn is newFleet on the Redis at addr.
+func newFleetOn(t *testing.T, addr string) *fleet {
+	t.Helper()
 	ctx := context.Background()
 	f := &fleet{
 		ns: &warmcache.Namespace{
@@ -58,7 +65,7 @@ func newFleet(t *testing.T) *fleet {
 		},
 		dsn:    testenv.NewDatabase(t),
 		prefix: "coherence-" + testenv.RandomSuffix(t) + ":",
-		addr:   testenv.RedisAddr(t),
+		addr:   addr,
 	}
 	conn, err := pgx.Connect(ctx, f.dsn)
 	if err != nil {
@@ -100,6 +107,7 @@ func (f *fleet) sqlVersion(t *testing.T, key int) int64 {
 // instance is one running service.
 type instance struct {
 	url    string
+	near   *nearcache.Cache
 	client *http.Client
 	// delivered receives each invalidation this instance's subscription
 	// applied to its near cache.
@@ -118,6 +126,18 @@ func (noInvalidations) Publish(context.Context, *warmcache.Namespace, warmcache.
 // published, though it still subscribes.
 func (f *fleet) start(t *testing.T, publish bool) *instance {
 	t.Helper()
+	return f.startWith(t, startOptions{publish: publish, subscribe: true})
+}
+
+// startOptions choose an instance's coherence paths.
+type startOptions struct {
+	publish   bool // publish versioned invalidations of its writes
+	subscribe bool // apply the versioned invalidations of the fleet
+	tracking  bool // apply Redis's key tracking
+}
+
+func (f *fleet) startWith(t *testing.T, o startOptions) *instance {
+	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
@@ -133,7 +153,7 @@ func (f *fleet) start(t *testing.T, publish bool) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	near, err := nearcache.New(nearcache.Options{MaxBytes: 1 << 20}, reg)
+	near, err := nearcache.New(nearcache.Options{MaxBytes: 1 << 20, DropMarkTTL: 200 * time.Millisecond}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,28 +161,44 @@ func (f *fleet) start(t *testing.T, publish bool) *instance {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{delivered: make(chan int64, 4096)}
-	resynced := make(chan struct{}, 8)
+	in := &instance{near: near, delivered: make(chan int64, 4096)}
 	subCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		inv.Subscribe(subCtx, func(ns, key string, version int64) {
-			near.InvalidateKey(ns, key, version)
-			in.delivered <- version
-		}, func() {
-			near.Clear()
-			resynced <- struct{}{}
-		})
-	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	select {
-	case <-resynced:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the instance did not subscribe within 5s")
+	if o.subscribe {
+		resynced := make(chan struct{}, 8)
+		wg.Go(func() {
+			inv.Subscribe(subCtx, func(ns, key string, version int64) {
+				near.InvalidateKey(ns, key, version)
+				in.delivered <- version
+			}, func() {
+				near.Clear()
+				resynced <- struct{}{}
+			})
+		})
+		select {
+		case <-resynced:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the instance did not subscribe within 5s")
+		}
+	}
+	if o.tracking {
+		tr, err := rediscache.NewTracking(cache, []string{f.ns.Name}, reg, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cancel(); wg.Wait(); tr.Close() })
+		subscribed := make(chan struct{}, 8)
+		wg.Go(func() { tr.Run(subCtx, near, func() { subscribed <- struct{}{} }) })
+		select {
+		case <-subscribed:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the instance's key tracking did not subscribe within 5s")
+		}
 	}
 
 	var published warmcache.Invalidations = inv
-	if !publish {
+	if !o.publish {
 		published = noInvalidations{}
 	}
 	// Generous hot-tier deadlines: a write whose cache update times out on
@@ -379,4 +415,95 @@ func TestTwoInstancesConverge(t *testing.T) {
 		}
 	}
 	t.Logf("B answered %d reads from its near cache during the writes", nearHits.Load())
+}
+
+// holds reports whether in's near cache holds key.
+func (f *fleet) holds(in *instance, k int) bool {
+	_, ok := in.near.Get(f.ns, key(k))
+	return ok
+}
+
+// hold reads key through in until its near cache holds it.
+func (f *fleet) hold(t *testing.T, in *instance, k int) {
+	t.Helper()
+	testproc.Eventually(t, 10*time.Second, fmt.Sprintf("key %d in the near cache", k), func() bool {
+		in.get(t, k)
+		return f.holds(in, k)
+	})
+}
+
+// TestTrackingDropsNearEntries checks that a key held in instance A's near
+// cache is dropped when anything changes it in Redis, with Redis's key
+// tracking as A's only coherence path: no instance publishes its writes,
+// and A applies no versioned invalidation.
+func TestTrackingDropsNearEntries(t *testing.T) {
+	tracked := startOptions{tracking: true}
+	t.Run("another instance writes", func(t *testing.T) {
+		f := newFleet(t)
+		a, b := f.startWith(t, tracked), f.startWith(t, startOptions{})
+		// The control: an instance without tracking keeps the key.
+		c := f.startWith(t, startOptions{})
+		const k = 1
+		f.hold(t, a, k)
+		f.hold(t, c, k)
+		v2 := b.put(t, k, 2)
+		testproc.Eventually(t, 10*time.Second, "A to drop the key B wrote", func() bool { return !f.holds(a, k) })
+		if got := a.get(t, k); got.version != v2.version {
+			t.Errorf("A answered %+v after B's write, want version %d", got, v2.version)
+		}
+		if got := c.get(t, k); got.source != string(warmcache.SourceNear) || got.version == v2.version {
+			t.Errorf("the instance without tracking answered %+v, want the old version from its near cache", got)
+		}
+	})
+	t.Run("another client sets and deletes", func(t *testing.T) {
+		f := newFleet(t)
+		a := f.startWith(t, tracked)
+		raw := redis.NewClient(&redis.Options{Addr: f.addr})
+		t.Cleanup(func() { raw.Close() })
+		ctx := context.Background()
+		const k = 2
+		rk := f.prefix + f.ns.Name + ":" + strconv.Itoa(k)
+		f.hold(t, a, k)
+		if err := raw.Del(ctx, rk).Err(); err != nil {
+			t.Fatal(err)
+		}
+		testproc.Eventually(t, 10*time.Second, "A to drop the key DEL deleted", func() bool { return !f.holds(a, k) })
+		f.hold(t, a, k)
+		// Setting the value it already has still changes the key.
+		v, err := raw.Get(ctx, rk).Bytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := raw.Set(ctx, rk, v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+		testproc.Eventually(t, 10*time.Second, "A to drop the key SET wrote", func() bool { return !f.holds(a, k) })
+	})
+	t.Run("flush and reconnect drop everything", func(t *testing.T) {
+		// A Redis of the test's own: it is flushed.
+		srv := testproc.StartRedis(t)
+		f := newFleetOn(t, srv.Addr)
+		a := f.startWith(t, tracked)
+		raw := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { raw.Close() })
+		ctx := context.Background()
+		holdAll := func() {
+			for k := range 3 {
+				f.hold(t, a, k)
+			}
+		}
+		noneHeld := func() bool { return !f.holds(a, 0) && !f.holds(a, 1) && !f.holds(a, 2) }
+		holdAll()
+		if err := raw.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		testproc.Eventually(t, 10*time.Second, "A to drop every key after FLUSHDB", noneHeld)
+		holdAll()
+		// The tracking connection is A's only subscriber.
+		if err := raw.ClientKillByFilter(ctx, "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		testproc.Eventually(t, 10*time.Second, "A to drop every key after its tracking connection was killed", noneHeld)
+		holdAll()
+	})
 }
