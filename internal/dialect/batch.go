@@ -17,14 +17,15 @@ import (
 // The statement is meant for pgx's simple protocol, which sends the array
 // as a typed constant ('{...}'::bigint[]). From a constant array
 // Greenplum's planner computes the segment of each key and sends the query
-// only to the segments that hold them, while the batch holds fewer
-// distinct keys than TargetedBatchKeys allows; a larger batch goes to every
+// only to the segments that hold them, while the batch holds at most
+// TargetedBatchKeys distinct keys; a larger batch goes to every
 // segment, which its keys mostly cover anyway. That makes one statement per
 // batch as narrow as a statement per segment's keys, and cheaper: on the
-// 3-segment test cluster, one `= ANY` of 10 keys moved about 1.4× the keys
-// per second of one `= ANY` per segment in one round trip, and 4–5× those
-// of 10 single-key statements in one round trip (each statement is a
-// dispatch of its own), at 1 to 8 clients (docs/warehouse.md). So the keys
+// 3-segment test cluster, at 1 to 8 clients and batches of 8 and 64 keys,
+// one `= ANY` moved 1.2–3.1× the keys per second of one `= ANY` per
+// segment (each segment known exactly) in one round trip, and 2.4–18×
+// those of one single-key statement per key in one round trip, each
+// statement being a dispatch of its own (docs/warehouse.md). So the keys
 // are not grouped by segment. An array parameter that stays a parameter (a
 // generic plan, or GPORCA) is sent to every segment.
 func GreenplumBatchLookup(table, key, keyType string, columns ...string) string {

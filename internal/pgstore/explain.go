@@ -337,9 +337,10 @@ func (c PlanCheck) partitionVerdict(plan Plan, scans []PlanNode, subject string,
 
 // greenplumBatch judges how many segments the batched lookup is sent to.
 // With the keys in the query's text (the simple protocol) or a custom plan,
-// Greenplum's planner sends an `= ANY` only to the segments that hold its
-// keys, so one query for a batch is as narrow as one query per segment's
-// keys would be, and cheaper for the coordinator; a generic plan, or
+// Greenplum's planner sends an `= ANY` of fewer than 3 × segments distinct
+// keys (dialect.TargetedBatchKeys) only to the segments that hold them, so
+// one query for a batch is as narrow as one query per segment's keys would
+// be, and cheaper for the coordinator; a larger batch, a generic plan, or
 // GPORCA, sends it to every segment.
 func (c PlanCheck) greenplumBatch(add func(Severity, string, ...any)) {
 	if c.BatchPlan == "" {
@@ -349,6 +350,10 @@ func (c PlanCheck) greenplumBatch(add func(Severity, string, ...any)) {
 	switch {
 	case !ok:
 		add(SeverityNote, "the batched lookup plan has no Gather Motion: it runs on the coordinator alone")
+	case m.Senders <= c.BatchSegments && c.Segments > 0:
+		add(SeverityOK, "a batched lookup of %d keys on %d segments is dispatched to those segments only (Gather Motion %d:%d): "+
+			"folded misses need no grouping by segment. A batch of up to %d distinct keys goes to its keys' segments, a larger one to all %d",
+			c.BatchKeys, c.BatchSegments, m.Senders, max(m.Receivers, 1), dialect.TargetedBatchKeys(c.Segments), c.Segments)
 	case m.Senders <= c.BatchSegments:
 		add(SeverityOK, "a batched lookup of %d keys on %d segments is dispatched to those segments only (Gather Motion %d:%d): "+
 			"folded misses need no grouping by segment", c.BatchKeys, c.BatchSegments, m.Senders, max(m.Receivers, 1))
