@@ -182,6 +182,12 @@ type Tiers struct {
 	// MaxWarmInflight bounds concurrent warehouse reads
 	// (--max-warm-inflight).
 	MaxWarmInflight int
+	// WarmLanes bounds the folded warehouse reads of a namespace at once
+	// (--warm-lanes).
+	WarmLanes int
+	// HotLanes bounds the folded Redis reads of a namespace at once
+	// (--hot-lanes).
+	HotLanes int
 	// BreakerThreshold is the number of consecutive warehouse failures
 	// that open the circuit breaker (--breaker-threshold).
 	BreakerThreshold int
@@ -494,6 +500,8 @@ func (t *Tiers) registerTimeouts(s *settings) {
 // registerProtection registers what guards the warehouse of a server.
 func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", 32, "concurrent warehouse reads")
+	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", 4, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
+	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", 2, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
 	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", 5, "consecutive warehouse failures that open the circuit breaker")
 	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", time.Second, "first wait of an open circuit breaker")
 }

@@ -202,6 +202,8 @@ func (g *Gateway) startServer(ctx context.Context) error {
 		HotTimeout:       cfg.Tiers.HotTimeout,
 		WarmTimeout:      cfg.Tiers.WarmTimeout,
 		MaxWarmInflight:  cfg.Tiers.MaxWarmInflight,
+		WarmLanes:        cfg.Tiers.WarmLanes,
+		HotLanes:         cfg.Tiers.HotLanes,
 		BreakerThreshold: cfg.Tiers.BreakerThreshold,
 		BreakerCooldown:  cfg.Tiers.BreakerCooldown,
 		MaxBatchKeys:     cfg.Limits.MaxBatchKeys,

@@ -47,6 +47,16 @@ type StatementSet struct {
 	// LookupMany reads the keys of an array ($1). It returns the key, the
 	// value as JSON text and the version, one row per key found.
 	LookupMany string
+	// LookupPositions reads the keys of an array ($1) as a join of the
+	// array with the table: it returns each found key's 1-based position
+	// in the array, the value as JSON text and the version. PostgreSQL
+	// reads each key with one index probe, in the one partition the key
+	// hashes to (run-time pruning), where `= ANY($1)` probes every
+	// partition's index for every key of the array; and the store places
+	// each row by its position, without a map or decoding the key. On
+	// Greenplum the join would move rows between segments: batches are
+	// read there with the dialect's own `= ANY` statement.
+	LookupPositions string
 
 	// NextVersion draws a version from the version sequence. It reads no
 	// table, so on Greenplum it runs on the coordinator alone.
@@ -135,6 +145,8 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			valueExpr(ns, ""), version, table, byKey),
 		LookupMany: fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = ANY($1::%s[])",
 			key, valueExpr(ns, ""), version, table, key, keyType),
+		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key",
+			valueExpr(ns, "t."), version, keyType, table, key),
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ")",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s",
 			version, table, byKey),

@@ -42,6 +42,7 @@ func formatStatements(s pgstore.StatementSet) []byte {
 	for _, st := range []struct{ name, sql string }{
 		{"lookup", s.Lookup},
 		{"lookup_many", s.LookupMany},
+		{"lookup_positions", s.LookupPositions},
 		{"next_version", s.NextVersion},
 		{"upsert", s.Upsert},
 		{"update_if_match", s.UpdateIfMatch},

@@ -269,8 +269,9 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 // LookupMany reads keys in one query. The result has the length and order of
 // keys; absent keys have Found false. One key is read with Lookup's
 // statement on the key (`= $1`), which Greenplum dispatches to the key's
-// segment alone; several with one `= ANY($1)` (on Greenplum, see
-// lookupManyGreenplum). Errors are as for Lookup.
+// segment alone; several on PostgreSQL with LookupPositions (a join of the
+// array with the table, one index probe per key), on Greenplum with one
+// `= ANY($1)` (see lookupManyGreenplum). Errors are as for Lookup.
 func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
 	if s.dialect == dialect.Greenplum {
 		t, err := s.table(ns)
@@ -295,50 +296,47 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 		return entries, nil
 	}
 	defer func(start time.Time) { t.metrics[opLookupMany].observe(start, err) }(time.Now())
-
-	// found maps each key's canonical text to its entry.
-	found := make(map[string]warmcache.Entry, len(keys))
-	var (
-		arg     any
-		intKey  int64
-		textKey string
-		value   []byte
-		version int64
-		dest    []any
-	)
+	var arg any
 	if ns.KeyType == warmcache.KeyBigint {
 		ints := make([]int64, len(keys))
 		for i, k := range keys {
 			ints[i] = k.Int
 		}
-		arg, dest = ints, []any{&intKey, &value, &version}
+		arg = ints
 	} else {
 		texts := make([]string, len(keys))
 		for i, k := range keys {
 			texts[i] = k.Text
 		}
-		arg, dest = texts, []any{&textKey, &value, &version}
+		arg = texts
 	}
-	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, arg)
-	if err != nil {
+	if err := s.lookupPositions(ctx, t, arg, entries); err != nil {
 		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
 	}
-	_, err = pgx.ForEachRow(rows, dest, func() error {
-		k := textKey
-		if ns.KeyType == warmcache.KeyBigint {
-			k = strconv.FormatInt(intKey, 10)
+	return entries, nil
+}
+
+// lookupPositions reads the keys of arg with LookupPositions into entries,
+// each row at its key's position.
+func (s *Store) lookupPositions(ctx context.Context, t *table, arg any, entries []warmcache.Entry) error {
+	rows, err := s.pool.Query(ctx, t.stmts.LookupPositions, s.modes.Read, arg)
+	if err != nil {
+		return err
+	}
+	var (
+		pos     int64
+		value   []byte
+		version int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pos, &value, &version}, func() error {
+		if pos < 1 || pos > int64(len(entries)) {
+			return fmt.Errorf("the warehouse answered position %d of %d keys", pos, len(entries))
 		}
-		found[k] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}
+		entries[pos-1] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}
 		value = nil
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
-	}
-	for i, k := range keys {
-		entries[i] = found[k.Text]
-	}
-	return entries, nil
+	return err
 }
 
 // Put upserts value, a JSON document, for key and returns the stored entry:

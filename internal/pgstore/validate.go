@@ -63,6 +63,9 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err != nil {
 		return nil, err
 	}
+	if srv.dialect == dialect.Greenplum {
+		stmts.LookupPositions = "" // see StatementSet.LookupPositions
+	}
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
@@ -188,6 +191,7 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 	shapes := []statementShape{
 		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
 		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
+		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
 	}
 	if ns.Writable {
 		shapes = append(shapes,

@@ -83,6 +83,10 @@ type Options struct {
 	// reads that arrive while all lanes are busy wait and go together in the
 	// next query. Keep it near the warehouse pool's size. Zero means 4.
 	WarmLanes int
+	// HotLanes bounds the folded hot-tier reads a namespace runs at once;
+	// reads that arrive while all lanes are busy wait and go together in
+	// the next pipeline. Zero means 2.
+	HotLanes int
 }
 
 func (o Options) withDefaults() Options {
@@ -106,6 +110,7 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxRefreshes, 8)
 	def(&o.MaxBatchFold, 64)
 	def(&o.WarmLanes, 4)
+	def(&o.HotLanes, 2)
 	def(&o.MaxLoads, 4)
 	def(&o.MaxLoadWrites, 2)
 	if o.MaxLoadBytes == 0 {

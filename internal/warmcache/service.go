@@ -127,7 +127,7 @@ type nsLanes struct {
 // folding off (MaxBatchFold 1) every read goes at once on its own.
 func (s *Service) newLanes(ns *Namespace) *nsLanes {
 	return &nsLanes{
-		hot: &batcher[*hotCall]{lanes: 2, maxBatch: s.opts.MaxBatchFold,
+		hot: &batcher[*hotCall]{lanes: s.opts.HotLanes, maxBatch: s.opts.MaxBatchFold,
 			size: func(c *hotCall) int { return len(c.keys) },
 			run:  func(calls []*hotCall) { s.runHotReads(ns, calls) }},
 		warm: &batcher[*loadGroup]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
