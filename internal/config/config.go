@@ -500,7 +500,7 @@ func (t *Tiers) registerTimeouts(s *settings) {
 // registerProtection registers what guards the warehouse of a server.
 func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", 32, "concurrent warehouse reads")
-	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", 4, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
+	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", 1, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", 2, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
 	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", 5, "consecutive warehouse failures that open the circuit breaker")
 	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", time.Second, "first wait of an open circuit breaker")

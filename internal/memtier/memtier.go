@@ -75,6 +75,7 @@ type Hot struct {
 	down    atomic.Bool
 	gets    atomic.Int64
 	fills   atomic.Int64
+	hook    atomic.Pointer[LookupHook]
 }
 
 // NewHot returns an empty hot tier on the clock now; nil means time.Now.
@@ -90,6 +91,11 @@ func (h *Hot) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmc
 	h.gets.Add(1)
 	if h.down.Load() {
 		return nil, nil, ErrDown
+	}
+	if hook := h.hook.Load(); hook != nil {
+		if err := (*hook)(ctx, ns, keys); err != nil {
+			return nil, nil, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
@@ -146,6 +152,16 @@ func (h *Hot) Ping(context.Context) error {
 		return ErrDown
 	}
 	return nil
+}
+
+// SetGetHook sets the hook called at the start of every later read (a
+// GetMany) with its keys, such as a Gate; nil removes it.
+func (h *Hot) SetGetHook(hook LookupHook) {
+	if hook == nil {
+		h.hook.Store(nil)
+		return
+	}
+	h.hook.Store(&hook)
 }
 
 // SetDown takes the tier down (every call fails with ErrDown) or brings it

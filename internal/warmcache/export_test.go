@@ -10,6 +10,10 @@ var CheckMatch = checkMatch
 // widgets.
 func Queued(s *Service) int { return s.lanes["widgets"].warm.waiting() }
 
+// HotQueued reports how many reads wait for a hot-tier lane in namespace
+// widgets.
+func HotQueued(s *Service) int { return s.lanes["widgets"].hot.waiting() }
+
 // Waiters reports how many callers wait on the shared read of key in
 // namespace widgets.
 func Waiters(s *Service, key string) int {

@@ -81,7 +81,11 @@ type Options struct {
 	TombstoneTTL time.Duration
 	// WarmLanes bounds the folded warehouse reads a namespace runs at once;
 	// reads that arrive while all lanes are busy wait and go together in the
-	// next query. Keep it near the warehouse pool's size. Zero means 4.
+	// next query. One lane makes the largest queries, and so the cheapest
+	// miss where the warehouse answers within a millisecond or so; a slow
+	// warehouse (each query takes many milliseconds, as Greenplum's do)
+	// needs more, since a lane reads at most MaxBatchFold keys per query.
+	// Zero means 1.
 	WarmLanes int
 	// HotLanes bounds the folded hot-tier reads a namespace runs at once;
 	// reads that arrive while all lanes are busy wait and go together in
@@ -109,7 +113,7 @@ func (o Options) withDefaults() Options {
 	def(&o.BreakerThreshold, 5)
 	def(&o.MaxRefreshes, 8)
 	def(&o.MaxBatchFold, 64)
-	def(&o.WarmLanes, 4)
+	def(&o.WarmLanes, 1)
 	def(&o.HotLanes, 2)
 	def(&o.MaxLoads, 4)
 	def(&o.MaxLoadWrites, 2)

@@ -122,9 +122,11 @@ type nsLanes struct {
 	warm *batcher[*loadGroup]
 }
 
-// newLanes returns the lanes of ns. Two hot-tier lanes keep Redis busy
-// while one pipeline is on the wire; the warehouse has WarmLanes. With
-// folding off (MaxBatchFold 1) every read goes at once on its own.
+// newLanes returns the lanes of ns: HotLanes for the hot tier (two keep
+// Redis busy while one pipeline is on the wire) and WarmLanes for the
+// warehouse (one folds the misses that arrive during a query into the
+// next). With folding off (MaxBatchFold 1) every read goes at once on its
+// own.
 func (s *Service) newLanes(ns *Namespace) *nsLanes {
 	return &nsLanes{
 		hot: &batcher[*hotCall]{lanes: s.opts.HotLanes, maxBatch: s.opts.MaxBatchFold,

@@ -265,6 +265,54 @@ func TestConcurrentMissesFoldIntoOneQuery(t *testing.T) {
 // queued reports whether the 20 later reads all wait for the lane.
 func queued(svc *warmcache.Service) bool { return warmcache.Queued(svc) == 20 }
 
+func TestConcurrentHitsFoldIntoOnePipeline(t *testing.T) {
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
+	for i := 0; i < 21; i++ {
+		k := strconv.Itoa(i)
+		warm.Set("widgets", k, []byte(k), 1)
+	}
+	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{widgets()}, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{HotLanes: 1, HotTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := make([]string, 21)
+	for i := range keys {
+		keys[i] = strconv.Itoa(i)
+	}
+	if _, err := svc.MGet(ctx, "widgets", keys); err != nil { // fills the hot tier
+		t.Fatal(err)
+	}
+	gate, started := make(chan struct{}), make(chan struct{}, 1)
+	hot.SetGetHook(memtier.Gate(started, gate))
+	gets, lookups := hot.Gets(), warm.Lookups()
+	var wg sync.WaitGroup
+	get := func(k string) {
+		defer wg.Done()
+		if it, err := svc.Get(ctx, "widgets", k); err != nil || it.Source != warmcache.SourceHot || string(it.Entry.Value) != k {
+			t.Errorf("get %s = %+v, %v; want a hit", k, it, err)
+		}
+	}
+	wg.Add(1)
+	go get("0")
+	<-started // key 0's read holds the only lane
+	hot.SetGetHook(nil)
+	for i := 1; i <= 20; i++ {
+		wg.Add(1)
+		go get(strconv.Itoa(i))
+	}
+	waitFor(t, func() bool { return warmcache.HotQueued(svc) == 20 })
+	close(gate)
+	wg.Wait()
+	if n := hot.Gets() - gets; n != 2 {
+		t.Fatalf("hot-tier reads = %d, want 2 (key 0, then the 20 others folded)", n)
+	}
+	if n := warm.Lookups() - lookups; n != 0 {
+		t.Fatalf("warehouse queries = %d, want none: every read was a hit", n)
+	}
+}
+
 func TestMGetUsesTheNearCache(t *testing.T) {
 	hot, warm, near := memtier.NewHot(nil), memtier.NewWarm(), memtier.NewNear()
 	warm.Set("widgets", "1", []byte(`1`), 1)
