@@ -61,9 +61,6 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 	near, err := nearcache.New(nearcache.Options{
 		MaxBytes: uint64(cfg.Near.Bytes),
 		MarkTTL:  2 * (cfg.Tiers.HotTimeout + cfg.Tiers.WarmTimeout),
-		// A Redis reply reaches the near cache within the hot tier's
-		// deadline of the command that asked for it.
-		DropMarkTTL: 2 * cfg.Tiers.HotTimeout,
 	}, reg)
 	if err != nil {
 		return t, err
@@ -84,16 +81,8 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 	invReady, trackReady := make(chan struct{}), make(chan struct{})
 	var invOnce, trackOnce sync.Once
 	wg.Go(func() {
-		first := true
 		inv.Subscribe(ctx, near.InvalidateKey, func() {
-			// A resubscription may have missed writes while reads
-			// were in flight; the first found nothing cached.
-			if first {
-				near.Clear()
-				first = false
-			} else {
-				near.DropAll()
-			}
+			near.Clear()
 			invOnce.Do(func() { close(invReady) })
 		})
 	})

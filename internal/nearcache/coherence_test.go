@@ -153,7 +153,7 @@ func (f *fleet) startWith(t *testing.T, o startOptions) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cache.Close() })
-	near, err := nearcache.New(nearcache.Options{MaxBytes: 1 << 20, DropMarkTTL: 200 * time.Millisecond}, reg)
+	near, err := nearcache.New(nearcache.Options{MaxBytes: 1 << 20}, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@
 // again. Other instances' writes reach it through InvalidateKey, carried over
 // Redis pub/sub by rediscache.Invalidations. Every change of a key in Redis,
 // whoever made it, reaches it through Drop, carried by Redis's key tracking
-// (rediscache.Tracking). Clear and DropAll drop everything when either
-// channel may have lost messages.
+// (rediscache.Tracking). Clear drops everything when either channel may
+// have lost messages.
 //
 // # Choice of library
 //

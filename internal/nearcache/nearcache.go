@@ -3,7 +3,6 @@ package nearcache
 import (
 	"fmt"
 	"math"
-	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -26,13 +25,6 @@ type Options struct {
 	// replaced version when it ends. It should exceed the longest read, that
 	// is the service's hot-tier plus warehouse timeouts. Zero means 5s.
 	MarkTTL time.Duration
-	// DropMarkTTL is how long a drop that carries no version (Drop, from
-	// Redis's key tracking) refuses every store of its key, and DropAll
-	// every store: a read that fetched the value before the change it
-	// reports may store it just after. It should exceed the time from a
-	// Redis reply to the store that follows it, that is the hot-tier
-	// timeout. Zero means 100ms.
-	DropMarkTTL time.Duration
 	// Now is the clock. Nil means the system clock.
 	Now func() time.Time
 }
@@ -40,7 +32,6 @@ type Options struct {
 const (
 	defaultMaxBytes = 64 << 20
 	defaultMarkTTL  = 5 * time.Second
-	defaultDropTTL  = 100 * time.Millisecond
 	// entryOverhead approximates what an entry costs beyond its bytes: the
 	// cache's node, the hash-table slot and the item.
 	entryOverhead = 128
@@ -53,16 +44,13 @@ type mapKey struct {
 }
 
 // item is what the cache holds for a key: an entry, or a mark left by an
-// invalidation that refuses older versions, and every version until
-// blindUntil (Unix nanoseconds; zero means never) when it was left by a
-// drop without version. A mark is never served.
+// invalidation that only refuses older versions and is never served.
 type item struct {
-	value      []byte
-	version    int64
-	ttl        time.Duration
-	blindUntil int64
-	found      bool
-	mark       bool
+	value   []byte
+	version int64
+	ttl     time.Duration
+	found   bool
+	mark    bool
 }
 
 // Cache is the in-process near cache (L1): a W-TinyLFU cache bounded by bytes
@@ -72,18 +60,13 @@ type item struct {
 // Entries are ordered by version: Set never replaces a newer version, and
 // Invalidate leaves a mark at the written version for MarkTTL, so that a read
 // which fetched the replaced version before the write cannot cache it after
-// the invalidation. Drop, for a change reported without a version, refuses
-// every store of its key for DropMarkTTL instead. Cached values are shared,
-// not copied: callers must not modify a value after Set or after Get
-// returned it.
+// the invalidation. Drop, for a change reported without a version, only
+// drops. Cached values are shared, not copied: callers must not modify a
+// value after Set or after Get returned it.
 type Cache struct {
 	cache   *otter.Cache[mapKey, item]
 	now     func() time.Time
 	markTTL time.Duration
-	dropTTL time.Duration
-	// blindUntil is when the refusal of every store that DropAll began
-	// ends, in Unix nanoseconds; zero means none is in force.
-	blindUntil atomic.Int64
 
 	evictions *prometheus.CounterVec
 	refused   prometheus.Counter
@@ -102,9 +85,6 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 	if opts.MarkTTL <= 0 {
 		opts.MarkTTL = defaultMarkTTL
 	}
-	if opts.DropMarkTTL <= 0 {
-		opts.DropMarkTTL = defaultDropTTL
-	}
 	invalidations := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_near_cache_invalidations_total",
 		Help: "Invalidations the near cache received, by source (versioned: a write, this instance's or another's over pub/sub; tracking: Redis reported the key changed) and result (dropped: an entry was removed; none: no older entry was cached).",
@@ -112,7 +92,6 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 	c := &Cache{
 		now:              opts.Now,
 		markTTL:          opts.MarkTTL,
-		dropTTL:          opts.DropMarkTTL,
 		versionedDropped: invalidations.WithLabelValues("versioned", "dropped"),
 		versionedNone:    invalidations.WithLabelValues("versioned", "none"),
 		trackingDropped:  invalidations.WithLabelValues("tracking", "dropped"),
@@ -205,9 +184,8 @@ func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry
 // Set caches e for key in ns for the namespace's NearTTL, cut short at e's
 // FreshUntil when that comes first. It does nothing when ns has no NearTTL,
 // and it refuses e when the cache holds a newer version, an absent entry at
-// the same version, or an invalidation at a newer version, and while a
-// Drop of the key or a DropAll refuses every store; an absent e of version
-// zero (a key never written) is cached only when nothing is.
+// the same version, or an invalidation at a newer version; an absent e of
+// version zero (a key never written) is cached only when nothing is.
 func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
 	ttl := ns.NearTTL
 	if !e.FreshUntil.IsZero() {
@@ -216,14 +194,10 @@ func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entr
 	if ttl <= 0 {
 		return
 	}
-	if c.blind() {
-		c.refused.Inc()
-		return
-	}
 	next := item{value: e.Value, version: e.Version, ttl: ttl, found: e.Found}
 	refused := false
 	c.cache.Compute(mapKey{ns.Name, key.Text}, func(cur item, ok bool) (item, otter.ComputeOp) {
-		if ok && (!newer(next, cur) || cur.blindUntil != 0 && c.now().UnixNano() < cur.blindUntil) {
+		if ok && !newer(next, cur) {
 			refused = true
 			return cur, otter.CancelOp
 		}
@@ -264,9 +238,7 @@ func (c *Cache) InvalidateKey(namespace, key string, version int64) {
 			return cur, otter.CancelOp
 		}
 		dropped = ok && !cur.mark
-		// A drop without version that is still refusing stores goes on
-		// refusing them.
-		return item{version: version, ttl: c.markTTL, mark: true, blindUntil: cur.blindUntil}, otter.WriteOp
+		return item{version: version, ttl: c.markTTL, mark: true}, otter.WriteOp
 	})
 	if dropped {
 		c.versionedDropped.Inc()
@@ -277,21 +249,18 @@ func (c *Cache) InvalidateKey(namespace, key string, version int64) {
 
 // Drop drops the entry for key in namespace whatever its version, for a
 // change that Redis reported without one (key tracking: a write by any
-// client, an expiry, an eviction). It leaves a mark that refuses every
-// store of the key for the cache's DropMarkTTL, and older versions than
-// the dropped entry's, or than an invalidation's mark, as long as that
-// mark would have. A key that holds nothing gets the mark too: a read of
-// it may be in flight.
+// client, an expiry, an eviction). An invalidation's mark stays: it still
+// refuses older versions. Unlike an invalidation, Drop leaves nothing that
+// refuses a read which fetched the value before the change and stores it
+// after the report; such a value lives at most its NearTTL.
 func (c *Cache) Drop(namespace, key string) {
 	dropped := false
-	until := c.now().Add(c.dropTTL).UnixNano()
 	c.cache.Compute(mapKey{namespace, key}, func(cur item, ok bool) (item, otter.ComputeOp) {
-		mark := item{version: cur.version, ttl: c.dropTTL, mark: true, blindUntil: until}
-		if ok && cur.mark {
-			mark.ttl = max(c.markTTL, c.dropTTL)
+		if !ok || cur.mark {
+			return cur, otter.CancelOp
 		}
-		dropped = ok && !cur.mark
-		return mark, otter.WriteOp
+		dropped = true
+		return cur, otter.InvalidateOp
 	})
 	if dropped {
 		c.trackingDropped.Inc()
@@ -300,32 +269,10 @@ func (c *Cache) Drop(namespace, key string) {
 	}
 }
 
-// Clear drops every entry and mark. It is how the cache starts over.
+// Clear drops every entry and mark. It is how the cache recovers after
+// invalidations may have been missed.
 func (c *Cache) Clear() {
 	c.cache.InvalidateAll()
-}
-
-// DropAll drops every entry and mark, like Clear, for a cache that may
-// have missed invalidations (Redis flushed, or the connection that
-// carries them broke), and refuses every store for the cache's
-// DropMarkTTL: reads in flight may hold values that the missed
-// invalidations replaced.
-func (c *Cache) DropAll() {
-	c.blindUntil.Store(c.now().Add(c.dropTTL).UnixNano())
-	c.cache.InvalidateAll()
-}
-
-// blind reports whether DropAll's refusal of stores is in force.
-func (c *Cache) blind() bool {
-	until := c.blindUntil.Load()
-	if until == 0 {
-		return false
-	}
-	if c.now().UnixNano() < until {
-		return true
-	}
-	c.blindUntil.CompareAndSwap(until, 0)
-	return false
 }
 
 // Bytes returns the weight of the cached entries and marks. It may exceed

@@ -152,7 +152,7 @@ type op struct {
 }
 
 func TestVersionRules(t *testing.T) {
-	const markTTL, dropTTL = 5 * time.Second, 100 * time.Millisecond
+	const markTTL = 5 * time.Second
 	cases := []struct {
 		name string
 		ops  []op
@@ -178,18 +178,15 @@ func TestVersionRules(t *testing.T) {
 		{"invalidations keep the highest version", []op{{invalidate: 3}, {invalidate: 2}, {set: present(2, "2")}}, nil},
 		{"invalidation is forgotten after MarkTTL", []op{{invalidate: 2}, {advance: markTTL + time.Millisecond, set: present(1, "1")}}, ptr(present(1, "1"))},
 		{"drop removes an entry of any version", []op{{set: present(9, "9")}, {drop: true}}, nil},
-		{"drop refuses a newer version within DropMarkTTL", []op{{set: present(1, "1")}, {drop: true}, {advance: dropTTL - time.Millisecond, set: present(2, "2")}}, nil},
-		{"drop of a key not cached refuses a late read", []op{{drop: true}, {set: present(1, "1")}}, nil},
-		{"drop admits stores after DropMarkTTL", []op{{drop: true}, {advance: dropTTL, set: present(1, "1")}}, ptr(present(1, "1"))},
-		{"drop keeps an invalidation's floor", []op{{invalidate: 3}, {drop: true}, {advance: dropTTL, set: present(2, "2")}}, nil},
-		{"drop keeps an invalidation's floor for MarkTTL", []op{{invalidate: 3}, {drop: true}, {advance: dropTTL, set: present(3, "3")}}, ptr(present(3, "3"))},
-		{"invalidation keeps a drop's refusal", []op{{drop: true}, {invalidate: 3}, {set: present(3, "3")}}, nil},
-		{"invalidation after a drop refuses older versions", []op{{drop: true}, {invalidate: 3}, {advance: dropTTL, set: present(2, "2")}}, nil},
+		{"drop admits the next store", []op{{set: present(1, "1")}, {drop: true}, {set: present(1, "1")}}, ptr(present(1, "1"))},
+		{"drop of a key not cached leaves nothing", []op{{drop: true}, {set: present(1, "1")}}, ptr(present(1, "1"))},
+		{"drop keeps an invalidation's floor", []op{{invalidate: 3}, {drop: true}, {set: present(2, "2")}}, nil},
+		{"drop keeps an invalidation's admission", []op{{invalidate: 3}, {drop: true}, {set: present(3, "3")}}, ptr(present(3, "3"))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
-			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL, DropMarkTTL: dropTTL}, nil)
+			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil)
 			ns := &warmcache.Namespace{Name: "v", NearTTL: time.Minute}
 			for _, o := range tc.ops {
 				clock.Advance(o.advance)
@@ -217,29 +214,6 @@ func TestVersionRules(t *testing.T) {
 
 func ptr[T any](v T) *T { return &v }
 
-func TestDropAllRefusesStoresForDropMarkTTL(t *testing.T) {
-	const dropTTL = 100 * time.Millisecond
-	clock := newFakeClock()
-	c := newCache(t, nearcache.Options{Now: clock.Now, DropMarkTTL: dropTTL}, nil)
-	ns := &warmcache.Namespace{Name: "d", NearTTL: time.Minute}
-	c.Set(ns, key(1), present(1, "1"))
-	c.InvalidateKey("d", "2", 5)
-	c.DropAll()
-	if _, ok := c.Get(ns, key(1)); ok {
-		t.Error("entry served after DropAll")
-	}
-	clock.Advance(dropTTL - time.Nanosecond)
-	c.Set(ns, key(3), present(1, "1"))
-	if _, ok := c.Get(ns, key(3)); ok {
-		t.Error("a store within DropMarkTTL of DropAll was cached")
-	}
-	clock.Advance(time.Nanosecond)
-	c.Set(ns, key(2), present(1, "1"))
-	if _, ok := c.Get(ns, key(2)); !ok {
-		t.Error("an invalidation mark outlived DropAll, or DropAll refused a store after DropMarkTTL")
-	}
-}
-
 func TestInvalidationsCountedBySource(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := newCache(t, nearcache.Options{}, reg)
@@ -249,13 +223,14 @@ func TestInvalidationsCountedBySource(t *testing.T) {
 	c.InvalidateKey("m", "1", 2) // drops key 1
 	c.InvalidateKey("m", "9", 2) // nothing cached
 	c.Drop("m", "2")             // drops key 2
-	c.Drop("m", "2")             // only a mark left
-	c.Drop("m", "8")             // nothing cached
+	c.Drop("m", "2")             // nothing cached any more
+	c.InvalidateKey("m", "7", 2) // a mark, which a drop keeps
+	c.Drop("m", "7")
 	for _, tc := range []struct {
 		source, result string
 		want           float64
 	}{
-		{"versioned", "dropped", 1}, {"versioned", "none", 1},
+		{"versioned", "dropped", 1}, {"versioned", "none", 2},
 		{"tracking", "dropped", 1}, {"tracking", "none", 2},
 	} {
 		if got := labeled(t, reg, "warmcache_near_cache_invalidations_total", map[string]string{"source": tc.source, "result": tc.result}); got != tc.want {
@@ -369,7 +344,7 @@ func TestMetricsRegisterOnce(t *testing.T) {
 // BenchmarkDrop measures what one key reported by Redis's key tracking
 // costs the near cache: a drop of a cached entry (run it with
 // -benchtime 65536x, one pass over the keys), and of a key it does not
-// hold, which leaves a mark.
+// hold.
 func BenchmarkDrop(b *testing.B) {
 	ns := &warmcache.Namespace{Name: "b", NearTTL: time.Minute}
 	const keys = 1 << 16
@@ -378,7 +353,7 @@ func BenchmarkDrop(b *testing.B) {
 		texts[i] = strconv.Itoa(i)
 	}
 	b.Run("cached", func(b *testing.B) {
-		// Past the first pass over the keys, a drop finds a mark.
+		// Past the first pass over the keys, a drop finds nothing.
 		c := newCache(b, nearcache.Options{MaxBytes: 64 << 20}, nil)
 		for k := range keys {
 			c.Set(ns, key(k), present(1, "v"))

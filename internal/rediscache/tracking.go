@@ -41,8 +41,8 @@ var ErrTrackingUnsupported = errors.New("rediscache: key tracking is not support
 type Dropper interface {
 	// Drop drops key in namespace, whatever its version.
 	Drop(namespace, key string)
-	// DropAll drops everything.
-	DropAll()
+	// Clear drops everything.
+	Clear()
 }
 
 // Tracking is Redis's server-assisted client-side caching (CLIENT TRACKING)
@@ -197,9 +197,9 @@ func (t *Tracking) onConnect(ctx context.Context, cn *redis.Conn) error {
 }
 
 // Run receives Redis's reports until ctx ends, and applies them to near:
-// Drop for each key of a tracked namespace, DropAll for a flush, for each
+// Drop for each key of a tracked namespace, Clear for a flush, for each
 // (re)subscription, and when the connection is lost. It calls subscribed
-// after each subscription's DropAll, once the reports flow. All calls run
+// after each subscription's Clear, once the reports flow. All calls run
 // on Run's goroutine, one at a time, and must not block. While Redis is
 // unreachable Run keeps retrying; it returns when ctx ends.
 func (t *Tracking) Run(ctx context.Context, near Dropper, subscribed func()) {
@@ -212,7 +212,7 @@ func (t *Tracking) Run(ctx context.Context, near Dropper, subscribed func()) {
 			return
 		}
 		// Reports sent while nothing listens are lost.
-		near.DropAll()
+		near.Clear()
 		if ok {
 			wait, failing = trackingMinBackoff, false
 		}
@@ -274,7 +274,7 @@ func (t *Tracking) session(ctx context.Context, near Dropper, subscribed func())
 			}
 			pinged = true
 			t.flushes.Inc()
-			near.DropAll()
+			near.Clear()
 			continue
 		}
 		pinged = false
@@ -286,7 +286,7 @@ func (t *Tracking) session(ctx context.Context, near Dropper, subscribed func())
 			// go-redis also resubscribes by itself after a reconnect.
 			t.resyncs.Inc()
 			t.connected.Set(1)
-			near.DropAll()
+			near.Clear()
 			if !ok {
 				t.log.LogAttrs(ctx, slog.LevelInfo, "near-cache key tracking on; near cache dropped",
 					slog.Any("prefixes", t.prefixes), slog.Int64("client_id", t.clientID.Load()))

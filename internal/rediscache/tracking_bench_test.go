@@ -19,7 +19,7 @@ import (
 type countingDropper struct{ drops atomic.Int64 }
 
 func (d *countingDropper) Drop(string, string) { d.drops.Add(1) }
-func (d *countingDropper) DropAll()            {}
+func (d *countingDropper) Clear()              {}
 
 // BenchmarkTrackingWriteCost measures what key tracking costs Redis per
 // write: SETs of 460-byte values under a tracked namespace, one at a time

@@ -27,7 +27,7 @@ type recordingDropper struct {
 }
 
 func (d *recordingDropper) Drop(ns, key string) { d.drops <- dropped{ns, key} }
-func (d *recordingDropper) DropAll()            { d.dropAll <- struct{}{} }
+func (d *recordingDropper) Clear()              { d.dropAll <- struct{}{} }
 
 // track runs tr for the rest of the test and waits until it has
 // subscribed.
@@ -46,7 +46,7 @@ func track(tb testing.TB, tr *rediscache.Tracking) (*recordingDropper, chan stru
 		}
 	})
 	waitFor(tb, subscribed, "subscription")
-	waitFor(tb, d.dropAll, "DropAll of the subscription")
+	waitFor(tb, d.dropAll, "Clear of the subscription")
 	return d, subscribed
 }
 
@@ -72,14 +72,14 @@ func waitFor[T any](tb testing.TB, ch <-chan T, what string) T {
 	}
 }
 
-// nextDrop returns the next Drop, failing on a DropAll meanwhile.
+// nextDrop returns the next Drop, failing on a Clear meanwhile.
 func (d *recordingDropper) nextDrop(tb testing.TB) dropped {
 	tb.Helper()
 	select {
 	case x := <-d.drops:
 		return x
 	case <-d.dropAll:
-		tb.Fatal("DropAll where a Drop was expected")
+		tb.Fatal("Clear where a Drop was expected")
 	case <-time.After(10 * time.Second):
 		tb.Fatal("no Drop within 10s")
 	}
@@ -178,7 +178,7 @@ func TestTrackingReconnectDropsAll(t *testing.T) {
 	if err := f.raw.ClientKillByFilter(ctx, "ID", strconv.FormatInt(rediscache.TrackingClientID(tr), 10)).Err(); err != nil {
 		t.Fatalf("CLIENT KILL: %v", err)
 	}
-	waitFor(t, d.dropAll, "DropAll after the connection was killed")
+	waitFor(t, d.dropAll, "Clear after the connection was killed")
 	waitFor(t, subscribed, "subscription after the connection was killed")
 	if err := f.raw.Set(ctx, f.prefix+"t:9", "x", 0).Err(); err != nil {
 		t.Fatal(err)
@@ -235,14 +235,14 @@ func TestTrackingFlushAndRestartDropAll(t *testing.T) {
 	if err := raw.FlushDB(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, d.dropAll, "DropAll after FLUSHDB")
+	waitFor(t, d.dropAll, "Clear after FLUSHDB")
 	if got := sample(t, reg, "warmcache_redis_tracking_flushes_total"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_flushes_total = %v, want 1", got)
 	}
 	changeAndWait("after the flush", "2")
 
 	srv.Stop(t)
-	waitFor(t, d.dropAll, "DropAll after Redis stopped")
+	waitFor(t, d.dropAll, "Clear after Redis stopped")
 	srv.Start(t)
 	waitFor(t, subscribed, "subscription after Redis restarted")
 	// The resubscription drops all; a change then reaches Drop.
