@@ -220,9 +220,11 @@ func (s *floorServers) serveGRPC(addr string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("floor: listen: %w", err)
 	}
-	// The service's message bound (its body bound plus 64 KiB) and its
-	// stream workers.
-	srv := grpc.NewServer(grpc.MaxRecvMsgSize(1<<20+64<<10), grpc.NumStreamWorkers(grpcapi.DefaultStreamWorkers))
+	// The service's server options: its message bound (its default body
+	// bound plus 64 KiB), send bound, concurrent streams, stream workers
+	// and handshake timeout. Not its codec check and interceptors, which
+	// are the per-call work the floor leaves out.
+	srv := grpc.NewServer(grpcapi.ServerOptions(grpcapi.Options{MaxMessageBytes: 1<<20 + 64<<10})...)
 	warmcachev1.RegisterCacheServer(srv, &grpcFloor{body: body})
 	s.grpc = srv
 	go func() { s.served <- srv.Serve(ln) }()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/gateway"
+	"github.com/warmcache/warmcache/internal/gctune"
 )
 
 // serve runs `warmcache serve`: the gateway of the configuration, until ctx
@@ -21,6 +22,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	// GOGC is the process's: serve tunes it (when --gc-heap-floor asks),
+	// not the gateway, which tests open several times in one process.
+	gc := gctune.Start(cfg.Server.GCHeapFloor)
+	defer gc.Stop()
 	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: gateway.NewLogger(stderr, cfg.LogLevel), Stdout: stdout})
 	if err != nil {
 		return err

@@ -74,29 +74,51 @@ var _ warmcachev1.CacheServer = (*API)(nil)
 // against keys (nil, or a Keyring without keys, lets every call through). The request
 // metrics are registered on reg.
 func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, log *slog.Logger, opts Options) (*API, error) {
-	if opts.MaxMessageBytes <= 0 {
-		opts.MaxMessageBytes = 4 << 20
-	}
-	if opts.MaxSendBytes <= 0 {
-		opts.MaxSendBytes = 16<<20 + 64<<10
-	}
-	if opts.MaxLoadBytes <= 0 {
-		opts.MaxLoadBytes = 64 << 20
-	}
-	if opts.LoadIdleTimeout <= 0 {
-		opts.LoadIdleTimeout = 30 * time.Second
-	}
-	if opts.MaxConcurrentStreams == 0 {
-		opts.MaxConcurrentStreams = 256
-	}
-	if opts.StreamWorkers == 0 {
-		opts.StreamWorkers = DefaultStreamWorkers
-	}
 	m, err := newMetrics(reg)
 	if err != nil {
 		return nil, fmt.Errorf("grpcapi: %w", err)
 	}
-	return &API{svc: svc, keys: keys, open: keys == nil || keys.Open(), log: log, metrics: m, opts: opts}, nil
+	return &API{svc: svc, keys: keys, open: keys == nil || keys.Open(), log: log, metrics: m, opts: opts.withDefaults()}, nil
+}
+
+// withDefaults returns o with each zero field set to its default.
+func (o Options) withDefaults() Options {
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 4 << 20
+	}
+	if o.MaxSendBytes <= 0 {
+		o.MaxSendBytes = 16<<20 + 64<<10
+	}
+	if o.MaxLoadBytes <= 0 {
+		o.MaxLoadBytes = 64 << 20
+	}
+	if o.LoadIdleTimeout <= 0 {
+		o.LoadIdleTimeout = 30 * time.Second
+	}
+	if o.MaxConcurrentStreams == 0 {
+		o.MaxConcurrentStreams = 256
+	}
+	if o.StreamWorkers == 0 {
+		o.StreamWorkers = DefaultStreamWorkers
+	}
+	return o
+}
+
+// ServerOptions returns the options of the service's grpc.Server that o
+// sets (message bounds, concurrent streams, stream workers, handshake
+// timeout), without its codec and interceptors, so that another server
+// can be configured like the service's.
+func ServerOptions(o Options) []grpc.ServerOption {
+	o = o.withDefaults()
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(o.MaxMessageBytes),
+		grpc.MaxSendMsgSize(o.MaxSendBytes),
+		grpc.MaxConcurrentStreams(o.MaxConcurrentStreams),
+		grpc.NumStreamWorkers(o.StreamWorkers),
+		// A connection that does not finish its handshake in time is
+		// closed, as REST's ReadHeaderTimeout does.
+		grpc.ConnectionTimeout(5 * time.Second),
+	}
 }
 
 // NewServer returns a grpc.Server with the Cache service, the health
@@ -104,19 +126,12 @@ func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, 
 // extra adds server options such as TLS credentials.
 func (a *API) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 	codec := newCheckedCodec()
-	opts := append([]grpc.ServerOption{
+	opts := append(ServerOptions(a.opts),
 		grpc.ForceServerCodecV2(codec),
-		grpc.MaxRecvMsgSize(a.opts.MaxMessageBytes),
-		grpc.MaxSendMsgSize(a.opts.MaxSendBytes),
-		grpc.MaxConcurrentStreams(a.opts.MaxConcurrentStreams),
-		grpc.NumStreamWorkers(a.opts.StreamWorkers),
-		// A connection that does not finish its handshake in time is
-		// closed, as REST's ReadHeaderTimeout does.
-		grpc.ConnectionTimeout(5 * time.Second),
 		grpc.ChainUnaryInterceptor(a.metrics.unary, codec.unary, a.unaryAuth),
 		grpc.ChainStreamInterceptor(a.metrics.stream, codec.stream, a.streamAuth),
-	}, extra...)
-	s := grpc.NewServer(opts...)
+	)
+	s := grpc.NewServer(append(opts, extra...)...)
 	warmcachev1.RegisterCacheServer(s, a)
 	healthpb.RegisterHealthServer(s, &health{svc: a.svc, log: a.log})
 	reflection.Register(s)

@@ -102,6 +102,9 @@ type Cache struct {
 	errs          *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	unknownFormat *prometheus.CounterVec
+	// The duration series of the reads, taken once: a hit records its
+	// duration without looking its label up.
+	getDuration, getManyDuration prometheus.Observer
 
 	// generations maps a namespace's name to its *atomic.Int64
 	// generation; absent means generation 0.
@@ -153,6 +156,8 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			Help: "Cached values in a format this version cannot read, by namespace; each was served as a miss.",
 		}, []string{"namespace"}),
 	}
+	c.getDuration = c.duration.WithLabelValues("get")
+	c.getManyDuration = c.duration.WithLabelValues("get_many")
 	if reg != nil {
 		var done []prometheus.Collector
 		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes} {
@@ -261,7 +266,16 @@ func (c *Cache) Generation(name string) int64 {
 // observe records the duration of a call that started at start and counts
 // err, which must not be redis.Nil.
 func (c *Cache) observe(op string, start time.Time, err error) {
-	c.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	var o prometheus.Observer
+	switch op {
+	case "get":
+		o = c.getDuration
+	case "get_many":
+		o = c.getManyDuration
+	default:
+		o = c.duration.WithLabelValues(op)
+	}
+	o.Observe(time.Since(start).Seconds())
 	if err != nil {
 		c.errs.WithLabelValues(op).Inc()
 		c.reloadAfterNodeError(err)
