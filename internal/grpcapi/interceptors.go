@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,10 +19,15 @@ import (
 
 type metrics struct {
 	duration *prometheus.HistogramVec
-	inflight prometheus.Gauge
+	// inflight counts the calls being served, which a GaugeFunc reports:
+	// one atomic add per call and end, where a Gauge's Inc and Dec each
+	// retry a compare-and-swap while the cores contend.
+	inflight atomic.Int64
 
-	mu      sync.RWMutex
-	methods map[string]*methodSeries
+	mu sync.Mutex // held to add a method
+	// methods is replaced, never changed, when a method is first seen, so
+	// that a call reads it without a lock.
+	methods atomic.Pointer[map[string]*methodSeries]
 }
 
 // methodSeries holds the duration observers of one method, one per status
@@ -41,12 +47,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			// that both transports compare on one dashboard.
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 		}, []string{"method", "code"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "warmcache_grpc_requests_in_flight",
-			Help: "gRPC calls being served.",
-		}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.inflight} {
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "warmcache_grpc_requests_in_flight",
+		Help: "gRPC calls being served.",
+	}, func() float64 { return float64(m.inflight.Load()) })
+	for _, c := range []prometheus.Collector{m.duration, inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -65,19 +71,12 @@ func (m *metrics) observer(method string, code codes.Code) prometheus.Observer {
 	if int(code) >= len(methodSeries{}) {
 		return m.duration.WithLabelValues(method, code.String())
 	}
-	m.mu.RLock()
-	s := m.methods[method]
-	m.mu.RUnlock()
+	var s *methodSeries
+	if known := m.methods.Load(); known != nil {
+		s = (*known)[method]
+	}
 	if s == nil {
-		m.mu.Lock()
-		if s = m.methods[method]; s == nil {
-			if m.methods == nil {
-				m.methods = make(map[string]*methodSeries)
-			}
-			s = new(methodSeries)
-			m.methods[method] = s
-		}
-		m.mu.Unlock()
+		s = m.addMethod(method)
 	}
 	cell := &s[code]
 	if o := cell.Load(); o != nil {
@@ -90,10 +89,31 @@ func (m *metrics) observer(method string, code codes.Code) prometheus.Observer {
 	return o.Observer
 }
 
+// addMethod returns the series of a method, adding them when they are not
+// known yet.
+func (m *metrics) addMethod(method string) *methodSeries {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.methods.Load()
+	if old != nil {
+		if s := (*old)[method]; s != nil {
+			return s
+		}
+	}
+	known := make(map[string]*methodSeries, 1)
+	if old != nil {
+		maps.Copy(known, *old)
+	}
+	s := new(methodSeries)
+	known[method] = s
+	m.methods.Store(&known)
+	return s
+}
+
 func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	m.inflight.Inc()
-	defer m.inflight.Dec()
+	m.inflight.Add(1)
+	defer m.inflight.Add(-1)
 	resp, err := handler(ctx, req)
 	m.observe(info.FullMethod, start, err)
 	return resp, err
@@ -101,8 +121,8 @@ func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 
 func (m *metrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
-	m.inflight.Inc()
-	defer m.inflight.Dec()
+	m.inflight.Add(1)
+	defer m.inflight.Add(-1)
 	err := handler(srv, ss)
 	m.observe(info.FullMethod, start, err)
 	return err

@@ -63,6 +63,24 @@ func BenchmarkMiddleware(b *testing.B) {
 				}
 			}
 		})
+		// Every core at once, as under load: what the chain's shared
+		// counters cost when the cores contend for them.
+		b.Run(c.name+"-parallel", func(b *testing.B) {
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest(http.MethodGet, "/v1/kv/widgets/_const/42", nil)
+				w := &discardWriter{header: http.Header{}}
+				for pb.Next() {
+					clear(w.header)
+					w.status = 0
+					c.h.ServeHTTP(w, req)
+					if w.status != http.StatusOK {
+						b.Errorf("status %d", w.status)
+						return
+					}
+				}
+			})
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"maps"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -12,7 +13,10 @@ import (
 
 type metrics struct {
 	duration *prometheus.HistogramVec
-	inflight prometheus.Gauge
+	// inflight counts the requests being served, which a GaugeFunc
+	// reports: one atomic add per request and end, where a Gauge's
+	// Inc and Dec each retry a compare-and-swap while the cores contend.
+	inflight atomic.Int64
 	routes   routeLabels
 }
 
@@ -51,11 +55,13 @@ func (s *routeSeries) observer(vec *prometheus.HistogramVec, method, status int)
 
 // routeLabels caches the series of each chi route, so that labelling a
 // request does not join its patterns anew: the patterns of one route are
-// the same strings every time, keyed here by the first and the last.
+// the same strings every time, keyed here by the first and the last. The
+// map is replaced, never changed, when a route is first seen, so that a
+// request reads it without a lock.
 type routeLabels struct {
 	unmatched routeSeries
-	mu        sync.RWMutex
-	known     map[[2]string]*routeSeries
+	mu        sync.Mutex // held to add a route
+	known     atomic.Pointer[map[[2]string]*routeSeries]
 }
 
 // series returns the series of a request's route pattern, or of
@@ -65,11 +71,10 @@ func (l *routeLabels) series(rc *chi.Context) *routeSeries {
 		return &l.unmatched
 	}
 	k := [2]string{rc.RoutePatterns[0], rc.RoutePatterns[len(rc.RoutePatterns)-1]}
-	l.mu.RLock()
-	s, ok := l.known[k]
-	l.mu.RUnlock()
-	if ok {
-		return s
+	if known := l.known.Load(); known != nil {
+		if s, ok := (*known)[k]; ok {
+			return s
+		}
 	}
 	p := rc.RoutePattern()
 	if p == "" {
@@ -77,14 +82,19 @@ func (l *routeLabels) series(rc *chi.Context) *routeSeries {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if s, ok := l.known[k]; ok {
-		return s
+	old := l.known.Load()
+	if old != nil {
+		if s, ok := (*old)[k]; ok {
+			return s
+		}
 	}
-	if l.known == nil {
-		l.known = make(map[[2]string]*routeSeries)
+	known := make(map[[2]string]*routeSeries, 1)
+	if old != nil {
+		maps.Copy(known, *old)
 	}
-	s = &routeSeries{pattern: p}
-	l.known[k] = s
+	s := &routeSeries{pattern: p}
+	known[k] = s
+	l.known.Store(&known)
 	return s
 }
 
@@ -104,13 +114,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "REST request duration by route pattern, method and status class (2xx, 4xx, 5xx).",
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 		}, []string{"route", "method", "status"}),
-		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "warmcache_http_requests_in_flight",
-			Help: "REST requests being served.",
-		}),
 	}
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "warmcache_http_requests_in_flight",
+		Help: "REST requests being served.",
+	}, func() float64 { return float64(m.inflight.Load()) })
 	m.routes.unmatched.pattern = "unmatched"
-	for _, c := range []prometheus.Collector{m.duration, m.inflight} {
+	for _, c := range []prometheus.Collector{m.duration, inflight} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -123,10 +133,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		m.inflight.Inc()
+		m.inflight.Add(1)
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		defer func() {
-			m.inflight.Dec()
+			m.inflight.Add(-1)
 			m.routes.series(chi.RouteContext(r.Context())).observer(m.duration, methodIndex(r.Method), statusIndex(sw.status)).
 				Observe(time.Since(start).Seconds())
 		}()
