@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 
-	"github.com/warmcache/warmcache/internal/gctune"
 	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
 	"github.com/warmcache/warmcache/internal/httpapi"
@@ -161,10 +160,6 @@ func serveFloor(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	// The service's runtime setting too: its default floor under the
-	// garbage collector's heap goal.
-	gc := gctune.Start(gctune.DefaultFloor)
-	defer gc.Stop()
 	s := &floorServers{stdout: stdout, stderr: stderr, served: make(chan error, 3)}
 	defer s.close()
 	if err := s.start(f); err != nil {

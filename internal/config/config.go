@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/auth"
-	"github.com/warmcache/warmcache/internal/gctune"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
@@ -237,7 +236,7 @@ type Server struct {
 	PprofAddr string
 	// GCHeapFloor is the heap goal below which the garbage collector's
 	// GOGC is raised, in bytes (--gc-heap-floor; see package gctune).
-	// Zero means GOGC alone decides. The default is 64 MiB.
+	// Zero means GOGC alone decides.
 	GCHeapFloor int64
 }
 
@@ -534,7 +533,7 @@ func (v *Server) register(s *settings) {
 	s.str(&v.CursorKey, "cursor-key", "WARMCACHE_CURSOR_KEY", "", "secret that signs _query cursors; empty: random per process")
 	s.duration(&v.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", 15*time.Second, "drain deadline on SIGTERM")
 	s.str(&v.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "", "loopback address serving net/http/pprof; empty: off")
-	s.nonNegative64(&v.GCHeapFloor, "gc-heap-floor", "WARMCACHE_GC_HEAP_FLOOR", gctune.DefaultFloor, "bytes of heap goal below which GOGC is raised; 0: GOGC alone decides")
+	s.nonNegative64(&v.GCHeapFloor, "gc-heap-floor", "WARMCACHE_GC_HEAP_FLOOR", 0, "bytes of heap goal below which GOGC is raised, such as 67108864; 0: GOGC alone decides")
 	s.check(func() error {
 		if v.PprofAddr != "" && !isLoopback(v.PprofAddr) {
 			return fmt.Errorf("pprof: must be a loopback host:port such as 127.0.0.1:6060, got %q", v.PprofAddr)

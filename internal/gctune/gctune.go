@@ -32,9 +32,6 @@ import (
 // scales with GOGC.
 const heapMinimum = 4 << 20
 
-// DefaultFloor is the service's default floor (--gc-heap-floor): 64 MiB.
-const DefaultFloor = 64 << 20
-
 // maxPercent bounds the GOGC the Tuner sets, for a live heap of almost
 // nothing.
 const maxPercent = 100_000
