@@ -3,11 +3,8 @@ package advise_test
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,31 +13,12 @@ import (
 
 	"github.com/warmcache/warmcache/internal/advise"
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 func widgets() schema.Table {
 	return schema.Table{Namespace: &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
@@ -70,7 +48,7 @@ func TestCandidatesGolden(t *testing.T) {
 					t.Errorf("candidate %s: %v", c.Name, err)
 				}
 			}
-			golden(t, "candidates_"+d.String(), []byte(b.String()))
+			golden.Check(t, "candidates_"+d.String(), []byte(b.String()))
 		})
 	}
 }

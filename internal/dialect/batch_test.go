@@ -1,38 +1,13 @@
 package dialect_test
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got with testdata/name.golden, or rewrites the file with
-// -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("write golden file: %v", err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // TestGreenplumBatchLookup pins Greenplum's batched read: one `= ANY` of
 // the key column's exact array type, whatever the key type and the value
@@ -57,7 +32,7 @@ func TestGreenplumBatchLookup(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "-- %s\n%s\n\n", tt.name, sql)
 	}
-	golden(t, "greenplum_batch_lookup", []byte(b.String()))
+	golden.Check(t, "greenplum_batch_lookup", []byte(b.String()))
 }
 
 func TestTargetedBatchKeys(t *testing.T) {

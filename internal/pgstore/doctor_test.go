@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -84,7 +85,7 @@ func TestPlanCheckGolden(t *testing.T) {
 			if d.OK() != tt.wantOK || !strings.Contains(got, tt.wantText) {
 				t.Errorf("verdict (OK %v, want %v) lacks %q:\n%s", d.OK(), tt.wantOK, tt.wantText, got)
 			}
-			golden(t, "explain_"+name, []byte(got))
+			golden.Check(t, "explain_"+name, []byte(got))
 		})
 	}
 }

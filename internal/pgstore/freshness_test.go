@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	wcschema "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -45,7 +46,7 @@ func TestFreshnessStatementsGolden(t *testing.T) {
 	} {
 		fmt.Fprintf(&b, "-- %s\n%s\n\n", st.name, st.sql)
 	}
-	golden(t, "freshness_statements", []byte(b.String()))
+	golden.Check(t, "freshness_statements", []byte(b.String()))
 }
 
 // TestFreshnessPollPlanGreenplum runs the poll's queries on a real
@@ -145,5 +146,5 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 		}
 		t.Logf("%s on Greenplum:\n%s", q.name, text)
 	}
-	golden(t, "freshness_gp_plan", []byte(b.String()))
+	golden.Check(t, "freshness_gp_plan", []byte(b.String()))
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -31,7 +32,7 @@ func TestGreenplumBatchGolden(t *testing.T) {
 	} {
 		fmt.Fprintf(&b, "-- %s\n%s\n\n", tt.name, pgstore.GreenplumBatchSQL(tt.ns))
 	}
-	golden(t, "greenplum_batch", []byte(b.String()))
+	golden.Check(t, "greenplum_batch", []byte(b.String()))
 }
 
 // gpBatchSchema is the Greenplum test tables of the batched read: bigint

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -234,7 +235,7 @@ func TestLoadStatementsGreenplum(t *testing.T) {
 			}
 			got := fmt.Sprintf("-- append_optimized: %v\n\n-- stage\n%s\n\n-- source\n%s\n\n-- next_version\n%s\n\n-- existing\n%s\n\n-- update\n%s\n\n-- merge\n%s\n\n-- analyze\n%s\n",
 				ls.AppendOptimized, ls.Stage, ls.Source, ls.NextVersion, orNone(ls.Existing), orNone(ls.Update), ls.Merge, ls.Analyze)
-			golden(t, "load_"+tt.name, []byte(got))
+			golden.Check(t, "load_"+tt.name, []byte(got))
 		})
 	}
 }

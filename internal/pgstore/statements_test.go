@@ -1,39 +1,14 @@
 package pgstore_test
 
 import (
-	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// golden compares got with testdata/name.golden, or rewrites the file with
-// -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name+".golden")
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatalf("write golden file: %v", err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden file (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (run with -update to accept):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
-}
 
 // formatStatements writes a statement set as labelled SQL.
 func formatStatements(s pgstore.StatementSet) []byte {
@@ -103,7 +78,7 @@ func TestStatementsGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Statements: %v", err)
 			}
-			golden(t, "statements_"+tt.name, formatStatements(s))
+			golden.Check(t, "statements_"+tt.name, formatStatements(s))
 		})
 	}
 }
@@ -149,7 +124,7 @@ func TestSessionSettingsGolden(t *testing.T) {
 	for _, stmt := range pgstore.SessionSettings(pgstore.Options{}) {
 		b.WriteString(stmt + ";\n")
 	}
-	golden(t, "greenplum_session_settings", []byte(b.String()))
+	golden.Check(t, "greenplum_session_settings", []byte(b.String()))
 
 	got := pgstore.SessionSettings(pgstore.Options{StatementMem: "32MB"})
 	if last := got[len(got)-1]; last != "SET statement_mem = '32MB'" {

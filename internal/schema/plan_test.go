@@ -1,18 +1,14 @@
 package schema_test
 
 import (
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // packed returns the managed table of a bigint-keyed packed namespace with
 // the storage options.
@@ -137,19 +133,7 @@ func TestPlanGolden(t *testing.T) {
 					t.Errorf("DDL contains %q:\n%s", w, got)
 				}
 			}
-			golden := filepath.Join("testdata", tt.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("read golden (go test ./internal/schema -update writes it): %v", err)
-			}
-			if got != string(want) {
-				t.Errorf("DDL differs from %s (go test ./internal/schema -update rewrites it)\ngot:\n%s\nwant:\n%s", golden, got, want)
-			}
+			golden.Check(t, tt.name, []byte(got))
 		})
 	}
 }
