@@ -285,11 +285,7 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 		}
 		arg = texts
 	}
-	batch := t.stmts.LookupMany
-	if t.gpBatch != "" {
-		batch = t.gpBatch
-	}
-	plan, err := tx.Query(ctx, "EXPLAIN "+batch, s.modes.Read, arg)
+	plan, err := tx.Query(ctx, "EXPLAIN "+t.stmts.LookupMany, s.modes.Read, arg)
 	if err != nil {
 		return fmt.Errorf("explain the batched lookup: %w", err)
 	}

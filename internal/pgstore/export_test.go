@@ -21,6 +21,3 @@ func (s *Store) UseAppendOptimizedWrites(name string) error {
 
 // ClassifyErrorWrap exposes classify to the external tests.
 var ClassifyErrorWrap = classify
-
-// GreenplumBatchSQL exposes greenplumBatchSQL to the external tests.
-var GreenplumBatchSQL = greenplumBatchSQL

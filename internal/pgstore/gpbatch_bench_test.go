@@ -65,7 +65,7 @@ ANALYZE widgets;`, gpBenchRows))
 	if err != nil {
 		b.Fatal(err)
 	}
-	bySegment := pgstore.GreenplumBatchSQL(widgets) + " AND gp_segment_id = $2::int"
+	bySegment := stmts.LookupMany + " AND gp_segment_id = $2::int"
 
 	ways := []struct {
 		name string

@@ -18,8 +18,21 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
+// batchSQL returns ns's batched read, the statement that LookupMany sends
+// on Greenplum for several keys.
+func batchSQL(tb testing.TB, ns *warmcache.Namespace) string {
+	tb.Helper()
+	stmts, err := pgstore.Statements(ns, false)
+	if err != nil {
+		tb.Fatalf("statements of %s: %v", ns.Name, err)
+	}
+	return stmts.LookupMany
+}
+
 // TestGreenplumBatchGolden pins the SQL of Greenplum's batched read for
-// each kind of namespace: one `= ANY` of the key column's array type.
+// each kind of namespace: one `= ANY` of the key column's exact array
+// type, whatever the key type and the value expression, with no
+// per-segment grouping and no per-key statements.
 func TestGreenplumBatchGolden(t *testing.T) {
 	var b strings.Builder
 	for _, tt := range []struct {
@@ -30,7 +43,14 @@ func TestGreenplumBatchGolden(t *testing.T) {
 		{"packed_text", packedNamespace("app.Sessions", "id", warmcache.KeyText, "doc")},
 		{"columns", columnsNamespace()},
 	} {
-		fmt.Fprintf(&b, "-- %s\n%s\n\n", tt.name, pgstore.GreenplumBatchSQL(tt.ns))
+		sql := batchSQL(t, tt.ns)
+		if want := fmt.Sprintf(" = ANY($1::%s[])", tt.ns.KeyType); !strings.HasSuffix(sql, want) {
+			t.Errorf("%s: %q does not end with %q: the keys must reach the planner with the column's exact type", tt.name, sql, want)
+		}
+		if strings.Count(sql, "$") != 1 {
+			t.Errorf("%s: %q takes more than the one array parameter", tt.name, sql)
+		}
+		fmt.Fprintf(&b, "-- %s\n%s\n\n", tt.name, sql)
 	}
 	golden.Check(t, "greenplum_batch", []byte(b.String()))
 }
@@ -216,7 +236,7 @@ func TestGreenplumLookupMany(t *testing.T) {
 					}
 					arg = ints
 				}
-				rows, err := conn.Query(ctx, "EXPLAIN "+pgstore.GreenplumBatchSQL(tt.ns), pgx.QueryExecModeSimpleProtocol, arg)
+				rows, err := conn.Query(ctx, "EXPLAIN "+batchSQL(t, tt.ns), pgx.QueryExecModeSimpleProtocol, arg)
 				if err != nil {
 					t.Fatalf("explain: %v", err)
 				}

@@ -45,7 +45,8 @@ type StatementSet struct {
 	// version.
 	Lookup string
 	// LookupMany reads the keys of an array ($1). It returns the key, the
-	// value as JSON text and the version, one row per key found.
+	// value as JSON text and the version, one row per key found. It is
+	// Greenplum's batched read (see Store.lookupManyGreenplum).
 	LookupMany string
 	// LookupPositions reads the keys of an array ($1) as a join of the
 	// array with the table: it returns each found key's 1-based position
@@ -55,7 +56,7 @@ type StatementSet struct {
 	// partition's index for every key of the array; and the store places
 	// each row by its position, without a map or decoding the key. On
 	// Greenplum the join would move rows between segments: batches are
-	// read there with the dialect's own `= ANY` statement.
+	// read there with LookupMany.
 	LookupPositions string
 
 	// NextVersion draws a version from the version sequence. It reads no

@@ -38,11 +38,8 @@ type Store struct {
 
 // table is one namespace's statements and metrics.
 type table struct {
-	ns    *warmcache.Namespace
-	stmts StatementSet
-	// gpBatch is the batched read on Greenplum (greenplumBatchSQL); empty
-	// on PostgreSQL.
-	gpBatch string
+	ns      *warmcache.Namespace
+	stmts   StatementSet
 	metrics [numOps]opMetrics
 }
 

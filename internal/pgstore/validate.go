@@ -69,13 +69,7 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
-	t := &table{ns: ns, stmts: stmts}
-	if srv.dialect == dialect.Greenplum {
-		if t.gpBatch, err = prepareGreenplumBatch(ctx, conn, ns); err != nil {
-			return nil, err
-		}
-	}
-	return t, nil
+	return &table{ns: ns, stmts: stmts}, nil
 }
 
 // tableError describes a problem with ns's table, prefixed with the
