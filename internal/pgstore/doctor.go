@@ -271,20 +271,7 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 	if len(keys) == 0 {
 		return nil // an empty table: nothing to judge
 	}
-	var arg any
-	if ns.KeyType == warmcache.KeyBigint {
-		ints := make([]int64, len(keys))
-		for i, k := range keys {
-			ints[i] = k.Int
-		}
-		arg = ints
-	} else {
-		texts := make([]string, len(keys))
-		for i, k := range keys {
-			texts[i] = k.Text
-		}
-		arg = texts
-	}
+	arg := keyArray(ns, keys)
 	plan, err := tx.Query(ctx, "EXPLAIN "+t.stmts.LookupMany, s.modes.Read, arg)
 	if err != nil {
 		return fmt.Errorf("explain the batched lookup: %w", err)

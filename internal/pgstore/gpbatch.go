@@ -43,33 +43,24 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 	// found maps each key's canonical text to its entry; it also drops
 	// the keys asked twice from the array.
 	found := make(map[string]warmcache.Entry, len(keys))
+	distinct := make([]warmcache.Key, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := found[k.Text]; !dup {
+			found[k.Text] = warmcache.Entry{}
+			distinct = append(distinct, k)
+		}
+	}
 	var (
-		arg     any
 		intKey  int64
 		textKey string
 		value   []byte
 		version int64
-		dest    []any
 	)
+	dest := []any{&textKey, &value, &version}
 	if ns.KeyType == warmcache.KeyBigint {
-		ints := make([]int64, 0, len(keys))
-		for _, k := range keys {
-			if _, dup := found[k.Text]; !dup {
-				found[k.Text] = warmcache.Entry{}
-				ints = append(ints, k.Int)
-			}
-		}
-		arg, dest = ints, []any{&intKey, &value, &version}
-	} else {
-		texts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			if _, dup := found[k.Text]; !dup {
-				found[k.Text] = warmcache.Entry{}
-				texts = append(texts, k.Text)
-			}
-		}
-		arg, dest = texts, []any{&textKey, &value, &version}
+		dest[0] = &intKey
 	}
+	arg := keyArray(ns, distinct)
 	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, arg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))

@@ -293,24 +293,28 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 		return entries, nil
 	}
 	defer func(start time.Time) { t.metrics[opLookupMany].observe(start, err) }(time.Now())
-	var arg any
+	arg := keyArray(ns, keys)
+	if err := s.lookupPositions(ctx, t, arg, entries); err != nil {
+		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
+	}
+	return entries, nil
+}
+
+// keyArray returns keys as the array parameter of ns's key type: []int64
+// for bigint keys, []string for text keys.
+func keyArray(ns *warmcache.Namespace, keys []warmcache.Key) any {
 	if ns.KeyType == warmcache.KeyBigint {
 		ints := make([]int64, len(keys))
 		for i, k := range keys {
 			ints[i] = k.Int
 		}
-		arg = ints
-	} else {
-		texts := make([]string, len(keys))
-		for i, k := range keys {
-			texts[i] = k.Text
-		}
-		arg = texts
+		return ints
 	}
-	if err := s.lookupPositions(ctx, t, arg, entries); err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
+	texts := make([]string, len(keys))
+	for i, k := range keys {
+		texts[i] = k.Text
 	}
-	return entries, nil
+	return texts
 }
 
 // lookupPositions reads the keys of arg with LookupPositions into entries,
