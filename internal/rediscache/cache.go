@@ -102,9 +102,9 @@ type Cache struct {
 	errs          *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	unknownFormat *prometheus.CounterVec
-	// The duration series of the reads, taken once: a hit records its
-	// duration without looking its label up.
-	getDuration, getManyDuration prometheus.Observer
+	// durations are the duration series of each op, taken once: a call
+	// records its duration without looking its label up.
+	durations [numOps]prometheus.Observer
 
 	// generations maps a namespace's name to its *atomic.Int64
 	// generation; absent means generation 0.
@@ -156,8 +156,9 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			Help: "Cached values in a format this version cannot read, by namespace; each was served as a miss.",
 		}, []string{"namespace"}),
 	}
-	c.getDuration = c.duration.WithLabelValues("get")
-	c.getManyDuration = c.duration.WithLabelValues("get_many")
+	for o := range numOps {
+		c.durations[o] = c.duration.WithLabelValues(o.String())
+	}
 	if reg != nil {
 		var done []prometheus.Collector
 		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes} {
@@ -263,21 +264,40 @@ func (c *Cache) Generation(name string) int64 {
 	return 0
 }
 
-// observe records the duration of a call that started at start and counts
-// err, which must not be redis.Nil.
-func (c *Cache) observe(op string, start time.Time, err error) {
-	var o prometheus.Observer
-	switch op {
-	case "get":
-		o = c.getDuration
-	case "get_many":
-		o = c.getManyDuration
-	default:
-		o = c.duration.WithLabelValues(op)
+// op is a kind of Redis call, the op label of its metrics.
+type op int
+
+const (
+	opGet op = iota
+	opGetMany
+	opFill
+	opFillMany
+	opPing
+	numOps
+)
+
+func (o op) String() string {
+	switch o {
+	case opGet:
+		return "get"
+	case opGetMany:
+		return "get_many"
+	case opFill:
+		return "fill"
+	case opFillMany:
+		return "fill_many"
+	case opPing:
+		return "ping"
 	}
-	o.Observe(time.Since(start).Seconds())
+	return "unknown"
+}
+
+// observe records the duration of a call of o that started at start and
+// counts err, which must not be redis.Nil.
+func (c *Cache) observe(o op, start time.Time, err error) {
+	c.durations[o].Observe(time.Since(start).Seconds())
 	if err != nil {
-		c.errs.WithLabelValues(op).Inc()
+		c.errs.WithLabelValues(o.String()).Inc()
 		c.reloadAfterNodeError(err)
 	}
 }
@@ -329,10 +349,10 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	if len(keys) == 1 {
 		b, err := c.client.Get(ctx, c.key(ns, keys[0])).Bytes()
 		if errors.Is(err, redis.Nil) {
-			c.observe("get", start, nil)
+			c.observe(opGet, start, nil)
 			return entries, hits, nil
 		}
-		c.observe("get", start, err)
+		c.observe(opGet, start, err)
 		if err != nil {
 			return nil, nil, fmt.Errorf("rediscache: get %q: %w", keys[0].Text, err)
 		}
@@ -352,12 +372,12 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 			continue
 		}
 		if err != nil {
-			c.observe("get_many", start, err)
+			c.observe(opGetMany, start, err)
 			return nil, nil, fmt.Errorf("rediscache: get %d keys: %w", len(keys), err)
 		}
 		entries[i], hits[i] = c.decode(ctx, ns, keys[i], b)
 	}
-	c.observe("get_many", start, nil)
+	c.observe(opGetMany, start, nil)
 	return entries, hits, nil
 }
 
@@ -387,14 +407,14 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	start := time.Now()
 	if len(fills) == 1 {
 		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached)
-		c.observe("fill", start, err)
+		c.observe(opFill, start, err)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
 		}
 		return nil
 	}
 	err := c.fillPipeline(ctx, ns, fills, values, pxs)
-	c.observe("fill_many", start, err)
+	c.observe(opFillMany, start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %d keys: %w", len(fills), err)
 	}
@@ -511,7 +531,7 @@ func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, 
 func (c *Cache) Ping(ctx context.Context) error {
 	start := time.Now()
 	err := c.client.Ping(ctx).Err()
-	c.observe("ping", start, err)
+	c.observe(opPing, start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: ping: %w", err)
 	}
