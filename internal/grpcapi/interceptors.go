@@ -2,9 +2,7 @@ package grpcapi
 
 import (
 	"context"
-	"maps"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/cowmap"
 )
 
 type metrics struct {
@@ -24,10 +23,9 @@ type metrics struct {
 	// retry a compare-and-swap while the cores contend.
 	inflight atomic.Int64
 
-	mu sync.Mutex // held to add a method
-	// methods is replaced, never changed, when a method is first seen, so
-	// that a call reads it without a lock.
-	methods atomic.Pointer[map[string]*methodSeries]
+	// methods holds each method's series; a call reads them without a
+	// lock.
+	methods cowmap.Map[string, *methodSeries]
 }
 
 // methodSeries holds the duration observers of one method, one per status
@@ -71,13 +69,7 @@ func (m *metrics) observer(method string, code codes.Code) prometheus.Observer {
 	if int(code) >= len(methodSeries{}) {
 		return m.duration.WithLabelValues(method, code.String())
 	}
-	var s *methodSeries
-	if known := m.methods.Load(); known != nil {
-		s = (*known)[method]
-	}
-	if s == nil {
-		s = m.addMethod(method)
-	}
+	s := m.methods.LoadOrAdd(method, func() *methodSeries { return new(methodSeries) })
 	cell := &s[code]
 	if o := cell.Load(); o != nil {
 		return o.Observer
@@ -87,27 +79,6 @@ func (m *metrics) observer(method string, code codes.Code) prometheus.Observer {
 	o := &observer{m.duration.WithLabelValues(method, code.String())}
 	cell.Store(o)
 	return o.Observer
-}
-
-// addMethod returns the series of a method, adding them when they are not
-// known yet.
-func (m *metrics) addMethod(method string) *methodSeries {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	old := m.methods.Load()
-	if old != nil {
-		if s := (*old)[method]; s != nil {
-			return s
-		}
-	}
-	known := make(map[string]*methodSeries, 1)
-	if old != nil {
-		maps.Copy(known, *old)
-	}
-	s := new(methodSeries)
-	known[method] = s
-	m.methods.Store(&known)
-	return s
 }
 
 func (m *metrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -1,14 +1,14 @@
 package httpapi
 
 import (
-	"maps"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/cowmap"
 )
 
 type metrics struct {
@@ -55,13 +55,11 @@ func (s *routeSeries) observer(vec *prometheus.HistogramVec, method, status int)
 
 // routeLabels caches the series of each chi route, so that labelling a
 // request does not join its patterns anew: the patterns of one route are
-// the same strings every time, keyed here by the first and the last. The
-// map is replaced, never changed, when a route is first seen, so that a
-// request reads it without a lock.
+// the same strings every time, keyed here by the first and the last. A
+// request reads them without a lock.
 type routeLabels struct {
 	unmatched routeSeries
-	mu        sync.Mutex // held to add a route
-	known     atomic.Pointer[map[[2]string]*routeSeries]
+	known     cowmap.Map[[2]string, *routeSeries]
 }
 
 // series returns the series of a request's route pattern, or of
@@ -71,31 +69,14 @@ func (l *routeLabels) series(rc *chi.Context) *routeSeries {
 		return &l.unmatched
 	}
 	k := [2]string{rc.RoutePatterns[0], rc.RoutePatterns[len(rc.RoutePatterns)-1]}
-	if known := l.known.Load(); known != nil {
-		if s, ok := (*known)[k]; ok {
-			return s
-		}
+	if s, ok := l.known.Load(k); ok {
+		return s
 	}
 	p := rc.RoutePattern()
 	if p == "" {
 		return &l.unmatched
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	old := l.known.Load()
-	if old != nil {
-		if s, ok := (*old)[k]; ok {
-			return s
-		}
-	}
-	known := make(map[[2]string]*routeSeries, 1)
-	if old != nil {
-		maps.Copy(known, *old)
-	}
-	s := &routeSeries{pattern: p}
-	known[k] = s
-	l.known.Store(&known)
-	return s
+	return l.known.LoadOrAdd(k, func() *routeSeries { return &routeSeries{pattern: p} })
 }
 
 // statusIndex returns the index in statusLabels of a status: "2xx" for 200
