@@ -81,32 +81,11 @@ func TestByteBoundHoldsUnderFlood(t *testing.T) {
 // series whose reason label is reason (empty for a series without labels).
 func metric(tb testing.TB, reg *prometheus.Registry, name, reason string) float64 {
 	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
+	labels := map[string]string{}
+	if reason != "" {
+		labels["reason"] = reason
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := ""
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
-					got = l.GetValue()
-				}
-			}
-			if got != reason {
-				continue
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	tb.Fatalf("no series %s{reason=%q}", name, reason)
-	return 0
+	return labeled(tb, reg, name, labels)
 }
 
 func TestEntriesExpireAfterNearTTL(t *testing.T) {
@@ -239,8 +218,8 @@ func TestInvalidationsCountedBySource(t *testing.T) {
 	}
 }
 
-// labeled returns the value of the counter name in reg whose labels are
-// labels.
+// labeled returns the value of the gauge or counter name in reg whose
+// labels are labels (none for an empty map).
 func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
 	tb.Helper()
 	mfs, err := reg.Gather()
@@ -257,6 +236,9 @@ func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[st
 				if labels[l.GetName()] != l.GetValue() {
 					continue series
 				}
+			}
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
 			}
 			return m.GetCounter().GetValue()
 		}

@@ -186,7 +186,8 @@ func TestNewInvalidationsRegisterConflict(t *testing.T) {
 	}
 }
 
-// counter returns the value of the unlabelled counter name in reg.
+// counter returns the value of the unlabelled counter or gauge name in
+// reg.
 func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	tb.Helper()
 	families, err := reg.Gather()
@@ -195,9 +196,13 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	}
 	for _, fam := range families {
 		if fam.GetName() == name && len(fam.GetMetric()) == 1 {
-			return fam.GetMetric()[0].GetCounter().GetValue()
+			m := fam.GetMetric()[0]
+			if m.GetGauge() != nil {
+				return m.GetGauge().GetValue()
+			}
+			return m.GetCounter().GetValue()
 		}
 	}
-	tb.Fatalf("no counter %s", name)
+	tb.Fatalf("no series %s", name)
 	return 0
 }

@@ -137,32 +137,12 @@ func TestTrackingReportsEveryChange(t *testing.T) {
 	if got := d.nextDrop(t); got != (dropped{"u", "3"}) {
 		t.Errorf("expiry: Drop%v, want Drop{u 3}", got)
 	}
-	if got := sample(t, reg, "warmcache_redis_tracking_keys_total"); got != float64(len(steps)+1) {
+	if got := counter(t, reg, "warmcache_redis_tracking_keys_total"); got != float64(len(steps)+1) {
 		t.Errorf("warmcache_redis_tracking_keys_total = %v, want %d", got, len(steps)+1)
 	}
-	if got := sample(t, reg, "warmcache_redis_tracking_resyncs_total"); got != 1 {
+	if got := counter(t, reg, "warmcache_redis_tracking_resyncs_total"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_resyncs_total = %v, want 1", got)
 	}
-}
-
-// sample returns the value of the unlabelled counter or gauge name in reg.
-func sample(tb testing.TB, reg *prometheus.Registry, name string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			m := mf.GetMetric()[0]
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	tb.Fatalf("no series %s", name)
-	return 0
 }
 
 // TestTrackingReconnectDropsAll kills the tracking connection and checks
@@ -196,10 +176,10 @@ func TestTrackingReconnectDropsAll(t *testing.T) {
 		}
 		break
 	}
-	if got := sample(t, reg, "warmcache_redis_tracking_resyncs_total"); got < 2 {
+	if got := counter(t, reg, "warmcache_redis_tracking_resyncs_total"); got < 2 {
 		t.Errorf("warmcache_redis_tracking_resyncs_total = %v, want at least 2", got)
 	}
-	if got := sample(t, reg, "warmcache_redis_tracking_connected"); got != 1 {
+	if got := counter(t, reg, "warmcache_redis_tracking_connected"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_connected = %v, want 1", got)
 	}
 }
@@ -236,7 +216,7 @@ func TestTrackingFlushAndRestartDropAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, d.dropAll, "Clear after FLUSHDB")
-	if got := sample(t, reg, "warmcache_redis_tracking_flushes_total"); got != 1 {
+	if got := counter(t, reg, "warmcache_redis_tracking_flushes_total"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_flushes_total = %v, want 1", got)
 	}
 	changeAndWait("after the flush", "2")
