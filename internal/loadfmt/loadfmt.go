@@ -132,7 +132,8 @@ func keyFromJSON(raw json.RawMessage) (string, error) {
 
 // NewCSV returns a warmcache.RecordReader of CSV with a header line. The
 // column named keyColumn (or "key") holds the key. If a column is named
-// "value", it holds the JSON value and no other column may be present;
+// "value", it holds the JSON value and no other column may be present (a
+// cell that is not JSON is a *warmcache.LineError);
 // otherwise every other column becomes a field of a JSON object, as a JSON
 // string (the columns layout converts strings to its column types), and an
 // empty cell leaves its field out. A record with the wrong number of
@@ -213,6 +214,9 @@ func (c *csvReader) Read() (warmcache.LoadRecord, error) {
 	line, _ := c.r.FieldPos(0)
 	out := warmcache.LoadRecord{Line: int64(line), Key: rec[c.keyAt]}
 	if c.valueAt >= 0 {
+		if !json.Valid([]byte(rec[c.valueAt])) {
+			return warmcache.LoadRecord{}, &warmcache.LineError{Line: int64(line), Err: fmt.Errorf("%w: the value cell is not JSON", warmcache.ErrInvalidValue)}
+		}
 		out.Value = []byte(rec[c.valueAt])
 		return out, nil
 	}
