@@ -127,7 +127,7 @@ func (h *harness) folded(ctx context.Context, s *service, scenario string, attac
 	if err != nil || beforeErr != nil || !ok {
 		return
 	}
-	fold := foldDelta(before, after)
+	fold := after.Since(before)
 	run.Fold = &fold
 	h.report.Saturation[scenario] = run
 	h.logf("%s: %.2f keys per Redis read batch (%.0f batches)", scenario, run.Fold.RedisKeys/max(run.Fold.RedisBatches, 1), run.Fold.RedisBatches)

@@ -204,7 +204,7 @@ func (r *benchRun) missScenario(ctx context.Context) error {
 	before, beforeErr := scrapeFold(ctx, metrics)
 	r.missRun = r.saturate(ctx, bench.Miss, r.svc.process, "warmcache", missSpec)
 	if after, err := scrapeFold(ctx, metrics); err == nil && beforeErr == nil {
-		fold := foldDelta(before, after)
+		fold := after.Since(before)
 		r.missRun.Fold = &fold
 		r.report.Saturation[bench.Miss] = r.missRun
 		r.logf("miss: %.2f keys per warehouse query, %.2f keys per Redis read batch", fold.SQLKeys/max(fold.SQLQueries, 1), fold.RedisKeys/max(fold.RedisBatches, 1))
@@ -217,12 +217,6 @@ func (r *benchRun) missScenario(ctx context.Context) error {
 	}
 	r.logf("miss: %d distinct keys asked for in all", r.coldNext.Load())
 	return nil
-}
-
-// foldDelta is how the service folded its reads between two scrapes.
-func foldDelta(before, after bench.Fold) bench.Fold {
-	return bench.Fold{SQLQueries: after.SQLQueries - before.SQLQueries, SQLKeys: after.SQLKeys - before.SQLKeys,
-		RedisBatches: after.RedisBatches - before.RedisBatches, RedisKeys: after.RedisKeys - before.RedisKeys}
 }
 
 // baselines measures pgbench directly and through PgBouncer, pgbench at

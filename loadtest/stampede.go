@@ -201,10 +201,21 @@ func scrapeFold(ctx context.Context, url string) (bench.Fold, error) {
 	}
 	text := string(body)
 	sql, redis := map[string]string{"tier": "sql"}, map[string]string{"tier": "redis"}
-	return bench.Fold{
+	sum := func(metric string, ops ...string) (seconds, count float64) {
+		for _, op := range ops {
+			seconds += bench.SumSamples(text, metric+"_sum", map[string]string{"op": op})
+			count += bench.SumSamples(text, metric+"_count", map[string]string{"op": op})
+		}
+		return seconds, count
+	}
+	f := bench.Fold{
 		SQLQueries:   bench.SumSamples(text, "warmcache_batch_keys_count", sql),
 		SQLKeys:      bench.SumSamples(text, "warmcache_batch_keys_sum", sql),
 		RedisBatches: bench.SumSamples(text, "warmcache_batch_keys_count", redis),
 		RedisKeys:    bench.SumSamples(text, "warmcache_batch_keys_sum", redis),
-	}, nil
+	}
+	f.SQLSeconds, _ = sum("warmcache_sql_query_duration_seconds", "lookup", "lookup_many")
+	f.RedisReadSeconds, f.RedisReads = sum("warmcache_redis_duration_seconds", "get", "get_many")
+	f.FillSeconds, f.Fills = sum("warmcache_redis_duration_seconds", "fill", "fill_many")
+	return f, nil
 }

@@ -414,7 +414,8 @@ func (g *Gateway) Handler() http.Handler { return g.rest }
 
 // StoreOptions returns the warehouse options of cfg.
 func StoreOptions(cfg config.Config) pgstore.Options {
-	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, MaxConns: int32(cfg.Postgres.MaxConns)}
+	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, LookupFunction: cfg.Postgres.LookupFunction,
+		MaxConns: int32(cfg.Postgres.MaxConns)}
 }
 
 // RedisOptions returns the Redis tier's options of cfg.

@@ -59,9 +59,23 @@ func (s *Store) Doctor(ctx context.Context) ([]Diagnosis, error) {
 		if err != nil {
 			return out, fmt.Errorf("pgstore: doctor %s: %w", name, err)
 		}
-		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: check.Findings()})
+		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: append(check.Findings(), s.lookupFunctionFinding(t)...)})
 	}
 	return out, nil
+}
+
+// lookupFunctionFinding says how t's batched lookups are planned on
+// PostgreSQL: once per session through the lookup function, or at every
+// query without it.
+func (s *Store) lookupFunctionFinding(t *table) []Finding {
+	switch {
+	case s.dialect != dialect.Postgres:
+		return nil
+	case t.stmts.LookupCall != "" && !t.functionGone.Load():
+		return []Finding{{SeverityOK, fmt.Sprintf("lookups read through %s, whose plan each session keeps", t.stmts.lookupSignature)}}
+	default:
+		return []Finding{{SeverityNote, "lookups are planned at every query: no lookup function (--pg-lookup-function=off, or it could not be created or was dropped; see the service's log)"}}
+	}
 }
 
 // checkLookup gathers the PlanCheck of one namespace.

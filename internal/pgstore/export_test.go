@@ -21,3 +21,7 @@ func (s *Store) UseAppendOptimizedWrites(name string) error {
 
 // ClassifyErrorWrap exposes classify to the external tests.
 var ClassifyErrorWrap = classify
+
+// LookupSignature returns the signature of s's lookup function, as
+// to_regprocedure takes it; empty without one.
+func LookupSignature(s StatementSet) string { return s.lookupSignature }

@@ -55,6 +55,16 @@ type Options struct {
 	// store logs a warning at Open when the server's values differ.
 	Pooler Pooler
 
+	// LookupFunction says whether keys are read on PostgreSQL through a
+	// PL/pgSQL function of each table (StatementSet.LookupFunction), which
+	// Open creates when it is missing: "auto" (empty means auto) or "off".
+	// PostgreSQL keeps a function's plan in each session, so through
+	// PgBouncer a batched lookup is planned once per server connection
+	// instead of at every query. When the function cannot be created (the
+	// service's role may not create in the table's schema), Open logs a
+	// warning and reads with the plain statement. Greenplum never uses it.
+	LookupFunction LookupFunction
+
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each
 	// Greenplum session holds a process on every segment, and the default
 	// resource queue admits only 20 active statements.
@@ -211,6 +221,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Pooler == "" {
 		o.Pooler = PoolerNone
+	}
+	if o.LookupFunction == "" {
+		o.LookupFunction = LookupFunctionAuto
+	}
+	if _, err := ParseLookupFunction(string(o.LookupFunction)); err != nil {
+		return o, fmt.Errorf("pgstore: %w", err)
 	}
 	if _, err := ParsePooler(string(o.Pooler)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)

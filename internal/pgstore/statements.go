@@ -58,6 +58,17 @@ type StatementSet struct {
 	// Greenplum the join would move rows between segments: batches are
 	// read there with LookupMany.
 	LookupPositions string
+	// LookupFunction creates a PL/pgSQL function whose body is
+	// LookupPositions, and LookupCall reads the keys of an array ($1)
+	// through it, with LookupPositions' results: PostgreSQL keeps the plan
+	// of a function's query in each session, where it plans a statement
+	// sent alone at every query (see lookupfunc.go). Both are empty when
+	// LookupPositions is, and a Store empties them when it cannot or must
+	// not use the function (Options.LookupFunction).
+	LookupFunction, LookupCall string
+	// lookupSignature names the function with its argument type, for
+	// to_regprocedure.
+	lookupSignature string
 
 	// NextVersion draws a version from the version sequence. It reads no
 	// table, so on Greenplum it runs on the coordinator alone.
@@ -208,6 +219,7 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			table, set, version, newVersion("$3"), from, byKey, valueExpr(ns, "t."), version)
 	}
 	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s", insertInto, valueExpr(ns, "t."), version)
+	s.setLookupFunction(ns)
 	return s, nil
 }
 

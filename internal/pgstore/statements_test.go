@@ -18,6 +18,8 @@ func formatStatements(s pgstore.StatementSet) []byte {
 		{"lookup", s.Lookup},
 		{"lookup_many", s.LookupMany},
 		{"lookup_positions", s.LookupPositions},
+		{"lookup_function", s.LookupFunction},
+		{"lookup_call", s.LookupCall},
 		{"next_version", s.NextVersion},
 		{"upsert", s.Upsert},
 		{"update_if_match", s.UpdateIfMatch},

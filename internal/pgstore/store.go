@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -34,6 +35,7 @@ type Store struct {
 	loadTimeout time.Duration
 	reg         prometheus.Registerer
 	collectors  []prometheus.Collector
+	log         *slog.Logger
 }
 
 // table is one namespace's statements and metrics.
@@ -41,6 +43,10 @@ type table struct {
 	ns      *warmcache.Namespace
 	stmts   StatementSet
 	metrics [numOps]opMetrics
+	// functionGone is set when the lookup function was dropped while the
+	// store ran: reads go on with LookupPositions until a restart creates
+	// the function again.
+	functionGone atomic.Bool
 }
 
 // Open connects to the warehouse in opts.DSN, detects its dialect, chooses
@@ -110,10 +116,11 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		modes:   modes,
 		tables:  make(map[string]*table, len(namespaces)),
 		reg:     reg,
+		log:     log,
 
 		loadTimeout: opts.LoadStatementTimeout,
 	}
-	if err := s.prepareTables(ctx, namespaces, probe, log); err != nil {
+	if err := s.prepareTables(ctx, namespaces, probe, opts.LookupFunction, log); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -277,16 +284,16 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 		}
 		return s.lookupManyGreenplum(ctx, t, keys)
 	}
-	if len(keys) == 1 {
+	t, err := s.table(ns)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 1 && t.stmts.LookupCall == "" {
 		e, err := s.Lookup(ctx, ns, keys[0])
 		if err != nil {
 			return nil, err
 		}
 		return []warmcache.Entry{e}, nil
-	}
-	t, err := s.table(ns)
-	if err != nil {
-		return nil, err
 	}
 	entries = make([]warmcache.Entry, len(keys))
 	if len(keys) == 0 {
@@ -317,10 +324,29 @@ func keyArray(ns *warmcache.Namespace, keys []warmcache.Key) any {
 	return texts
 }
 
-// lookupPositions reads the keys of arg with LookupPositions into entries,
-// each row at its key's position.
+// lookupPositions reads the keys of arg into entries, each row at its
+// key's position: with LookupCall, or LookupPositions when the table has
+// no lookup function or it was dropped since the store opened.
 func (s *Store) lookupPositions(ctx context.Context, t *table, arg any, entries []warmcache.Entry) error {
-	rows, err := s.pool.Query(ctx, t.stmts.LookupPositions, s.modes.Read, arg)
+	if t.stmts.LookupCall != "" && !t.functionGone.Load() {
+		err := s.readPositions(ctx, t.stmts.LookupCall, arg, entries)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UndefinedFunction {
+			return err
+		}
+		if t.functionGone.CompareAndSwap(false, true) {
+			s.log.Warn("pgstore: the lookup function is gone; batched lookups are planned at every query until the service restarts and creates it again",
+				"namespace", t.ns.Name, "function", t.stmts.lookupSignature)
+		}
+		clear(entries)
+	}
+	return s.readPositions(ctx, t.stmts.LookupPositions, arg, entries)
+}
+
+// readPositions runs sql, which returns a key's 1-based position in arg, its
+// value as JSON text and its version, and places each row in entries.
+func (s *Store) readPositions(ctx context.Context, sql string, arg any, entries []warmcache.Entry) error {
+	rows, err := s.pool.Query(ctx, sql, s.modes.Read, arg)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ import (
 
 // prepareTables checks each namespace against the catalog, builds its
 // statements and prepares them on one pooled connection.
-func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, log *slog.Logger) error {
+func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, lookups LookupFunction, log *slog.Logger) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: connect: %w", err)
@@ -28,12 +28,13 @@ func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Names
 		if _, dup := s.tables[ns.Name]; dup {
 			return fmt.Errorf("pgstore: namespace %q declared twice", ns.Name)
 		}
-		t, err := prepareTable(ctx, conn, ns, srv)
+		t, err := prepareTable(ctx, conn, ns, srv, lookups, log)
 		if err != nil {
 			return err
 		}
 		s.tables[ns.Name] = t
-		log.Debug("pgstore: namespace ready", "namespace", ns.Name, "table", ns.Table, "append_optimized_writes", t.stmts.AppendOptimized)
+		log.Debug("pgstore: namespace ready", "namespace", ns.Name, "table", ns.Table, "append_optimized_writes", t.stmts.AppendOptimized,
+			"lookup_function", t.stmts.lookupSignature)
 	}
 	return nil
 }
@@ -45,9 +46,10 @@ type column struct {
 }
 
 // prepareTable checks ns's table and columns, decides how it is written,
+// creates its lookup function when lookups allow (see useLookupFunction),
 // and prepares its statements with the unnamed statement, which works
 // through PgBouncer, checking the parameter and result types.
-func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server) (*table, error) {
+func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, lookups LookupFunction, log *slog.Logger) (*table, error) {
 	relid, err := lookupTable(ctx, conn, ns)
 	if err != nil {
 		return nil, err
@@ -66,6 +68,7 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if srv.dialect == dialect.Greenplum {
 		stmts.LookupPositions = "" // see StatementSet.LookupPositions
 	}
+	useLookupFunction(ctx, conn, ns, &stmts, lookups, log)
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
@@ -186,6 +189,7 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
 		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
 		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
+		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
 	}
 	if ns.Writable {
 		shapes = append(shapes,

@@ -67,6 +67,33 @@ type Run struct {
 type Fold struct {
 	SQLQueries, SQLKeys     float64
 	RedisBatches, RedisKeys float64
+	// The time the service spent in each tier call, from its
+	// warmcache_sql_query_duration_seconds (lookups) and
+	// warmcache_redis_duration_seconds (reads and fills) histograms: with
+	// the counts above, the mean time of one call.
+	SQLSeconds                   float64
+	RedisReads, RedisReadSeconds float64
+	Fills, FillSeconds           float64
+}
+
+// Since returns what f counted after before was taken.
+func (f Fold) Since(before Fold) Fold {
+	return Fold{
+		SQLQueries: f.SQLQueries - before.SQLQueries, SQLKeys: f.SQLKeys - before.SQLKeys,
+		RedisBatches: f.RedisBatches - before.RedisBatches, RedisKeys: f.RedisKeys - before.RedisKeys,
+		SQLSeconds: f.SQLSeconds - before.SQLSeconds,
+		RedisReads: f.RedisReads - before.RedisReads, RedisReadSeconds: f.RedisReadSeconds - before.RedisReadSeconds,
+		Fills: f.Fills - before.Fills, FillSeconds: f.FillSeconds - before.FillSeconds,
+	}
+}
+
+// meanCall formats the mean time of one of n calls that took seconds in
+// all, or "n/a" without calls.
+func meanCall(seconds, n float64) string {
+	if n == 0 {
+		return "n/a"
+	}
+	return FormatDuration(time.Duration(seconds / n * float64(time.Second)))
 }
 
 // KeysPerSecond is Throughput times KeysPerRequest.
@@ -528,8 +555,9 @@ func (r *Report) writeFolding(p func(string, ...any)) {
 			p("Folding during `%s` (its warm-up included): %s keys per Redis read batch (%s batches).\n\n",
 				name, formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
 		} else if f != nil {
-			p("Folding during `%s` (its warm-up included): %s keys per warehouse query (%s queries), %s keys per Redis read batch (%s batches).\n\n",
-				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
+			p("Folding during `%s` (its warm-up included): %s keys per warehouse query (%s queries), %s keys per Redis read batch (%s batches). Mean time of one call, as the service measured it: warehouse query %s, Redis read %s, Redis fill %s.\n\n",
+				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches),
+				meanCall(f.SQLSeconds, f.SQLQueries), meanCall(f.RedisReadSeconds, f.RedisReads), meanCall(f.FillSeconds, f.Fills))
 		}
 	}
 }
