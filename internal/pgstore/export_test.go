@@ -15,6 +15,7 @@ func (s *Store) UseAppendOptimizedWrites(name string) error {
 	if err != nil {
 		return err
 	}
+	stmts.LookupFunction, stmts.LookupCall, stmts.lookupSignature = t.stmts.LookupFunction, t.stmts.LookupCall, t.stmts.lookupSignature
 	t.stmts = stmts
 	return nil
 }

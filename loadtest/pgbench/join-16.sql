@@ -1,0 +1,18 @@
+-- 16 random keys as the plain join (StatementSet.LookupPositions).
+\set k0 random(1, 1000000)
+\set k1 random(1, 1000000)
+\set k2 random(1, 1000000)
+\set k3 random(1, 1000000)
+\set k4 random(1, 1000000)
+\set k5 random(1, 1000000)
+\set k6 random(1, 1000000)
+\set k7 random(1, 1000000)
+\set k8 random(1, 1000000)
+\set k9 random(1, 1000000)
+\set k10 random(1, 1000000)
+\set k11 random(1, 1000000)
+\set k12 random(1, 1000000)
+\set k13 random(1, 1000000)
+\set k14 random(1, 1000000)
+\set k15 random(1, 1000000)
+SELECT k.i, t.value::text, t.version FROM unnest(ARRAY[:k0,:k1,:k2,:k3,:k4,:k5,:k6,:k7,:k8,:k9,:k10,:k11,:k12,:k13,:k14,:k15]::bigint[]) WITH ORDINALITY AS k(key, i) JOIN widgets AS t ON t.key = k.key;
