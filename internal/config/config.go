@@ -115,9 +115,10 @@ type Postgres struct {
 	// Pooler is what sits between the service and the warehouse
 	// (--pg-pooler).
 	Pooler pgstore.Pooler
-	// LookupFunction says whether keys are read through a PL/pgSQL
+	// LookupFunction says whether `serve` reads keys through a PL/pgSQL
 	// function of each table on PostgreSQL, created when missing
-	// (--pg-lookup-function).
+	// (--pg-lookup-function). The other commands use one that exists and
+	// create none.
 	LookupFunction pgstore.LookupFunction
 	// MaxConns bounds the pool of `serve` (--pg-max-conns). Commands use
 	// two connections.
@@ -433,8 +434,6 @@ func (p *Postgres) registerConn(s *settings) {
 		"pgx exec `mode`: "+strings.Join(names(pgstore.AllExecModes()), ", "))
 	s.enum(enumOf(&p.Pooler, pgstore.ParsePooler), "pg-pooler", "WARMCACHE_PG_POOLER", string(pgstore.PoolerNone),
 		"`pooler` between the service and the warehouse: "+strings.Join(names(pgstore.AllPoolers()), " or "))
-	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.LookupFunctionAuto),
-		"whether keys are read on PostgreSQL through a PL/pgSQL function of each table, created when missing, whose plan each session keeps: "+strings.Join(names(pgstore.AllLookupFunctions()), " or "))
 	s.check(func() error {
 		if err := p.ExecMode.Through(p.Pooler); err != nil {
 			return fmt.Errorf("pg-exec-mode: %w", err)
@@ -455,6 +454,8 @@ func (p *Postgres) registerDSN(s *settings) {
 
 func (p *Postgres) registerPool(s *settings) {
 	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", 8, "warehouse pool size")
+	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.LookupFunctionAuto),
+		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
 }
 
 func (p *Postgres) registerDialect(s *settings) {

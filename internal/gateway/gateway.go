@@ -444,6 +444,7 @@ func openStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.N
 	defer cancel()
 	opts := StoreOptions(cfg)
 	opts.MaxConns = commandConns
+	opts.LookupFunction = pgstore.LookupFunctionUse // commands create nothing
 	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
 }
 

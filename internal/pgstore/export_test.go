@@ -15,7 +15,8 @@ func (s *Store) UseAppendOptimizedWrites(name string) error {
 	if err != nil {
 		return err
 	}
-	stmts.LookupFunction, stmts.LookupCall, stmts.lookupSignature = t.stmts.LookupFunction, t.stmts.LookupCall, t.stmts.lookupSignature
+	stmts.LookupFunction, stmts.LookupCall = t.stmts.LookupFunction, t.stmts.LookupCall
+	stmts.lookupSignature, stmts.lookupBody = t.stmts.lookupSignature, t.stmts.lookupBody
 	t.stmts = stmts
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -40,19 +41,23 @@ const lookupFunctionPrefix = "warmcache_lookup_"
 const lookupFunctionQuote = "$warmcache_lookup$"
 
 // LookupFunction says whether a Store reads keys on PostgreSQL through a
-// lookup function of each table, created when missing (see
-// Options.LookupFunction).
+// lookup function of each table (see Options.LookupFunction).
 type LookupFunction string
 
 // The lookup function settings.
 const (
+	// LookupFunctionAuto creates the function when it is missing.
 	LookupFunctionAuto LookupFunction = "auto"
-	LookupFunctionOff  LookupFunction = "off"
+	// LookupFunctionUse uses a function that exists and creates none: the
+	// setting of the commands other than serve, which change nothing.
+	LookupFunctionUse LookupFunction = "use"
+	// LookupFunctionOff reads with the plain statement.
+	LookupFunctionOff LookupFunction = "off"
 )
 
 // AllLookupFunctions returns every lookup function setting, auto first.
 func AllLookupFunctions() []LookupFunction {
-	return []LookupFunction{LookupFunctionAuto, LookupFunctionOff}
+	return []LookupFunction{LookupFunctionAuto, LookupFunctionUse, LookupFunctionOff}
 }
 
 // ParseLookupFunction returns the setting called s, or an error that lists
@@ -61,37 +66,34 @@ func ParseLookupFunction(s string) (LookupFunction, error) {
 	if f := LookupFunction(s); slices.Contains(AllLookupFunctions(), f) {
 		return f, nil
 	}
-	return "", fmt.Errorf("lookup function %q is not auto or off", s)
+	return "", fmt.Errorf("lookup function %q is not auto, use or off", s)
 }
 
-// setLookupFunction fills in s.LookupFunction, s.LookupCall and
-// s.lookupSignature from s.LookupPositions, for a table in the schema of
-// ns.Table (or the first schema of the search path when it names none).
-func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace) {
+// setLookupFunction fills in the lookup function of s from
+// s.LookupPositions, in schema (unqualified when empty).
+func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string) {
+	s.dropLookupFunction()
 	if s.LookupPositions == "" || strings.Contains(s.LookupPositions, lookupFunctionQuote) {
 		return
 	}
 	keyArray := string(ns.KeyType) + "[]"
-	// Everything after the name: a function whose definition changes in
-	// any way gets a new name, since Open creates only missing ones. The
-	// body references every column through its table's alias, so no
+	// The body references every column through its table's alias, so no
 	// output column can be taken for one, and it needs no
 	// #variable_conflict option, with which the function measured half as
 	// fast.
-	definition := fmt.Sprintf(`(%s)
-RETURNS TABLE (warmcache_position bigint, warmcache_value text, warmcache_version bigint)
-LANGUAGE plpgsql STABLE AS %s
-BEGIN
-RETURN QUERY %s;
-END
-%s`, keyArray, lookupFunctionQuote, s.LookupPositions, lookupFunctionQuote)
+	body := "\nBEGIN\nRETURN QUERY " + s.LookupPositions + ";\nEND\n"
+	// Everything after the name: a function whose definition changes in
+	// any way gets a new name, since Open creates only missing ones.
+	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (warmcache_position bigint, warmcache_value text, warmcache_version bigint)\nLANGUAGE plpgsql STABLE AS %s%s%s",
+		keyArray, lookupFunctionQuote, body, lookupFunctionQuote)
 	digest := sha256.Sum256([]byte(definition))
 	name := pgx.Identifier{lookupFunctionPrefix + hex.EncodeToString(digest[:8])}
-	if schema, _, ok := strings.Cut(ns.Table, "."); ok {
+	if schema != "" {
 		name = pgx.Identifier{schema, name[0]}
 	}
 	fn := name.Sanitize()
 	s.lookupSignature = fn + "(" + keyArray + ")"
+	s.lookupBody = body
 	s.LookupFunction = "CREATE OR REPLACE FUNCTION " + fn + definition
 	s.LookupCall = fmt.Sprintf("SELECT warmcache_position, warmcache_value, warmcache_version FROM %s($1::%s)", fn, keyArray)
 }
@@ -99,47 +101,89 @@ END
 // dropLookupFunction leaves s without a lookup function: keys are read
 // with LookupPositions.
 func (s *StatementSet) dropLookupFunction() {
-	s.LookupFunction, s.LookupCall, s.lookupSignature = "", "", ""
+	s.LookupFunction, s.LookupCall, s.lookupSignature, s.lookupBody = "", "", "", ""
 }
 
-// ensureLookupFunction creates the lookup function of stmts unless it
-// exists. Instances that start together may race to create it: one that
-// fails finds it made by another.
-func ensureLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet) error {
-	exists := func() (bool, error) {
-		var oid *uint32
-		err := conn.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", pgx.QueryExecModeSimpleProtocol, stmts.lookupSignature).Scan(&oid)
-		return oid != nil, err
+// errLookupFunctionMissing says that the lookup function does not exist
+// and may not be created.
+var errLookupFunctionMissing = errors.New("the function does not exist")
+
+// checkLookupFunction reports whether the lookup function of stmts exists,
+// is the one the store would create, and may be run by the session's role.
+// A function of that name with another definition (another body, SECURITY
+// DEFINER, its own settings) is refused rather than run or replaced: the
+// store runs only the code it would have written.
+func checkLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet) (exists bool, err error) {
+	var same, executable bool
+	err = conn.QueryRow(ctx, `SELECT p.prosrc = $2 AND l.lanname = 'plpgsql' AND NOT p.prosecdef AND p.proconfig IS NULL,
+has_function_privilege(p.oid, 'EXECUTE')
+FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = to_regprocedure($1)`,
+		pgx.QueryExecModeSimpleProtocol, stmts.lookupSignature, stmts.lookupBody).Scan(&same, &executable)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !same:
+		return true, errors.New("a function of that name exists with another definition; drop it to have the service create its own")
+	case !executable:
+		return true, errors.New("the service's role may not execute it; grant EXECUTE on it")
 	}
-	if ok, err := exists(); err != nil || ok {
+	return true, nil
+}
+
+// ensureLookupFunction makes sure the lookup function of stmts can serve,
+// creating it when it is missing and create allows. Instances that start
+// together may race to create it: one that fails finds it made by another.
+func ensureLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet, create bool) error {
+	if exists, err := checkLookupFunction(ctx, conn, stmts); exists || err != nil {
 		return err
+	}
+	if !create {
+		return errLookupFunctionMissing
 	}
 	_, err := conn.Exec(ctx, stmts.LookupFunction, pgx.QueryExecModeSimpleProtocol)
 	if err == nil {
 		return nil
 	}
-	if ok, again := exists(); again == nil && ok {
-		return nil
+	if exists, again := checkLookupFunction(ctx, conn, stmts); exists {
+		return again
 	}
 	return err
 }
 
-// useLookupFunction decides whether t reads through its lookup function:
-// not on Greenplum (which reads batches with LookupMany), nor with the
-// setting off, nor when the function cannot be created (such as without
-// the CREATE privilege on the schema), which is logged. It leaves stmts
-// without the function when not.
-func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, stmts *StatementSet, setting LookupFunction, log *slog.Logger) {
+// useLookupFunction decides whether a table reads through its lookup
+// function, in the table's schema: not on Greenplum (whose statements have
+// no LookupPositions), nor with the setting off, nor when the function
+// cannot serve (see ensureLookupFunction), which is logged. It leaves
+// stmts without the function when not.
+func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, log *slog.Logger) {
+	if setting == LookupFunctionOff {
+		stmts.dropLookupFunction()
+		return
+	}
+	stmts.setLookupFunction(ns, schema)
 	if stmts.LookupCall == "" {
 		return
 	}
-	if setting == LookupFunctionOff || stmts.LookupPositions == "" {
+	err := ensureLookupFunction(ctx, conn, *stmts, setting == LookupFunctionAuto)
+	switch {
+	case errors.Is(err, errLookupFunctionMissing):
+		log.Info("pgstore: no lookup function; batched lookups are planned at every query (serve creates it)",
+			"namespace", ns.Name, "function", stmts.lookupSignature)
 		stmts.dropLookupFunction()
-		return
-	}
-	if err := ensureLookupFunction(ctx, conn, *stmts); err != nil {
-		log.Warn("pgstore: batched lookups are planned at every query: the lookup function could not be created; grant CREATE on the table's schema, or set --pg-lookup-function=off",
+	case err != nil:
+		log.Warn("pgstore: batched lookups are planned at every query: the lookup function cannot serve; grant CREATE on the table's schema, or set --pg-lookup-function=off",
 			"namespace", ns.Name, "table", ns.Table, "function", stmts.lookupSignature, "error", err)
 		stmts.dropLookupFunction()
 	}
+}
+
+// lookupFunctionGone reports whether the lookup function of t no longer
+// exists, after a call failed with undefined_function (which a statement
+// inside it may also raise).
+func (s *Store) lookupFunctionGone(ctx context.Context, t *table) bool {
+	var oid *uint32
+	err := s.pool.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", pgx.QueryExecModeSimpleProtocol, t.stmts.lookupSignature).Scan(&oid)
+	return err == nil && oid == nil
 }

@@ -18,10 +18,11 @@ import (
 )
 
 // TestLookupFunction checks the lookup function's life: Open creates it
-// and LookupMany answers through it (directly and through PgBouncer);
-// with the setting off it is not created; a role that may not create it
-// still opens and reads with the plain statement, with a warning; and a
-// function dropped while the store runs costs no read.
+// and LookupMany reads through it (directly and through PgBouncer); with
+// the setting off, or use, none is created; a function of that name with
+// another body, or one the role may not execute, is not used; a role that
+// may not create it still opens and reads with the plain statement, with a
+// warning; and a function dropped while the store runs costs no read.
 func TestLookupFunction(t *testing.T) {
 	widgets := widgetsNamespace()
 	stmts, err := pgstore.Statements(widgets, false)
@@ -32,6 +33,19 @@ func TestLookupFunction(t *testing.T) {
 	if signature == "" || stmts.LookupCall == "" {
 		t.Fatalf("the widgets statements have no lookup function: %+v", stmts)
 	}
+	// impostor replaces the function with one that answers every key with
+	// a marker, which tells whether reads go through it.
+	impostor := "CREATE OR REPLACE FUNCTION " + signature + ` RETURNS TABLE (warmcache_position bigint, warmcache_value text, warmcache_version bigint)
+LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN QUERY SELECT k.i, '{"marker": true}'::text, 1::bigint FROM unnest($1) WITH ORDINALITY AS k(key, i); END $$`
+	marked := func(t *testing.T, s *pgstore.Store) bool {
+		t.Helper()
+		entries, err := s.LookupMany(testContext(t), widgets, []warmcache.Key{key(t, widgets, "1"), key(t, widgets, "99")})
+		if err != nil {
+			t.Fatalf("LookupMany: %v", err)
+		}
+		return string(entries[1].Value) == `{"marker": true}`
+	}
+
 	for _, tg := range []target{targets()[1], targets()[4]} {
 		t.Run("created/"+tg.name, func(t *testing.T) {
 			dsn := newDatabase(t, schema+seed)
@@ -41,6 +55,10 @@ func TestLookupFunction(t *testing.T) {
 				t.Fatalf("Open did not create %s", signature)
 			}
 			checkWidgets(t, s, widgets)
+			execSQL(t, dsn, impostor)
+			if !marked(t, s) {
+				t.Fatal("LookupMany did not read through the lookup function")
+			}
 			// Dropped behind the store's back: reads go on, with a warning.
 			execSQL(t, dsn, "DROP FUNCTION "+signature)
 			checkWidgets(t, s, widgets)
@@ -56,18 +74,34 @@ func TestLookupFunction(t *testing.T) {
 		})
 	}
 
-	t.Run("off", func(t *testing.T) {
+	t.Run("another definition", func(t *testing.T) {
 		dsn := newDatabase(t, schema+seed)
-		opts := options(t, dsn, targets()[1])
-		opts.LookupFunction = pgstore.LookupFunctionOff
-		s := openLogged(t, opts, &testproc.SyncBuffer{}, widgets)
-		if functionExists(t, dsn, signature) {
-			t.Fatalf("Open with the lookup function off created %s", signature)
+		execSQL(t, dsn, impostor)
+		log := &testproc.SyncBuffer{}
+		s := openLogged(t, options(t, dsn, targets()[1]), log, widgets)
+		if marked(t, s) {
+			t.Fatal("the store read through a function of another definition")
 		}
 		checkWidgets(t, s, widgets)
+		if got := log.String(); !strings.Contains(got, "exists with another definition") {
+			t.Errorf("log = %q, want a warning about the other definition", got)
+		}
 	})
 
-	t.Run("no CREATE privilege", func(t *testing.T) {
+	for _, setting := range []pgstore.LookupFunction{pgstore.LookupFunctionOff, pgstore.LookupFunctionUse} {
+		t.Run(string(setting), func(t *testing.T) {
+			dsn := newDatabase(t, schema+seed)
+			opts := options(t, dsn, targets()[1])
+			opts.LookupFunction = setting
+			s := openLogged(t, opts, &testproc.SyncBuffer{}, widgets)
+			if functionExists(t, dsn, signature) {
+				t.Fatalf("Open with the lookup function %s created %s", setting, signature)
+			}
+			checkWidgets(t, s, widgets)
+		})
+	}
+
+	t.Run("reader role", func(t *testing.T) {
 		dsn := newDatabase(t, schema+seed)
 		role := "wc_reader_" + testenv.RandomSuffix(t)
 		execSQL(t, dsn, "CREATE ROLE "+role+" LOGIN")
@@ -92,13 +126,26 @@ func TestLookupFunction(t *testing.T) {
 			t.Fatal(err)
 		}
 		u.User = url.User(role)
+		asReader := pgstore.Options{DSN: u.String(), MaxConns: 2}
+
+		// It may not create the function.
 		log := &testproc.SyncBuffer{}
-		s := openLogged(t, pgstore.Options{DSN: u.String(), MaxConns: 2}, log, &readOnly)
+		s := openLogged(t, asReader, log, &readOnly)
 		if functionExists(t, dsn, signature) {
 			t.Fatalf("%s exists, created by a role without CREATE", signature)
 		}
-		if got := log.String(); !strings.Contains(got, "the lookup function could not be created") || !strings.Contains(got, "permission denied") {
+		if got := log.String(); !strings.Contains(got, "the lookup function cannot serve") || !strings.Contains(got, "permission denied") {
 			t.Errorf("log = %q, want a warning that names the permission", got)
+		}
+		checkWidgets(t, s, &readOnly)
+
+		// Nor execute the one another role created for itself.
+		openLogged(t, options(t, dsn, targets()[1]), &testproc.SyncBuffer{}, widgets)
+		execSQL(t, dsn, "REVOKE EXECUTE ON FUNCTION "+signature+" FROM PUBLIC")
+		log = &testproc.SyncBuffer{}
+		s = openLogged(t, asReader, log, &readOnly)
+		if got := log.String(); !strings.Contains(got, "may not execute it") {
+			t.Errorf("log = %q, want a warning that the role may not execute the function", got)
 		}
 		checkWidgets(t, s, &readOnly)
 	})

@@ -67,8 +67,9 @@ type StatementSet struct {
 	// not use the function (Options.LookupFunction).
 	LookupFunction, LookupCall string
 	// lookupSignature names the function with its argument type, for
-	// to_regprocedure.
-	lookupSignature string
+	// to_regprocedure, and lookupBody is its source, as pg_proc.prosrc
+	// holds it.
+	lookupSignature, lookupBody string
 
 	// NextVersion draws a version from the version sequence. It reads no
 	// table, so on Greenplum it runs on the coordinator alone.
@@ -219,7 +220,7 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			table, set, version, newVersion("$3"), from, byKey, valueExpr(ns, "t."), version)
 	}
 	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s", insertInto, valueExpr(ns, "t."), version)
-	s.setLookupFunction(ns)
+	s.setLookupFunction(ns, tableSchema(ns.Table))
 	return s, nil
 }
 
@@ -292,6 +293,16 @@ func checkNamespace(ns *warmcache.Namespace) error {
 // tableIdent quotes a possibly schema-qualified table name.
 func tableIdent(table string) string {
 	return pgx.Identifier(strings.Split(table, ".")).Sanitize()
+}
+
+// tableSchema returns the schema a table name names, or "" when it names
+// none.
+func tableSchema(table string) string {
+	schema, _, ok := strings.Cut(table, ".")
+	if !ok {
+		return ""
+	}
+	return schema
 }
 
 // ident quotes one identifier.

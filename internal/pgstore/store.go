@@ -271,11 +271,13 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 }
 
 // LookupMany reads keys in one query. The result has the length and order of
-// keys; absent keys have Found false. One key is read with Lookup's
-// statement on the key (`= $1`), which Greenplum dispatches to the key's
-// segment alone; several on PostgreSQL with LookupPositions (a join of the
-// array with the table, one index probe per key), on Greenplum with one
-// `= ANY($1)` (see lookupManyGreenplum). Errors are as for Lookup.
+// keys; absent keys have Found false. On PostgreSQL it calls the table's
+// lookup function (LookupCall), whose plan each session keeps, or without
+// one runs LookupPositions (a join of the array with the table, one index
+// probe per key), or for one key Lookup's statement. On Greenplum one key
+// is read with Lookup's statement (`= $1`), which is dispatched to the
+// key's segment alone, and several with one `= ANY($1)` (see
+// lookupManyGreenplum). Errors are as for Lookup.
 func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
 	if s.dialect == dialect.Greenplum {
 		t, err := s.table(ns)
@@ -288,7 +290,7 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 	if err != nil {
 		return nil, err
 	}
-	if len(keys) == 1 && t.stmts.LookupCall == "" {
+	if len(keys) == 1 && (t.stmts.LookupCall == "" || t.functionGone.Load()) {
 		e, err := s.Lookup(ctx, ns, keys[0])
 		if err != nil {
 			return nil, err
@@ -331,7 +333,7 @@ func (s *Store) lookupPositions(ctx context.Context, t *table, arg any, entries 
 	if t.stmts.LookupCall != "" && !t.functionGone.Load() {
 		err := s.readPositions(ctx, t.stmts.LookupCall, arg, entries)
 		var pgErr *pgconn.PgError
-		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UndefinedFunction {
+		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UndefinedFunction || !s.lookupFunctionGone(ctx, t) {
 			return err
 		}
 		if t.functionGone.CompareAndSwap(false, true) {

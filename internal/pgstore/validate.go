@@ -68,7 +68,14 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if srv.dialect == dialect.Greenplum {
 		stmts.LookupPositions = "" // see StatementSet.LookupPositions
 	}
-	useLookupFunction(ctx, conn, ns, &stmts, lookups, log)
+	stmts.dropLookupFunction()
+	if stmts.LookupPositions != "" {
+		var schema string
+		if err := conn.QueryRow(ctx, "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1", relid).Scan(&schema); err != nil {
+			return nil, tableError(ns, "look up schema: %w", err)
+		}
+		useLookupFunction(ctx, conn, ns, schema, &stmts, lookups, log)
+	}
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
