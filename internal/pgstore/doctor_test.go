@@ -146,7 +146,7 @@ ANALYZE;
 					"(Subplans Removed: 3)",
 					"ok    the lookup reads by index (widgets_p",
 					"ok    _query: containment (@>) is served by the GIN index widgets_value_gin",
-					"ok    lookups read through \"warmcache_lookup_",
+					"ok    lookups read through \"public\".\"warmcache_lookup_",
 				}},
 				{"broken", false, []string{
 					"warn  the lookup reads broken sequentially: there is no usable index on \"key\"",
