@@ -109,6 +109,16 @@ func newDatabase(tb testing.TB, schema string) string {
 // execSQL runs sql on the database of dsn.
 func execSQL(tb testing.TB, dsn, sql string, args ...any) {
 	tb.Helper()
+	withConn(tb, dsn, func(ctx context.Context, conn *pgx.Conn) {
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			tb.Fatalf("exec %q: %v", sql, err)
+		}
+	})
+}
+
+// withConn runs use with a connection to the database of dsn, closed after.
+func withConn(tb testing.TB, dsn string, use func(ctx context.Context, conn *pgx.Conn)) {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
@@ -116,9 +126,7 @@ func execSQL(tb testing.TB, dsn, sql string, args ...any) {
 		tb.Fatalf("connect: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		tb.Fatalf("exec %q: %v", sql, err)
-	}
+	use(ctx, conn)
 }
 
 // options returns the options that reach the database of dsn as tg says.

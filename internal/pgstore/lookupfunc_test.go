@@ -105,19 +105,7 @@ LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN QUERY SELECT k.i, '{"marker": true}':
 		dsn := newDatabase(t, schema+seed)
 		role := "wc_reader_" + testenv.RandomSuffix(t)
 		execSQL(t, dsn, "CREATE ROLE "+role+" LOGIN")
-		t.Cleanup(func() {
-			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			conn, err := pgx.Connect(c, dsn)
-			if err != nil {
-				t.Errorf("connect to drop role: %v", err)
-				return
-			}
-			defer conn.Close(c)
-			if _, err := conn.Exec(c, "DROP OWNED BY "+role+"; DROP ROLE "+role); err != nil {
-				t.Errorf("drop role: %v", err)
-			}
-		})
+		t.Cleanup(func() { execSQL(t, dsn, "DROP OWNED BY "+role+"; DROP ROLE "+role) })
 		execSQL(t, dsn, "REVOKE CREATE ON SCHEMA public FROM PUBLIC; GRANT SELECT ON ALL TABLES IN SCHEMA public TO "+role)
 		readOnly := *widgets
 		readOnly.Writable = false
@@ -182,17 +170,12 @@ func checkWidgets(t *testing.T, s *pgstore.Store, ns *warmcache.Namespace) {
 // database of dsn.
 func functionExists(t *testing.T, dsn, signature string) bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
 	var oid *uint32
-	if err := conn.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", signature).Scan(&oid); err != nil {
-		t.Fatalf("to_regprocedure: %v", err)
-	}
+	withConn(t, dsn, func(ctx context.Context, conn *pgx.Conn) {
+		if err := conn.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", signature).Scan(&oid); err != nil {
+			t.Fatalf("to_regprocedure: %v", err)
+		}
+	})
 	return oid != nil
 }
 
