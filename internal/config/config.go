@@ -138,6 +138,10 @@ type Redis struct {
 	MasterName string // --redis-master
 	Password   string // --redis-password
 	DB         int    // --redis-db
+	// DialTimeout bounds opening one connection (--redis-dial-timeout).
+	// A dial that misses it fails the call that needed the connection,
+	// which then goes on as a hot-tier failure.
+	DialTimeout time.Duration
 	// Prefix starts every key the service writes (--redis-prefix).
 	Prefix string
 }
@@ -469,6 +473,7 @@ func (r *Redis) register(s *settings) {
 	s.str(&r.Password, "redis-password", "WARMCACHE_REDIS_PASSWORD", "", "Redis password")
 	s.nonNegative(&r.DB, "redis-db", "WARMCACHE_REDIS_DB", 0, "Redis database number")
 	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", "wc:", "prefix of every Redis key")
+	s.duration(&r.DialTimeout, "redis-dial-timeout", "WARMCACHE_REDIS_DIAL_TIMEOUT", 200*time.Millisecond, "deadline of opening one Redis connection")
 	s.check(func() error {
 		if len(r.Addrs) == 0 {
 			return errors.New("redis-addrs: at least one address is needed")

@@ -62,7 +62,10 @@ func newStampede(t testing.TB, w *countingWarm, hot func(warmcache.Hot) warmcach
 		"WARMCACHE_REDIS_ADDRS":  testenv.RedisAddr(t),
 		"WARMCACHE_REDIS_PREFIX": redisPrefix(t),
 		"WARMCACHE_HOT_TIMEOUT":  stampedeHotTimeout.String(),
-		"WARMCACHE_WARM_TIMEOUT": stampedeWarmTimeout.String(),
+		// Under the whole suite, connecting to Redis has taken longer than
+		// the default 200ms, and a dial that times out is a hot-tier failure too.
+		"WARMCACHE_REDIS_DIAL_TIMEOUT": stampedeHotTimeout.String(),
+		"WARMCACHE_WARM_TIMEOUT":       stampedeWarmTimeout.String(),
 	}, decorators{hot: hot, warm: func(inner warmcache.Warm) warmcache.Warm {
 		w.Warm = inner
 		return w

@@ -426,6 +426,8 @@ func RedisOptions(cfg config.Config) rediscache.Options {
 		Password:   cfg.Redis.Password,
 		DB:         cfg.Redis.DB,
 		Prefix:     cfg.Redis.Prefix,
+
+		DialTimeout: cfg.Redis.DialTimeout,
 	}
 }
 
