@@ -2,17 +2,15 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// lookupManyGreenplum is LookupMany on Greenplum: one key is Lookup's
-// statement, which is direct-dispatched to the key's segment; several are
+// lookupManyGreenplum is LookupMany on Greenplum for several keys (one
+// is Lookup's statement, which is direct-dispatched to the key's segment):
 // one StatementSet.LookupMany (`key = ANY($1::keytype[])`) over the
 // distinct keys, in the read exec mode. In the simple protocol
 // (Greenplum's default for reads) pgx sends the keys as a typed constant
@@ -23,22 +21,11 @@ import (
 // cluster one `= ANY` per batch moved 1.2–3.1× the keys per second of one
 // `= ANY` per segment, and 2.4–18× those of one single-key statement per
 // key in one round trip (docs/warehouse.md). An array that stays a
-// parameter (a generic plan, or GPORCA) is sent to every segment. The
-// result has the length and order of keys; absent keys have Found false.
-func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
+// parameter (a generic plan, or GPORCA) is sent to every segment. It
+// fills entries, of the length and order of keys; absent keys keep Found
+// false.
+func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmcache.Key, entries []warmcache.Entry) error {
 	ns := t.ns
-	if len(keys) == 1 {
-		e, err := s.Lookup(ctx, ns, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		return []warmcache.Entry{e}, nil
-	}
-	entries = make([]warmcache.Entry, len(keys))
-	if len(keys) == 0 {
-		return entries, nil
-	}
-	defer func(start time.Time) { t.metrics[opLookupMany].observe(start, err) }(time.Now())
 
 	// found maps each key's canonical text to its entry; it also drops
 	// the keys asked twice from the array.
@@ -60,10 +47,9 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 	if ns.KeyType == warmcache.KeyBigint {
 		dest[0] = &intKey
 	}
-	arg := keyArray(ns, distinct)
-	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, arg)
+	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, keyArray(ns, distinct))
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
+		return err
 	}
 	_, err = pgx.ForEachRow(rows, dest, func() error {
 		k := textKey
@@ -75,10 +61,10 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
+		return err
 	}
 	for i, k := range keys {
 		entries[i] = found[k.Text]
 	}
-	return entries, nil
+	return nil
 }

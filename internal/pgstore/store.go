@@ -279,17 +279,12 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 // key's segment alone, and several with one `= ANY($1)` (see
 // lookupManyGreenplum). Errors are as for Lookup.
 func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) (entries []warmcache.Entry, err error) {
-	if s.dialect == dialect.Greenplum {
-		t, err := s.table(ns)
-		if err != nil {
-			return nil, err
-		}
-		return s.lookupManyGreenplum(ctx, t, keys)
-	}
 	t, err := s.table(ns)
 	if err != nil {
 		return nil, err
 	}
+	// Without a lookup function (always on Greenplum), one key is read
+	// with Lookup's statement.
 	if len(keys) == 1 && (t.stmts.LookupCall == "" || t.functionGone.Load()) {
 		e, err := s.Lookup(ctx, ns, keys[0])
 		if err != nil {
@@ -302,8 +297,11 @@ func (s *Store) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []
 		return entries, nil
 	}
 	defer func(start time.Time) { t.metrics[opLookupMany].observe(start, err) }(time.Now())
-	arg := keyArray(ns, keys)
-	if err := s.lookupPositions(ctx, t, arg, entries); err != nil {
+	read := s.lookupPositions
+	if s.dialect == dialect.Greenplum {
+		read = s.lookupManyGreenplum
+	}
+	if err := read(ctx, t, keys, entries); err != nil {
 		return nil, fmt.Errorf("pgstore: lookup %d keys in %s: %w", len(keys), ns.Name, classify(err))
 	}
 	return entries, nil
@@ -326,10 +324,11 @@ func keyArray(ns *warmcache.Namespace, keys []warmcache.Key) any {
 	return texts
 }
 
-// lookupPositions reads the keys of arg into entries, each row at its
-// key's position: with LookupCall, or LookupPositions when the table has
-// no lookup function or it was dropped since the store opened.
-func (s *Store) lookupPositions(ctx context.Context, t *table, arg any, entries []warmcache.Entry) error {
+// lookupPositions reads keys into entries, each row at its key's
+// position: with LookupCall, or LookupPositions when the table has no
+// lookup function or it was dropped since the store opened.
+func (s *Store) lookupPositions(ctx context.Context, t *table, keys []warmcache.Key, entries []warmcache.Entry) error {
+	arg := keyArray(t.ns, keys)
 	if t.stmts.LookupCall != "" && !t.functionGone.Load() {
 		err := s.readPositions(ctx, t.stmts.LookupCall, arg, entries)
 		var pgErr *pgconn.PgError
