@@ -18,6 +18,40 @@ func env(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
 }
 
+// stringSettingCase is one way of giving a string setting of serve: its
+// environment variable's value and the flags, and the value Load should
+// give it, or that Load should refuse them.
+type stringSettingCase struct {
+	name    string
+	env     string
+	args    []string
+	want    string
+	wantErr bool
+}
+
+// checkStringSetting loads serve's configuration for each case and checks
+// the setting that get reads, or that the error names flag.
+func checkStringSetting(t *testing.T, flag, envName string, get func(config.Config) string, cases []stringSettingCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(config.ServeCommand, tc.args, env(map[string]string{envName: tc.env}), io.Discard)
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), flag) {
+					t.Fatalf("Load: err = %v, want one naming %s", err, flag)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if got := get(cfg); got != tc.want {
+				t.Errorf("%s = %q, want %q", flag, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c, err := config.Load(config.ServeCommand, nil, env(nil), io.Discard)
 	if err != nil {

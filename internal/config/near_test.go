@@ -26,13 +26,7 @@ func TestNearCacheBytes(t *testing.T) {
 		{"flag negative", "", []string{"-near-cache-bytes", "-5"}, 0, "near-cache-bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			getenv := func(k string) string {
-				if k == "WARMCACHE_NEAR_CACHE_BYTES" {
-					return tc.env
-				}
-				return ""
-			}
-			cfg, err := config.Load(config.ServeCommand, tc.args, getenv, io.Discard)
+			cfg, err := config.Load(config.ServeCommand, tc.args, env(map[string]string{"WARMCACHE_NEAR_CACHE_BYTES": tc.env}), io.Discard)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("Load: err = %v, want one naming %s", err, tc.wantErr)
@@ -50,40 +44,12 @@ func TestNearCacheBytes(t *testing.T) {
 }
 
 func TestNearCacheTracking(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		env     string
-		args    []string
-		want    string
-		wantErr bool
-	}{
+	checkStringSetting(t, "near-cache-tracking", "WARMCACHE_NEAR_CACHE_TRACKING", func(c config.Config) string { return c.Near.Tracking }, []stringSettingCase{
 		{"bcast by default", "", nil, "bcast", false},
 		{"env", "off", nil, "off", false},
 		{"flag wins", "off", []string{"-near-cache-tracking", "bcast"}, "bcast", false},
 		{"unknown mode", "", []string{"-near-cache-tracking", "default"}, "", true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			getenv := func(k string) string {
-				if k == "WARMCACHE_NEAR_CACHE_TRACKING" {
-					return tc.env
-				}
-				return ""
-			}
-			cfg, err := config.Load(config.ServeCommand, tc.args, getenv, io.Discard)
-			if tc.wantErr {
-				if err == nil || !strings.Contains(err.Error(), "near-cache-tracking") {
-					t.Fatalf("Load: err = %v, want one naming near-cache-tracking", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("Load: %v", err)
-			}
-			if cfg.Near.Tracking != tc.want {
-				t.Errorf("Near.Tracking = %q, want %q", cfg.Near.Tracking, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func TestNamespaceNearTTL(t *testing.T) {
