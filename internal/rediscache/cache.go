@@ -160,15 +160,8 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 		c.durations[o] = c.duration.WithLabelValues(o.String())
 	}
 	if reg != nil {
-		var done []prometheus.Collector
-		for _, m := range []prometheus.Collector{c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes} {
-			if err := reg.Register(m); err != nil {
-				for _, d := range done {
-					reg.Unregister(d)
-				}
-				return nil, fmt.Errorf("rediscache: register metrics: %w", err)
-			}
-			done = append(done, m)
+		if err := registerAll(reg, c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes); err != nil {
+			return nil, err
 		}
 	}
 	c.client = redis.NewUniversalClient(&redis.UniversalOptions{
@@ -201,6 +194,20 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 	log.Info("redis hot tier configured",
 		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
 	return c, nil
+}
+
+// registerAll registers cs on reg, or none of them: on a failure it
+// unregisters those it registered.
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for i, m := range cs {
+		if err := reg.Register(m); err != nil {
+			for _, d := range cs[:i] {
+				reg.Unregister(d)
+			}
+			return fmt.Errorf("rediscache: register metrics: %w", err)
+		}
+	}
+	return nil
 }
 
 // mode names the kind of client that go-redis builds for opts.

@@ -129,15 +129,8 @@ func NewTracking(c *Cache, namespaces []string, reg prometheus.Registerer, log *
 	}
 	slices.Sort(t.prefixes)
 	if reg != nil {
-		var done []prometheus.Collector
-		for _, m := range []prometheus.Collector{t.keys, t.flushes, t.resyncs, t.connected} {
-			if err := reg.Register(m); err != nil {
-				for _, d := range done {
-					reg.Unregister(d)
-				}
-				return nil, fmt.Errorf("rediscache: register metrics: %w", err)
-			}
-			done = append(done, m)
+		if err := registerAll(reg, t.keys, t.flushes, t.resyncs, t.connected); err != nil {
+			return nil, err
 		}
 	}
 	o := base.Options()
