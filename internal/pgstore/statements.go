@@ -25,10 +25,17 @@ const maxColumns = 50
 // the value column as text, the columns layout builds an object from the
 // typed columns with json_build_object.
 //
-// Every write takes a new version from NextVersion first and passes it as
-// a parameter; the row gets GREATEST(that version, its old version + 1), so
-// a key's versions grow strictly in commit order whatever the sequence
-// hands out. Two measured Greenplum facts make it so:
+// Every write runs in a transaction that first takes the write lock of
+// each of its keys (KeyLock, a transaction-scoped advisory lock on a hash
+// of the table and the key) and only then draws its versions (NextVersion);
+// the versions go to the write statements as parameters, and a row gets
+// GREATEST(that version, its old version + 1). The previous writer of a key
+// released its lock at its commit, so every version a writer draws is above
+// every version the key had, its deletes included: a key inserted again
+// after a concurrent delete cannot get a version below the delete's. On
+// PostgreSQL RowLock then locks the key's row, so that a writer outside the
+// service (which takes no advisory lock) that holds the row finishes first.
+// Two measured Greenplum facts shape the rest:
 //   - a sequence created without CACHE gets CACHE 20 there, and each session
 //     draws from its own block (1, 21, 41, ...), so values from different
 //     pool connections are not ordered; the migrations say CACHE 1, and
@@ -40,6 +47,8 @@ const maxColumns = 50
 //     nextval() on the coordinator followed by the upsert with the version
 //     as a parameter, which is direct-dispatched to the key's segment (the
 //     Greenplum measurements in docs/warehouse.md, loadtest/gpbench).
+//     KeyLock and NextVersion read no table, so they run on the coordinator
+//     alone.
 type StatementSet struct {
 	// Lookup reads one key ($1). It returns the value as JSON text and the
 	// version.
@@ -71,8 +80,17 @@ type StatementSet struct {
 	// holds it.
 	lookupSignature, lookupBody string
 
-	// NextVersion draws a version from the version sequence. It reads no
-	// table, so on Greenplum it runs on the coordinator alone.
+	// KeyLock takes the write lock of a key: a transaction-scoped advisory
+	// lock on the 64-bit hash $1 (see keyLockHash), held until the write's
+	// transaction ends.
+	KeyLock string
+	// RowLock locks the row of key $1, when there is one, until the
+	// transaction ends, and returns one row whatever it found. It is empty
+	// with AppendOptimized.
+	RowLock string
+	// NextVersion draws $1 versions from the version sequence, in
+	// ascending order. It reads no table, so on Greenplum it runs on the
+	// coordinator alone.
 	NextVersion string
 
 	// Upsert inserts or replaces key $1 with JSON value $2 at version $3,
@@ -160,7 +178,8 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			key, valueExpr(ns, ""), version, table, key, keyType),
 		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key",
 			valueExpr(ns, "t."), version, keyType, table, key),
-		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ")",
+		KeyLock:     "SELECT pg_advisory_xact_lock($1::bigint)",
+		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ") FROM generate_series(1, $1::integer)",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s",
 			version, table, byKey),
 		AppendOptimized: appendOptimized,
@@ -172,6 +191,8 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			table, version, newVersion("$3"), byKey, version, version)
 		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
 	} else {
+		s.RowLock = fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s FOR UPDATE) AS r",
+			table, byKey)
 		s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s RETURNING %s",
 			table, byKey, newVersion("$2"))
 		s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint RETURNING %s",

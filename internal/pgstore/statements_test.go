@@ -20,6 +20,8 @@ func formatStatements(s pgstore.StatementSet) []byte {
 		{"lookup_positions", s.LookupPositions},
 		{"lookup_function", s.LookupFunction},
 		{"lookup_call", s.LookupCall},
+		{"key_lock", s.KeyLock},
+		{"row_lock", s.RowLock},
 		{"next_version", s.NextVersion},
 		{"upsert", s.Upsert},
 		{"update_if_match", s.UpdateIfMatch},

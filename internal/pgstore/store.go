@@ -1,9 +1,11 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -408,12 +410,12 @@ type querier interface {
 }
 
 // Write applies writes to ns in their order, atomically, and returns one
-// entry per write as warmcache.Warm.Write describes. One write that fits
-// one statement (an upsert, an update of the expected version, a create, a
-// delete, on a table that is not append-optimized) runs on its own; several
-// writes, or one that takes two statements on an append-optimized table,
-// run in one transaction, which a failed write rolls back whole. Errors
-// are as for Put and Delete.
+// entry per write as warmcache.Warm.Write describes. The writes run in one
+// transaction on a connection of their own. Its first round trip opens it,
+// takes the write lock of each key and then draws the versions (see
+// StatementSet: this is what orders a key's versions across concurrent
+// writers and deletes); then each write runs, and the commit. A failed
+// write rolls the whole transaction back. Errors are as for Put and Delete.
 func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) (entries []warmcache.Entry, err error) {
 	t, err := s.table(ns)
 	if err != nil {
@@ -430,51 +432,117 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 		}
 	}
 	defer func(start time.Time) { t.metrics[o].observe(start, err) }(time.Now())
-	entries = make([]warmcache.Entry, len(writes))
-	if w := writes[0]; len(writes) == 1 && (!t.stmts.AppendOptimized || (!w.Delete && !w.IfAbsent && w.IfMatch != nil)) {
-		if entries[0], err = s.writeOne(ctx, s.pool, t, w); err != nil {
-			return nil, writeError(o.String(), ns, w.Key, err)
-		}
-		return entries, nil
-	}
-	tx, err := s.pool.Begin(ctx)
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %s %s: begin: %w", o, ns.Name, classify(err))
+		return nil, fmt.Errorf("pgstore: %s %s: connect: %w", o, ns.Name, classify(err))
 	}
+	defer conn.Release()
 	defer func() {
 		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx)) // the error that matters is err; a failed rollback closes the connection
+			rollback(ctx, conn)
 		}
 	}()
+	versions, err := s.begin(ctx, conn, t, writes)
+	if err != nil {
+		return nil, writeError(o.String()+" lock", ns, warmcache.Key{}, err)
+	}
+	entries = make([]warmcache.Entry, len(writes))
 	for i, w := range writes {
-		if entries[i], err = s.writeOne(ctx, tx, t, w); err != nil {
+		if entries[i], err = s.writeOne(ctx, conn, t, w, versions[i]); err != nil {
 			return nil, writeError(o.String(), ns, w.Key, err)
 		}
 	}
-	if err = tx.Commit(ctx); err != nil {
+	if _, err = conn.Exec(ctx, "COMMIT", s.modes.Write); err != nil {
 		return nil, writeError(o.String()+" commit", ns, warmcache.Key{}, err)
 	}
 	return entries, nil
 }
 
-// nextVersion draws a version from the sequence, on the coordinator: see
-// StatementSet for why it is not drawn inside the write.
-func (s *Store) nextVersion(ctx context.Context, q querier, t *table) (int64, error) {
-	var v int64
-	if err := q.QueryRow(ctx, t.stmts.NextVersion, s.modes.Write).Scan(&v); err != nil {
-		return 0, err
+// begin opens the transaction of writes on conn in one round trip: BEGIN,
+// the write lock of each distinct key in the order of their hashes (so that
+// two transactions of the same keys cannot deadlock), on PostgreSQL the
+// lock of each key's row, and then one version per write, drawn once every
+// lock is held. The versions ascend in the order of writes.
+func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes []warmcache.Write) ([]int64, error) {
+	type lock struct {
+		hash int64
+		key  warmcache.Key
 	}
-	return v, nil
+	locks := make([]lock, 0, len(writes))
+	for _, w := range writes {
+		locks = append(locks, lock{keyLockHash(t.ns, w.Key), w.Key})
+	}
+	slices.SortFunc(locks, func(a, b lock) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.Text, b.key.Text)
+	})
+	locks = slices.CompactFunc(locks, func(a, b lock) bool { return a.key.Text == b.key.Text })
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for _, l := range locks {
+		b.Queue(t.stmts.KeyLock, l.hash)
+	}
+	rowLocks := s.dialect == dialect.Postgres && t.stmts.RowLock != ""
+	if rowLocks {
+		for _, l := range locks {
+			b.Queue(t.stmts.RowLock, keyArg(t.ns, l.key))
+		}
+	}
+	b.Queue(t.stmts.NextVersion, len(writes))
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	steps := 1 + len(locks)
+	if rowLocks {
+		steps += len(locks)
+	}
+	for range steps {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) != len(writes) {
+		return nil, fmt.Errorf("drew %d versions for %d writes", len(versions), len(writes))
+	}
+	slices.Sort(versions)
+	return versions, br.Close()
 }
 
-// writeOne runs one write on q, at a version drawn first. On an
-// append-optimized table every write but an update of the expected
-// version takes two statements, so q must be a transaction.
-func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.Write) (warmcache.Entry, error) {
-	version, err := s.nextVersion(ctx, q, t)
-	if err != nil {
-		return warmcache.Entry{}, err
+// keyLockHash is the advisory lock of key in ns's table: a 64-bit FNV-1a
+// hash of the table's name and the key's text. Two keys that share a hash
+// only wait for each other.
+func keyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(ns.Table))
+	h.Write([]byte{0})
+	h.Write([]byte(key.Text))
+	return int64(h.Sum64())
+}
+
+// rollback ends a failed write's transaction on conn. A connection whose
+// rollback fails is closed, so that the pool never hands out one inside a
+// transaction.
+func rollback(ctx context.Context, conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().TxStatus() == 'I' {
+		return
 	}
+	if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+	}
+}
+
+// writeOne runs one write on q, inside the write's transaction, at a
+// version drawn under the key's lock.
+func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (warmcache.Entry, error) {
 	switch {
 	case w.Delete:
 		return s.deleteOne(ctx, q, t, w, version)
@@ -490,7 +558,7 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), *w.IfMatch, version)
 	}
 	var e warmcache.Entry
-	err = row.Scan(&e.Value, &e.Version)
+	err := row.Scan(&e.Value, &e.Version)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return warmcache.Entry{}, versionMismatch(w.Key, *w.IfMatch)
 	}

@@ -200,6 +200,8 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 	}
 	if ns.Writable {
 		shapes = append(shapes,
+			statementShape{"key_lock", stmts.KeyLock, nil, nil},
+			statementShape{"row_lock", stmts.RowLock, nil, nil},
 			statementShape{"next_version", stmts.NextVersion, nil, nil},
 			statementShape{"upsert", stmts.Upsert, nil, nil},
 			statementShape{"update_if_match", stmts.UpdateIfMatch, nil, nil},
