@@ -51,6 +51,9 @@ type item struct {
 	ttl     time.Duration
 	found   bool
 	mark    bool
+	// gone marks the drop of an absent entry: at its version, only another
+	// absent entry is admitted, as a delete wins at its version.
+	gone bool
 }
 
 // Cache is the in-process near cache (L1): a W-TinyLFU cache bounded by bytes
@@ -60,8 +63,8 @@ type item struct {
 // Entries are ordered by version: Set never replaces a newer version, and
 // Invalidate leaves a mark at the written version for MarkTTL, so that a read
 // which fetched the replaced version before the write cannot cache it after
-// the invalidation. Drop, for a change reported without a version, only
-// drops. Cached values are shared, not copied: callers must not modify a
+// the invalidation. Drop, for a change reported without a version, leaves
+// a mark at the version it dropped. Cached values are shared, not copied: callers must not modify a
 // value after Set or after Get returned it.
 type Cache struct {
 	cache   *otter.Cache[mapKey, item]
@@ -211,6 +214,8 @@ func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entr
 // newer reports whether next may replace cur.
 func newer(next, cur item) bool {
 	switch {
+	case cur.mark && cur.gone && next.version == cur.version:
+		return !next.found
 	case cur.mark:
 		return next.version >= cur.version
 	case !next.found && next.version == 0:
@@ -249,10 +254,13 @@ func (c *Cache) InvalidateKey(namespace, key string, version int64) {
 
 // Drop drops the entry for key in namespace whatever its version, for a
 // change that Redis reported without one (key tracking: a write by any
-// client, an expiry, an eviction). An invalidation's mark stays: it still
-// refuses older versions. Unlike an invalidation, Drop leaves nothing that
-// refuses a read which fetched the value before the change and stores it
-// after the report; such a value lives at most its NearTTL.
+// client, an expiry, an eviction). Like an invalidation, it leaves a mark
+// at the dropped entry's version for MarkTTL, so that a store of an older
+// version (a slower write, or a read that fetched the value before the
+// entry was cached) cannot take the emptied place; an invalidation's mark
+// stays as it is. A key with nothing cached is left alone: a read that
+// fetched a value before an unversioned change and stores it after the
+// report lives at most its NearTTL.
 func (c *Cache) Drop(namespace, key string) {
 	dropped := false
 	c.cache.Compute(mapKey{namespace, key}, func(cur item, ok bool) (item, otter.ComputeOp) {
@@ -260,7 +268,7 @@ func (c *Cache) Drop(namespace, key string) {
 			return cur, otter.CancelOp
 		}
 		dropped = true
-		return cur, otter.InvalidateOp
+		return item{version: cur.version, ttl: c.markTTL, mark: true, gone: !cur.found}, otter.WriteOp
 	})
 	if dropped {
 		c.trackingDropped.Inc()

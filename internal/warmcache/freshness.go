@@ -3,7 +3,6 @@ package warmcache
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -107,47 +106,12 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 	return nil
 }
 
-// fillChanges fills the hot tier with changed entries and drops them from
-// the near caches.
+// fillChanges brings the caches up to changed entries (see retire).
 func (s *Service) fillChanges(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	hctx, cancel := context.WithTimeout(ctx, applyTimeout)
-	err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries))
-	cancel()
-	if err != nil {
-		s.hotWrites.WithLabelValues(ns.Name, "change", "error").Add(float64(len(keys)))
-		return fmt.Errorf("%w: apply %d changes of %q: %w", ErrUnavailable, len(keys), ns.Name, err)
-	}
-	s.hotWrites.WithLabelValues(ns.Name, "change", "ok").Add(float64(len(keys)))
-	s.dropNear(ctx, ns, keys, entries)
-	return nil
-}
-
-// dropNear drops keys from this instance's near cache, and tells the other
-// instances to drop them, below the entries' versions.
-func (s *Service) dropNear(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
-	if ns.NearTTL <= 0 {
-		return
-	}
-	if near := s.near(ns); near != nil {
-		for i, k := range keys {
-			near.Invalidate(ns, k, entries[i].Version)
-		}
-	}
-	if s.opts.Invalidations == nil {
-		return
-	}
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), applyTimeout)
-	defer cancel()
-	for i, k := range keys {
-		if err := s.opts.Invalidations.Publish(pctx, ns, k, entries[i].Version); err != nil {
-			s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
-				slog.String("namespace", ns.Name), slog.Any("err", err))
-			return
-		}
-	}
+	return s.retire(ctx, ns, retireChange, s.fills(ns, keys, entries))
 }
 
 // Invalidate makes the caches answer the given keys of a namespace from the
@@ -212,14 +176,15 @@ func (s *Service) Invalidate(ctx context.Context, namespace string, rawKeys []st
 			entries[i] = Entry{Version: cached[i].Version}
 		}
 	}
-	if err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries)); err != nil {
-		return 0, fmt.Errorf("%w: hot tier fill: %w", ErrUnavailable, err)
+	if err := s.retire(ctx, ns, retireInvalidate, s.fills(ns, keys, entries)); err != nil {
+		return 0, err
 	}
+	// Rows rewritten at their old versions are refused by versions alone:
+	// this instance's near cache caches none of the keys for a while.
 	if near := s.near(ns); near != nil {
 		for _, k := range keys {
 			near.Invalidate(ns, k, 1<<62)
 		}
 	}
-	s.dropNear(ctx, ns, keys, entries)
 	return len(keys), nil
 }

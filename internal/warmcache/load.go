@@ -257,13 +257,11 @@ func (s *Service) refreshLoaded(ctx context.Context, ns *Namespace, keys []Key) 
 		keys = keys[len(chunk):]
 		if err := s.refreshChunk(ctx, ns, chunk, deadline); err != nil {
 			failed += int64(len(chunk))
-			s.hotWrites.WithLabelValues(ns.Name, "load", "error").Add(float64(len(chunk)))
 			s.log.LogAttrs(ctx, slog.LevelError, "hot tier refresh after a load failed; older values may be served until their TTL",
 				slog.String("namespace", ns.Name), slog.Int("keys", len(chunk)), slog.Any("err", err))
 			continue
 		}
 		refreshed += int64(len(chunk))
-		s.hotWrites.WithLabelValues(ns.Name, "load", "ok").Add(float64(len(chunk)))
 	}
 	return refreshed, failed
 }
@@ -292,7 +290,8 @@ func (s *Service) refreshChunk(ctx context.Context, ns *Namespace, keys []Key, d
 	}
 }
 
-// refreshOnce reads keys from the warehouse and fills the hot tier once.
+// refreshOnce reads keys from the warehouse and brings the caches up to
+// them once (see retire).
 func (s *Service) refreshOnce(ctx context.Context, ns *Namespace, keys []Key) error {
 	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
 	entries, err := s.warm.LookupMany(wctx, ns, keys)
@@ -300,12 +299,7 @@ func (s *Service) refreshOnce(ctx context.Context, ns *Namespace, keys []Key) er
 	if err != nil {
 		return fmt.Errorf("read back %d keys: %w", len(keys), err)
 	}
-	hctx, cancel := context.WithTimeout(ctx, max(20*s.opts.HotTimeout, time.Second))
-	defer cancel()
-	if err := s.hot.FillMany(hctx, ns, s.fills(ns, keys, entries)); err != nil {
-		return fmt.Errorf("fill %d keys: %w", len(keys), err)
-	}
-	return nil
+	return s.retire(ctx, ns, retireLoad, s.fills(ns, keys, entries))
 }
 
 // checkedRows validates the records of a source as LoadRows.

@@ -82,7 +82,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"namespace", "tier", "result"})
 	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
-		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service) and result (ok, error).",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load) and result (ok, error).",
 	}, []string{"namespace", "reason", "result"})
 	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",

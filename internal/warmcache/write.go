@@ -109,10 +109,9 @@ func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch 
 	return err
 }
 
-// written updates the caches after a committed write: the hot tier, this
-// instance's near cache, and the other instances' near caches. Entries at
-// version zero (the delete of a key that was already absent) change
-// nothing.
+// written updates the caches after a committed write, through retire.
+// Entries at version zero (the delete of a key that was already absent)
+// change nothing.
 func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
 	var fk []Key
 	var fe []Entry
@@ -128,26 +127,82 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	for i := range fills {
 		fills[i].Cached = true // a write usually replaces a cached key
 	}
-	s.fill(ctx, ns, "write", fills)
-	near := s.near(ns)
-	for i, key := range fk {
-		e := fe[i]
-		if near != nil {
-			near.Invalidate(ns, key, e.Version)
-			if e.Found {
-				near.Set(ns, key, e)
-			}
-		}
-		if s.opts.Invalidations != nil && ns.NearTTL > 0 {
-			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
-			err := s.opts.Invalidations.Publish(pctx, ns, key, e.Version)
-			cancel()
-			if err != nil {
-				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
-					slog.String("namespace", ns.Name), slog.Any("err", err))
+	if err := s.retire(ctx, ns, retireWrite, fills); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
+			slog.String("namespace", ns.Name), slog.String("reason", string(retireWrite)), slog.Any("err", err))
+	}
+}
+
+// retireReason says which path changed keys: it names the hot tier's
+// write series and chooses the deadline of the hot tier's update.
+type retireReason string
+
+const (
+	// retireWrite is a write of this instance, acknowledged once the
+	// caches follow: the hot tier's update has the hot tier's deadline,
+	// and this instance's near cache keeps the written entries.
+	retireWrite retireReason = "write"
+	// retireChange is a change made outside the service (change capture,
+	// polling): its update may take applyTimeout, and fails the Apply
+	// that retries it.
+	retireChange retireReason = "change"
+	// retireInvalidate is an explicit invalidation.
+	retireInvalidate retireReason = "invalidate"
+	// retireLoad is the keys a bulk load changed, read back once it
+	// committed.
+	retireLoad retireReason = "load"
+)
+
+// retire brings every cache up to committed changes, under one rule: the
+// hot tier takes each fill unless it holds a newer version (FillMany's
+// rules); this instance's near cache drops what is older than each
+// version and leaves a mark there that refuses older versions (and, for
+// this instance's own write, keeps the written entry); and the other
+// instances are told to do the same. A read's fill is the only other way
+// into the caches, under the same version rules. Every path that changes
+// keys goes through retire: writes, captured and polled changes, explicit
+// invalidations. The near caches are updated even when the hot tier's
+// update fails, whose error retire returns.
+func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill) error {
+	if len(fills) == 0 {
+		return nil
+	}
+	timeout := s.opts.HotTimeout
+	if reason != retireWrite {
+		timeout = applyTimeout
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	err := s.hot.FillMany(hctx, ns, fills)
+	cancel()
+	result := "ok"
+	if err != nil {
+		result = "error"
+		err = fmt.Errorf("%w: hot tier update of %d keys of %q: %w", ErrUnavailable, len(fills), ns.Name, err)
+	}
+	s.hotWrites.WithLabelValues(ns.Name, string(reason), result).Add(float64(len(fills)))
+	if ns.NearTTL <= 0 {
+		return err
+	}
+	if near := s.near(ns); near != nil {
+		for _, f := range fills {
+			near.Invalidate(ns, f.Key, f.Entry.Version)
+			if reason == retireWrite && f.Entry.Found {
+				near.Set(ns, f.Key, f.Entry)
 			}
 		}
 	}
+	if s.opts.Invalidations != nil {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		for _, f := range fills {
+			if perr := s.opts.Invalidations.Publish(pctx, ns, f.Key, f.Entry.Version); perr != nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+					slog.String("namespace", ns.Name), slog.Any("err", perr))
+				break
+			}
+		}
+	}
+	return err
 }
 
 // GetLatest reads one key from the warehouse, the source of truth, past
