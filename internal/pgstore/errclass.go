@@ -3,6 +3,7 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -15,10 +16,15 @@ import (
 // (see warmcache.Class) by its SQLSTATE (named with pgerrcode) or, for
 // errors without one, by the driver's error type. Errors already sorted
 // (wrapping a core sentinel or a context error) keep the class that
-// warmcache.Classify gives them.
+// warmcache.Classify gives them. A COPY that the service ended itself (see
+// copyAbandoned) takes the class of its reason: the core sentinel or
+// context error the error also wraps, or else a bug.
 func ClassifyError(err error) warmcache.Class {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
+		if copyAbandoned(pgErr) {
+			return warmcache.Classify(err)
+		}
 		return classifyCode(pgErr.Code)
 	}
 	if class := warmcache.Classify(err); class != warmcache.ClassBug {
@@ -45,7 +51,7 @@ func classifyCode(code string) warmcache.Class {
 	switch code {
 	case pgerrcode.AdminShutdown, pgerrcode.CrashShutdown, pgerrcode.CannotConnectNow,
 		pgerrcode.DatabaseDropped, pgerrcode.IdleSessionTimeout,
-		pgerrcode.QueryCanceled,      // 57014: the statement timeout
+		pgerrcode.QueryCanceled,      // 57014: the statement timeout or a cancel request
 		pgerrcode.LockNotAvailable,   // 55P03: the lock timeout
 		pgerrcode.InvalidCatalogName: // 3D000: the database is gone
 		return warmcache.ClassUnavailable
@@ -70,6 +76,29 @@ func classifyCode(code string) warmcache.Class {
 	return warmcache.ClassBug
 }
 
+// copyAbandoned reports whether pgErr is the server's answer to a COPY FROM
+// STDIN that the client ended with CopyFail. PostgreSQL and Greenplum give
+// it SQLSTATE 57014, query_canceled, the code of the statement timeout the
+// service sets and of a cancel request, but nothing timed out and nobody
+// asked the server to stop: the client gave up its own COPY, for the
+// reason its message carries ("COPY from stdin failed: <reason>"). pgx
+// ends a COPY so when a source's Err reports an error, or when it cannot
+// encode a value in the binary format of the column type it described
+// (such as a text key for a bigint column), which is the client's input or
+// the service's own bug, never the warehouse failing. The server raises it
+// in CopyGetData, the routine that reads COPY data from the client (also
+// on Greenplum 7); a server that does not report the routine is recognised
+// by the message's English text.
+func copyAbandoned(pgErr *pgconn.PgError) bool {
+	if pgErr.Code != pgerrcode.QueryCanceled {
+		return false
+	}
+	if pgErr.Routine != "" {
+		return pgErr.Routine == "CopyGetData"
+	}
+	return strings.HasPrefix(pgErr.Message, "COPY from stdin failed")
+}
+
 // sqlClass returns the class of a SQLSTATE: its first two characters.
 func sqlClass(code string) string {
 	if len(code) < 2 {
@@ -89,7 +118,8 @@ func classify(err error) error {
 		return err
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
+	if !errors.As(err, &pgErr) || copyAbandoned(pgErr) {
+		// The class comes from the error's chain, not from a SQLSTATE.
 		if class == warmcache.ClassUnavailable && !errors.Is(err, warmcache.ErrUnavailable) {
 			return fmt.Errorf("%w: %w", warmcache.ErrUnavailable, err)
 		}

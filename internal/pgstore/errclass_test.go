@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -20,6 +22,10 @@ func TestClassifyError(t *testing.T) {
 	pg := func(code string) error {
 		return fmt.Errorf("pgstore: put: %w", &pgconn.PgError{Code: code, Message: "m"})
 	}
+	canceled := func(routine, message string) error {
+		return fmt.Errorf("pgstore: load: %w", &pgconn.PgError{Code: pgerrcode.QueryCanceled, Routine: routine, Message: message})
+	}
+	copyFailed := canceled("CopyGetData", `COPY from stdin failed: unable to encode "abc" into binary format for int8 (OID 20): cannot find encode plan`)
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -47,6 +53,12 @@ func TestClassifyError(t *testing.T) {
 		{"cannot connect now", pg(pgerrcode.CannotConnectNow), warmcache.ClassUnavailable},
 		{"connection failure", pg(pgerrcode.ConnectionFailure), warmcache.ClassUnavailable},
 		{"statement timeout", pg(pgerrcode.QueryCanceled), warmcache.ClassUnavailable},
+		{"statement timeout (routine)", canceled("ProcessInterrupts", "canceling statement due to statement timeout"), warmcache.ClassUnavailable},
+		{"cancel request", canceled("ProcessInterrupts", "canceling statement due to user request"), warmcache.ClassUnavailable},
+		{"COPY the client ended: a value it could not encode", copyFailed, warmcache.ClassBug},
+		{"COPY the client ended, without a routine", canceled("", "COPY from stdin failed: x"), warmcache.ClassBug},
+		{"COPY the client ended for the client's lines", errors.Join(copyFailed, fmt.Errorf("%w: line 3", warmcache.ErrInvalidValue)), warmcache.ClassClient},
+		{"COPY the client ended at its deadline", errors.Join(copyFailed, context.DeadlineExceeded), warmcache.ClassUnavailable},
 		{"lock timeout", pg(pgerrcode.LockNotAvailable), warmcache.ClassUnavailable},
 		{"io error", pg(pgerrcode.IOError), warmcache.ClassUnavailable},
 		{"greenplum segment unreachable (a code within class 58)", pg("58M01"), warmcache.ClassUnavailable},
@@ -71,4 +83,48 @@ func TestClassifyError(t *testing.T) {
 	if !errors.Is(pgstore.ClassifyErrorWrap(pg(pgerrcode.AdminShutdown)), warmcache.ErrUnavailable) {
 		t.Error("admin shutdown is not wrapped as unavailable")
 	}
+	if errors.Is(pgstore.ClassifyErrorWrap(copyFailed), warmcache.ErrUnavailable) {
+		t.Error("a COPY the client ended is wrapped as unavailable: it would count against the circuit breaker")
+	}
+	clientLines := errors.Join(copyFailed, fmt.Errorf("%w: line 3", warmcache.ErrInvalidValue))
+	if got := pgstore.ClassifyErrorWrap(clientLines); got != clientLines {
+		t.Errorf("a COPY ended for the client's lines is wrapped again as %v, want it unchanged", got)
+	}
+}
+
+// The warehouse answers 57014 both to a statement timeout and to a COPY
+// that the client ended; on both dialects, the first is the warehouse
+// running out of time and the second never is.
+func TestClassifyQueryCanceled(t *testing.T) {
+	for _, w := range testenv.Warehouses() {
+		t.Run(w.Name, func(t *testing.T) {
+			dsn := w.NewDatabase(t)
+			withConn(t, dsn, func(ctx context.Context, conn *pgx.Conn) {
+				_, err := conn.Exec(ctx, "SET statement_timeout = 10; SELECT pg_sleep(5)", pgx.QueryExecModeSimpleProtocol)
+				if got := pgstore.ClassifyError(err); !isQueryCanceled(err) || got != warmcache.ClassUnavailable {
+					t.Errorf("statement timeout %v: class %d, want 57014 and %d (unavailable)", err, got, warmcache.ClassUnavailable)
+				}
+				if _, err := conn.Exec(ctx, "RESET statement_timeout", pgx.QueryExecModeSimpleProtocol); err != nil {
+					t.Fatal(err)
+				}
+
+				if _, err := conn.Exec(ctx, "CREATE TEMPORARY TABLE copied (key bigint)", pgx.QueryExecModeSimpleProtocol); err != nil {
+					t.Fatal(err)
+				}
+				_, err = conn.CopyFrom(ctx, pgx.Identifier{"copied"}, []string{"key"}, pgx.CopyFromRows([][]any{{"abc"}}))
+				if got := pgstore.ClassifyError(err); !isQueryCanceled(err) || got != warmcache.ClassBug {
+					t.Errorf("COPY of a value pgx cannot encode %v: class %d, want 57014 and %d (a bug)", err, got, warmcache.ClassBug)
+				}
+				if errors.Is(pgstore.ClassifyErrorWrap(err), warmcache.ErrUnavailable) {
+					t.Errorf("COPY of a value pgx cannot encode %v is wrapped as unavailable", err)
+				}
+			})
+		})
+	}
+}
+
+// isQueryCanceled reports whether err carries SQLSTATE 57014.
+func isQueryCanceled(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.QueryCanceled
 }

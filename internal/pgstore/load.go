@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -15,12 +17,46 @@ import (
 
 var _ warmcache.Loader = (*Store)(nil)
 
-// The temporary tables of a load. Both are dropped at the end of the load's
-// transaction, whatever its outcome.
+// The temporary tables of a load are these prefixes followed by the digest
+// of their shape (see loadTables). Both are dropped at the end of the
+// load's transaction, whatever its outcome.
 const (
-	loadStage  = "warmcache_load_stage"
-	loadSource = "warmcache_load_source"
+	loadStagePrefix  = "warmcache_load_stage_"
+	loadSourcePrefix = "warmcache_load_source_"
 )
+
+// loadTables returns the column definitions of the staging table of a load
+// into ns, and the names of the load's staging and source tables.
+//
+// The names carry a digest of those column definitions, so that a name
+// always denotes one shape. pgx's CopyFrom sends its rows in the binary
+// format, encoding each value by the column type that it learns by
+// describing "select line, key, value from <staging table>"; in the
+// cache_statement and cache_describe exec modes the connection keeps that
+// description, keyed by the SQL text, for as long as it lives, and later
+// COPYs into a table of the same name use it without asking the server
+// again. Were tables of different shapes to share a name, a load of text
+// keys on a connection that had loaded bigint keys would encode its keys
+// as bigints (the text key "7234017283807667300" arriving as the eight
+// bytes "dddddddd") and a load of bigint keys after text keys would send
+// text where the server reads a bigint. With the shape in the name, what a
+// connection has cached for a name is true of every table of that name, on
+// every connection and in every exec mode, and no statement, temporary
+// table or description is shared by loads of different shapes. Loads of
+// namespaces with the same key type share the names, as they share the
+// shape. The source table's columns follow from the staging table's, so
+// it takes the same digest.
+func loadTables(ns *warmcache.Namespace) (columns, stage, source string) {
+	columns = fmt.Sprintf("line bigint NOT NULL, key %s NOT NULL, value text NOT NULL", ns.KeyType)
+	sum := sha256.Sum256([]byte(columns))
+	digest := hex.EncodeToString(sum[:8])
+	return columns, loadStagePrefix + digest, loadSourcePrefix + digest
+}
+
+// loadTableLock takes the lock of a namespace's table ($1, tableLockHash)
+// alone, until the load's transaction ends. Writes take it shared
+// (StatementSet.TableLock).
+const loadTableLock = "SELECT pg_advisory_xact_lock($1::bigint)"
 
 // LoadStatements holds the SQL of a namespace's bulk load, in the order it
 // runs inside one transaction. Existing, Update and Merge take one
@@ -30,6 +66,9 @@ const (
 // versions keep growing and one load's rows share one version, as they
 // share one commit.
 type LoadStatements struct {
+	// StageTable is the name of the staging table, the target of COPY. It
+	// is named after its columns (see loadTables).
+	StageTable string
 	// Stage creates the temporary staging table that COPY fills:
 	// (line bigint, key <key type>, value text).
 	Stage string
@@ -91,9 +130,10 @@ func BuildLoadStatements(d dialect.Dialect, ns *warmcache.Namespace, appendOptim
 	if clause := d.DistributedBy("key"); clause != "" {
 		distrib = " " + clause
 	}
+	columns, loadStage, loadSource := loadTables(ns)
 	ls := LoadStatements{
-		Stage: fmt.Sprintf("CREATE TEMPORARY TABLE %s (line bigint NOT NULL, key %s NOT NULL, value text NOT NULL) ON COMMIT DROP%s",
-			loadStage, ns.KeyType, distrib),
+		StageTable: loadStage,
+		Stage:      fmt.Sprintf("CREATE TEMPORARY TABLE %s (%s) ON COMMIT DROP%s", loadStage, columns, distrib),
 		Source: fmt.Sprintf("CREATE TEMPORARY TABLE %s ON COMMIT DROP AS SELECT DISTINCT ON (key) key, value::jsonb AS value FROM %s ORDER BY key, line DESC%s",
 			loadSource, loadStage, distrib),
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ")",
@@ -240,7 +280,7 @@ func (l *loadTx) stage(ctx context.Context, timeout time.Duration, rows warmcach
 	if _, err = l.tx.Exec(ctx, l.ls.Stage, simple); err != nil {
 		return 0, loadError(l.ns, "create staging table", err)
 	}
-	if _, err = l.tx.CopyFrom(ctx, pgx.Identifier{loadStage}, []string{"line", "key", "value"}, &copySource{ns: l.ns, rows: rows}); err != nil {
+	if _, err = l.tx.CopyFrom(ctx, pgx.Identifier{l.ls.StageTable}, []string{"line", "key", "value"}, &copySource{ns: l.ns, rows: rows}); err != nil {
 		if rowsErr := rows.Err(); rowsErr != nil {
 			return 0, rowsErr
 		}
@@ -253,12 +293,17 @@ func (l *loadTx) stage(ctx context.Context, timeout time.Duration, rows warmcach
 	return tag.RowsAffected(), nil
 }
 
-// merge draws the load's version and merges the staged rows into the
-// table. On an append-optimized table it first updates the changed rows
+// merge takes the table's lock alone, so that the writes in flight commit
+// first and later ones wait for the load's commit, then draws the load's
+// version and merges the staged rows into the table: every version a row
+// gets is above every version its key had, its deletes included. On an append-optimized table it first updates the changed rows
 // and returns how many it updated; otherwise it returns how many of the
 // load's keys the table already has.
 func (l *loadTx) merge(ctx context.Context) (updated, existing int64, err error) {
 	const simple = pgx.QueryExecModeSimpleProtocol
+	if _, err = l.tx.Exec(ctx, loadTableLock, simple, tableLockHash(l.ns)); err != nil {
+		return 0, 0, loadError(l.ns, "lock the table", err)
+	}
 	if err = l.tx.QueryRow(ctx, l.ls.NextVersion, simple).Scan(&l.version); err != nil {
 		return 0, 0, loadError(l.ns, "draw the load's version", err)
 	}
