@@ -87,7 +87,7 @@ func namespacesOf(tables []migrations.Table) []*warmcache.Namespace {
 
 // migrated creates a database on w, applies the migrations of the lane's
 // tables and returns its DSN.
-func migrated(t *testing.T, w testenv.Warehouse, tables []migrations.Table) string {
+func migrated(t testing.TB, w testenv.Warehouse, tables []migrations.Table) string {
 	t.Helper()
 	dsn := w.NewDatabase(t)
 	ctx := testContext(t)

@@ -80,6 +80,11 @@ type StatementSet struct {
 	// holds it.
 	lookupSignature, lookupBody string
 
+	// TableLock takes the table's lock shared, as every write does, so
+	// that a bulk load, which takes it alone (LoadTableLock) before it
+	// draws its version, orders with writes as a write of every key
+	// would: $1 is the table's hash (see tableLockHash).
+	TableLock string
 	// KeyLock takes the write lock of a key: a transaction-scoped advisory
 	// lock on the 64-bit hash $1 (see keyLockHash), held until the write's
 	// transaction ends.
@@ -178,6 +183,7 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			key, valueExpr(ns, ""), version, table, key, keyType),
 		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key",
 			valueExpr(ns, "t."), version, keyType, table, key),
+		TableLock:   "SELECT pg_advisory_xact_lock_shared($1::bigint)",
 		KeyLock:     "SELECT pg_advisory_xact_lock($1::bigint)",
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ") FROM generate_series(1, $1::integer)",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s",

@@ -20,6 +20,7 @@ func formatStatements(s pgstore.StatementSet) []byte {
 		{"lookup_positions", s.LookupPositions},
 		{"lookup_function", s.LookupFunction},
 		{"lookup_call", s.LookupCall},
+		{"table_lock", s.TableLock},
 		{"key_lock", s.KeyLock},
 		{"row_lock", s.RowLock},
 		{"next_version", s.NextVersion},

@@ -459,6 +459,7 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 }
 
 // begin opens the transaction of writes on conn in one round trip: BEGIN,
+// the table's lock, shared with other writes and taken alone by a load,
 // the write lock of each distinct key in the order of their hashes (so that
 // two transactions of the same keys cannot deadlock), on PostgreSQL the
 // lock of each key's row, and then one version per write, drawn once every
@@ -481,6 +482,7 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	locks = slices.CompactFunc(locks, func(a, b lock) bool { return a.key.Text == b.key.Text })
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
+	b.Queue(t.stmts.TableLock, tableLockHash(t.ns))
 	for _, l := range locks {
 		b.Queue(t.stmts.KeyLock, l.hash)
 	}
@@ -493,7 +495,7 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	b.Queue(t.stmts.NextVersion, len(writes))
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
-	steps := 1 + len(locks)
+	steps := 2 + len(locks)
 	if rowLocks {
 		steps += len(locks)
 	}
@@ -525,6 +527,15 @@ func keyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
 	h.Write([]byte(ns.Table))
 	h.Write([]byte{0})
 	h.Write([]byte(key.Text))
+	return int64(h.Sum64())
+}
+
+// tableLockHash is the advisory lock of ns's table as a whole, which
+// writes share and a load takes alone.
+func tableLockHash(ns *warmcache.Namespace) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(ns.Table))
+	h.Write([]byte{1})
 	return int64(h.Sum64())
 }
 

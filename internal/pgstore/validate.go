@@ -200,6 +200,7 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 	}
 	if ns.Writable {
 		shapes = append(shapes,
+			statementShape{"table_lock", stmts.TableLock, nil, nil},
 			statementShape{"key_lock", stmts.KeyLock, nil, nil},
 			statementShape{"row_lock", stmts.RowLock, nil, nil},
 			statementShape{"next_version", stmts.NextVersion, nil, nil},
