@@ -1,5 +1,6 @@
-// Package httpapi is the REST transport: chi routes for /v1/kv, health and
-// metrics, with bounded bodies and one table that maps errors to statuses.
+// Package httpapi is the REST transport: chi routes for /v1/kv, health,
+// metrics and the API's OpenAPI document (openapi.json), with bounded bodies
+// and one table that maps errors to statuses.
 package httpapi
 
 import (
@@ -41,6 +42,9 @@ type api struct {
 	svc     *warmcache.Service
 	log     *slog.Logger
 	maxBody int64
+	// mux is the root router: the Allow header of a 405 lists the methods
+	// it routes on the request's path.
+	mux *chi.Mux
 }
 
 // NewHandler returns the REST handler over svc. metrics serves /metrics;
@@ -56,22 +60,20 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 		return nil, err
 	}
 	r := chi.NewRouter()
+	a.mux = r
 	if opts.MaxInflight <= 0 {
 		opts.MaxInflight = 1024
 	}
 	r.Use(routeEscaped, m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeErrorBody(w, http.StatusNotFound, "no_route", "no such route: "+r.Method+" "+r.URL.Path)
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeErrorBody(w, http.StatusMethodNotAllowed, "method_not_allowed", "method "+r.Method+" is not allowed on "+r.URL.Path)
-	})
+	r.NotFound(a.noRoute)
+	r.MethodNotAllowed(a.methodNotAllowed)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
 	r.Get("/readyz", a.ready)
 	r.Method(http.MethodGet, "/metrics", metrics)
+	r.Get("/openapi.json", serveOpenAPI)
 	r.Route("/v1/kv/{namespace}", func(r chi.Router) {
 		r.Use(a.authorize(opts.Keys))
 		r.Post("/_mget", a.mget)
@@ -83,6 +85,41 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 		r.Delete("/{key}", a.delete)
 	})
 	return r, nil
+}
+
+// noRoute answers a request whose path no route has: 404 no_route.
+func (a *api) noRoute(w http.ResponseWriter, r *http.Request) {
+	a.writeError(w, r, fmt.Errorf("%w: %s %s", errNoRoute, r.Method, r.URL.Path))
+}
+
+// methodNotAllowed answers a request whose path has routes, none for its
+// method: 405 method_not_allowed, with the Allow header. A method that chi
+// does not know (such as PURGE) comes here whatever the path, so a path that
+// no method routes is a 404 no_route instead.
+func (a *api) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
+	if len(a.allowed(r, false)) == 0 {
+		a.noRoute(w, r)
+		return
+	}
+	a.writeError(w, r, fmt.Errorf("%w: %s on %s", errMethodNotAllowed, r.Method, r.URL.Path))
+}
+
+// allowed returns the methods that a route answers on the path of r, in
+// the order of RFC 9110's method definitions; with readsOnly, only GET and
+// HEAD. Routing is on the escaped path, as routeEscaped makes chi do.
+func (a *api) allowed(r *http.Request, readsOnly bool) []string {
+	path := r.URL.EscapedPath()
+	var methods []string
+	for _, m := range [...]string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodDelete,
+		http.MethodConnect, http.MethodOptions, http.MethodTrace, http.MethodPatch} {
+		if readsOnly && m != http.MethodGet && m != http.MethodHead {
+			continue
+		}
+		if a.mux.Match(chi.NewRouteContext(), m, path) {
+			methods = append(methods, m)
+		}
+	}
+	return methods
 }
 
 // recoverer turns a panic in a handler into a logged 500.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -20,7 +21,10 @@ var errorStatus = []struct {
 	code       string
 	message    string // empty: the error's own text
 	retryAfter int    // seconds; zero: no Retry-After
+	allow      allowList
 }{
+	{err: errNoRoute, status: http.StatusNotFound, code: "no_route"},
+	{err: errMethodNotAllowed, status: http.StatusMethodNotAllowed, code: "method_not_allowed", allow: allowRoute},
 	{err: warmcache.ErrNotFound, status: http.StatusNotFound, code: "not_found"},
 	{err: warmcache.ErrUnknownNamespace, status: http.StatusNotFound, code: "unknown_namespace"},
 	{err: warmcache.ErrInvalidKey, status: http.StatusBadRequest, code: "invalid_key"},
@@ -30,7 +34,7 @@ var errorStatus = []struct {
 	{err: errBodyTimeout, status: http.StatusRequestTimeout, code: "timeout"},
 	{err: warmcache.ErrConflict, status: http.StatusConflict, code: "conflict", retryAfter: 1},
 	{err: warmcache.ErrTooLarge, status: http.StatusRequestEntityTooLarge, code: "too_large"},
-	{err: warmcache.ErrReadOnly, status: http.StatusMethodNotAllowed, code: "read_only"},
+	{err: warmcache.ErrReadOnly, status: http.StatusMethodNotAllowed, code: "read_only", allow: allowReads},
 	{err: warmcache.ErrVersionMismatch, status: http.StatusPreconditionFailed, code: "precondition_failed"},
 	{err: warmcache.ErrOverloaded, status: http.StatusServiceUnavailable, code: "overloaded", message: "too many requests for the warehouse; retry later", retryAfter: 1},
 	{err: warmcache.ErrUnavailable, status: http.StatusServiceUnavailable, code: "unavailable", message: "a storage tier is unavailable; retry later", retryAfter: 1},
@@ -39,6 +43,22 @@ var errorStatus = []struct {
 	{err: auth.ErrForbidden, status: http.StatusForbidden, code: "forbidden"},
 	{err: auth.ErrRateLimited, status: http.StatusTooManyRequests, code: "rate_limited"}, // Retry-After from the error
 }
+
+// allowList says which methods the Allow header of an error lists.
+type allowList uint8
+
+const (
+	allowNone  allowList = iota // no Allow header
+	allowRoute                  // every method of the request's route
+	allowReads                  // the route's reads (GET, HEAD): a read-only namespace
+)
+
+// errNoRoute marks a request whose path no route has, for any method.
+var errNoRoute = errors.New("no such route")
+
+// errMethodNotAllowed marks a request whose path has routes, none for its
+// method.
+var errMethodNotAllowed = errors.New("method not allowed")
 
 // errInvalidRequest marks a request that is malformed before it reaches the
 // core: an undecodable body, a bad header.
@@ -71,6 +91,10 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		var rl *auth.RateLimitError
 		if errors.As(err, &rl) {
 			w.Header().Set("Retry-After", strconv.Itoa(rl.RetryAfterSeconds()))
+		}
+		if e.allow != allowNone {
+			// RFC 9110, section 15.5.6: a 405 lists the target's methods.
+			w.Header().Set("Allow", strings.Join(a.allowed(r, e.allow == allowReads), ", "))
 		}
 		if e.status == http.StatusUnauthorized {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="warmcache"`)

@@ -24,6 +24,7 @@ func TestRequestDurationLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	h = loadAPIDoc(t).checked(t, h)
 	for _, r := range []struct {
 		method, path, contentType string
 		status                    int
