@@ -212,8 +212,10 @@ type LookupHook func(ctx context.Context, ns *warmcache.Namespace, keys []warmca
 // Warm is an in-memory warehouse. It implements warmcache.Warm: versions
 // come from one sequence and grow with every write, a transaction's writes
 // apply all or none, IfMatch and IfAbsent are checked against the current
-// row, and a delete leaves an absent entry at a new version. Safe for
-// concurrent use.
+// row, and a delete leaves an absent entry at a new version. As in the SQL
+// warehouse, the delete of an absent key fails with ErrNotFound, with an
+// IfMatch or without, unless AbsentOK; an absent-ok delete at a version
+// fails with ErrVersionMismatch. Safe for concurrent use.
 type Warm struct {
 	mu      sync.Mutex
 	rows    map[string]warmcache.Entry
@@ -274,14 +276,14 @@ func (w *Warm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warm
 		mk := memKey(ns.Name, wr.Key.Text)
 		cur := rows[mk]
 		switch {
+		case wr.Delete && !cur.Found && !wr.AbsentOK:
+			return nil, fmt.Errorf("%w: key %q", warmcache.ErrNotFound, wr.Key.Text)
 		case wr.IfMatch != nil && (!cur.Found || cur.Version != *wr.IfMatch):
 			return nil, fmt.Errorf("%w: key %q is not at version %d", warmcache.ErrVersionMismatch, wr.Key.Text, *wr.IfMatch)
 		case wr.IfAbsent && cur.Found:
 			return nil, fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, wr.Key.Text)
-		case wr.Delete && !cur.Found && wr.AbsentOK:
-			continue
 		case wr.Delete && !cur.Found:
-			return nil, fmt.Errorf("%w: key %q", warmcache.ErrNotFound, wr.Key.Text)
+			continue
 		}
 		version = max(version, cur.Version) + 1
 		if wr.Delete {

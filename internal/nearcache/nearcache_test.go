@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/nearcache"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // fakeClock is a clock that moves only when told.
@@ -40,8 +41,6 @@ func key(i int) warmcache.Key { return warmcache.Key{Text: strconv.Itoa(i), Int:
 func present(version int64, value string) warmcache.Entry {
 	return warmcache.Entry{Value: []byte(value), Version: version, Found: true}
 }
-
-func absent(version int64) warmcache.Entry { return warmcache.Entry{Version: version} }
 
 func TestByteBoundHoldsUnderFlood(t *testing.T) {
 	const maxBytes = 1 << 20
@@ -122,82 +121,14 @@ func TestEntriesExpireAfterNearTTL(t *testing.T) {
 	}
 }
 
-// op is one call on the cache in a version-rule case.
-type op struct {
-	invalidate int64 // when not zero, Invalidate at this version instead of Set
-	drop       bool  // Drop instead of Set
-	set        warmcache.Entry
-	advance    time.Duration // moves the clock before the call
+// TestNearTierContract holds the near cache to the near tier's version
+// rules: Set, Invalidate and Drop.
+func TestNearTierContract(t *testing.T) {
+	tiertest.Near(t, func(t *testing.T, markTTL time.Duration) (warmcache.Near, tiertest.Clock) {
+		clock := newFakeClock()
+		return newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil), clock
+	})
 }
-
-func TestVersionRules(t *testing.T) {
-	const markTTL = 5 * time.Second
-	cases := []struct {
-		name string
-		ops  []op
-		// want is the entry served afterwards; nil means a miss.
-		want *warmcache.Entry
-	}{
-		{"newer replaces older", []op{{set: present(1, "1")}, {set: present(2, "2")}}, ptr(present(2, "2"))},
-		{"older never replaces newer", []op{{set: present(2, "2")}, {set: present(1, "1")}}, ptr(present(2, "2"))},
-		{"same version renews", []op{{set: present(2, "2")}, {set: present(2, "2")}}, ptr(present(2, "2"))},
-		{"delete replaces older row", []op{{set: present(2, "2")}, {set: absent(3)}}, ptr(absent(3))},
-		{"older row does not replace a delete", []op{{set: absent(3)}, {set: present(2, "2")}}, ptr(absent(3))},
-		{"row at a delete's version does not replace it", []op{{set: absent(3)}, {set: present(3, "3")}}, ptr(absent(3))},
-		{"never-written absent key cached when nothing is", []op{{set: absent(0)}}, ptr(absent(0))},
-		{"never-written absent key does not replace a row", []op{{set: present(1, "1")}, {set: absent(0)}}, ptr(present(1, "1"))},
-		{"invalidate drops older", []op{{set: present(1, "1")}, {invalidate: 2}}, nil},
-		{"invalidate keeps same version", []op{{set: present(2, "2")}, {invalidate: 2}}, ptr(present(2, "2"))},
-		{"invalidate keeps newer", []op{{set: present(3, "3")}, {invalidate: 2}}, ptr(present(3, "3"))},
-		{"invalidation refuses a late older read", []op{{invalidate: 2}, {set: present(1, "1")}}, nil},
-		{"invalidation refuses a late older read of a cached key", []op{{set: present(1, "1")}, {invalidate: 2}, {set: present(1, "1")}}, nil},
-		{"invalidation admits the written version", []op{{invalidate: 2}, {set: present(2, "2")}}, ptr(present(2, "2"))},
-		{"invalidation admits a delete", []op{{invalidate: 2}, {set: absent(2)}}, ptr(absent(2))},
-		{"invalidation refuses a never-written absent key", []op{{invalidate: 2}, {set: absent(0)}}, nil},
-		{"invalidations keep the highest version", []op{{invalidate: 3}, {invalidate: 2}, {set: present(2, "2")}}, nil},
-		{"invalidation is forgotten after MarkTTL", []op{{invalidate: 2}, {advance: markTTL + time.Millisecond, set: present(1, "1")}}, ptr(present(1, "1"))},
-		{"drop removes an entry of any version", []op{{set: present(9, "9")}, {drop: true}}, nil},
-		{"drop admits the dropped version again", []op{{set: present(1, "1")}, {drop: true}, {set: present(1, "1")}}, ptr(present(1, "1"))},
-		{"drop admits a newer version", []op{{set: present(1, "1")}, {drop: true}, {set: present(2, "2")}}, ptr(present(2, "2"))},
-		{"drop refuses an older version in the emptied place", []op{{set: present(2, "2")}, {drop: true}, {set: present(1, "1")}}, nil},
-		{"drop of a delete refuses the row it deleted", []op{{set: absent(3)}, {drop: true}, {set: present(2, "2")}}, nil},
-		{"drop of a delete refuses a row at its version", []op{{set: absent(3)}, {drop: true}, {set: present(3, "3")}}, nil},
-		{"drop of a delete admits the delete again", []op{{set: absent(3)}, {drop: true}, {set: absent(3)}}, ptr(absent(3))},
-		{"drop's mark is forgotten after MarkTTL", []op{{set: present(2, "2")}, {drop: true}, {advance: markTTL + time.Millisecond, set: present(1, "1")}}, ptr(present(1, "1"))},
-		{"drop of a key not cached leaves nothing", []op{{drop: true}, {set: present(1, "1")}}, ptr(present(1, "1"))},
-		{"drop keeps an invalidation's floor", []op{{invalidate: 3}, {drop: true}, {set: present(2, "2")}}, nil},
-		{"drop keeps an invalidation's admission", []op{{invalidate: 3}, {drop: true}, {set: present(3, "3")}}, ptr(present(3, "3"))},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			clock := newFakeClock()
-			c := newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil)
-			ns := &warmcache.Namespace{Name: "v", NearTTL: time.Minute}
-			for _, o := range tc.ops {
-				clock.Advance(o.advance)
-				switch {
-				case o.drop:
-					c.Drop(ns.Name, key(7).Text)
-				case o.invalidate != 0:
-					c.Invalidate(ns, key(7), o.invalidate)
-				default:
-					c.Set(ns, key(7), o.set)
-				}
-			}
-			got, ok := c.Get(ns, key(7))
-			switch {
-			case tc.want == nil && ok:
-				t.Errorf("Get = %+v, want a miss", got)
-			case tc.want != nil && !ok:
-				t.Errorf("Get missed, want %+v", *tc.want)
-			case tc.want != nil && (got.Version != tc.want.Version || got.Found != tc.want.Found || string(got.Value) != string(tc.want.Value)):
-				t.Errorf("Get = %+v, want %+v", got, *tc.want)
-			}
-		})
-	}
-}
-
-func ptr[T any](v T) *T { return &v }
 
 func TestInvalidationsCountedBySource(t *testing.T) {
 	reg := prometheus.NewRegistry()

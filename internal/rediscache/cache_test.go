@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
-	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // fixture is a Cache on the test Redis with its own key prefix, the registry
@@ -238,46 +237,20 @@ func TestRoundTrip(t *testing.T) {
 	})
 }
 
-func TestFillVersionRules(t *testing.T) {
+// TestHotTierContract holds the Redis tier to the hot tier's contract,
+// on the system clock: Redis expires keys in real time.
+func TestHotTierContract(t *testing.T) {
+	tiertest.Hot(t, func(t *testing.T) (warmcache.Hot, tiertest.Clock) {
+		return newFixture(t, rediscache.Options{}).cache, nil
+	})
+}
+
+// TestFillForeignValues: a fill replaces a value that is not the cache's,
+// and the version in the header of a value in a later format still orders
+// fills.
+func TestFillForeignValues(t *testing.T) {
 	f := newFixture(t, rediscache.Options{})
 	ns := &warmcache.Namespace{Name: "widgets"}
-	tests := []struct {
-		name   string
-		cached *warmcache.Entry // filled first; nil for an empty key
-		fill   warmcache.Entry
-		want   warmcache.Entry
-	}{
-		{"older after newer refused", ptr(present(5, `"v5"`)), present(3, `"v3"`), present(5, `"v5"`)},
-		{"same version renews", ptr(present(5, `"first"`)), present(5, `"again"`), present(5, `"again"`)},
-		{"revalidation finding the row gone replaces it", ptr(present(5, `"v5"`)), absent(5), absent(5)},
-		{"newer replaces older", ptr(present(3, `"v3"`)), present(5, `"v5"`), present(5, `"v5"`)},
-		{"present on empty key", nil, present(1, `"v1"`), present(1, `"v1"`)},
-		{"delete replaces older present", ptr(present(3, `"v3"`)), absent(4), absent(4)},
-		{"delete older than present refused", ptr(present(5, `"v5"`)), absent(4), present(5, `"v5"`)},
-		{"delete blocks older fill", ptr(absent(5)), present(4, `"v4"`), absent(5)},
-		{"delete blocks same version", ptr(absent(5)), present(5, `"v5"`), absent(5)},
-		{"newer fill replaces delete", ptr(absent(5)), present(6, `"v6"`), present(6, `"v6"`)},
-		{"newer delete replaces delete", ptr(absent(5)), absent(6), absent(6)},
-		{"read absent stored on empty key", nil, absent(0), absent(0)},
-		{"read absent does not replace present", ptr(present(3, `"v3"`)), absent(0), present(3, `"v3"`)},
-		{"read absent does not replace delete", ptr(absent(5)), absent(0), absent(5)},
-		{"present replaces read absent", ptr(absent(0)), present(1, `"v1"`), present(1, `"v1"`)},
-		{"present version 0 replaces read absent", ptr(absent(0)), present(0, `"v0"`), present(0, `"v0"`)},
-		{"delete replaces read absent", ptr(absent(0)), absent(2), absent(2)},
-		{"versions compare as numbers", ptr(present(9, `"v9"`)), present(10, `"v10"`), present(10, `"v10"`)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.cached != nil {
-				f.fill(t, ns, tt.name, *tt.cached)
-			}
-			f.fill(t, ns, tt.name, tt.fill)
-			got, hit := f.get(t, ns, tt.name)
-			if !hit || !sameEntry(got, tt.want) {
-				t.Errorf("after %+v then %+v: Get = %+v, hit %v; want %+v", tt.cached, tt.fill, got, hit, tt.want)
-			}
-		})
-	}
 	t.Run("foreign value replaced", func(t *testing.T) {
 		if err := f.raw.Set(testContext(t), f.redisKey(ns, "foreign"), "not ours", 0).Err(); err != nil {
 			t.Fatalf("raw set: %v", err)
@@ -300,8 +273,6 @@ func TestFillVersionRules(t *testing.T) {
 		}
 	})
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // TestKeep: an entry lives in Redis for the Keep its fill gives, and keeps
 // the freshness the core gave it; the lifetimes are the core's policy.
@@ -462,35 +433,6 @@ func TestFillAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// TestCachedFillVersionRules: a fill that says the key is cached goes to
-// the versioned script at once, with the same outcomes: an older version
-// never replaces a newer one, and a key that holds nothing is stored.
-func TestCachedFillVersionRules(t *testing.T) {
-	f := newFixture(t, rediscache.Options{})
-	ns := &warmcache.Namespace{Name: "widgets"}
-	fill := func(key string, e warmcache.Entry) {
-		t.Helper()
-		e.FreshUntil = time.Now().Add(testKeep)
-		if err := f.cache.FillMany(testContext(t), ns, []warmcache.Fill{{Key: warmcache.Key{Text: key}, Entry: e, Keep: testKeep, Cached: true}}); err != nil {
-			t.Fatalf("fill %s: %v", key, err)
-		}
-	}
-	fill("empty", present(3, `3`))
-	if got, hit := f.get(t, ns, "empty"); !hit || !sameEntry(got, present(3, `3`)) {
-		t.Errorf("a cached fill of an empty key: %+v, hit %v; want version 3", got, hit)
-	}
-	f.fill(t, ns, "held", present(5, `5`))
-	fill("held", present(4, `4`))
-	fill("held", absent(0))
-	if got, _ := f.get(t, ns, "held"); !sameEntry(got, present(5, `5`)) {
-		t.Errorf("older cached fills replaced version 5: %+v", got)
-	}
-	fill("held", absent(6))
-	if got, hit := f.get(t, ns, "held"); !hit || !sameEntry(got, absent(6)) {
-		t.Errorf("the delete at version 6 did not replace version 5: %+v, hit %v", got, hit)
-	}
-}
-
 func TestUnknownFormatIsMiss(t *testing.T) {
 	f := newFixture(t, rediscache.Options{})
 	ns := &warmcache.Namespace{Name: "widgets"}
@@ -644,38 +586,6 @@ func TestUnreachable(t *testing.T) {
 				})
 			}
 		})
-	}
-}
-
-func TestConcurrentFills(t *testing.T) {
-	f := newFixture(t, rediscache.Options{})
-	ns := &warmcache.Namespace{Name: "widgets"}
-	const workers = 50
-	versions := make([]int64, workers)
-	for i := range versions {
-		versions[i] = rand.Int64N(1_000_000) + 1
-	}
-	start := make(chan struct{})
-	errs := make(chan error, workers)
-	var wg sync.WaitGroup
-	for _, v := range versions {
-		wg.Go(func() {
-			<-start
-			errs <- fillOne(testContext(t), f.cache, ns, warmcache.Key{Text: "hot"}, present(v, fmt.Sprintf(`{"v":%d}`, v)))
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Errorf("Fill: %v", err)
-		}
-	}
-	top := slices.Max(versions)
-	got, hit := f.get(t, ns, "hot")
-	if want := present(top, fmt.Sprintf(`{"v":%d}`, top)); !hit || !sameEntry(got, want) {
-		t.Errorf("after %d concurrent fills Get = %+v, hit %v; want %+v", workers, got, hit, want)
 	}
 }
 
