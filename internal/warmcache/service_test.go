@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/nearcache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -314,7 +315,11 @@ func TestConcurrentHitsFoldIntoOnePipeline(t *testing.T) {
 }
 
 func TestMGetUsesTheNearCache(t *testing.T) {
-	hot, warm, near := memtier.NewHot(nil), memtier.NewWarm(), memtier.NewNear()
+	hot, warm := memtier.NewHot(nil), memtier.NewWarm()
+	near, err := nearcache.New(nearcache.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	warm.Set("widgets", "1", []byte(`1`), 1)
 	ns := widgets()
 	ns.NearTTL = time.Minute
