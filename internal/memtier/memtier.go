@@ -381,4 +381,3 @@ func Gate(started chan<- struct{}, release <-chan struct{}) LookupHook {
 		}
 	}
 }
-
