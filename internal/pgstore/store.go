@@ -447,10 +447,20 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 		return nil, writeError(o.String()+" lock", ns, warmcache.Key{}, err)
 	}
 	entries = make([]warmcache.Entry, len(writes))
+	var q querier = conn
+	// A write that is one statement sends the commit with it.
+	var pc *pipelinedCommit
+	if w := writes[0]; len(writes) == 1 && (!t.stmts.AppendOptimized || (!w.Delete && !w.IfAbsent && w.IfMatch != nil)) {
+		pc = &pipelinedCommit{conn: conn}
+		q = pc
+	}
 	for i, w := range writes {
-		if entries[i], err = s.writeOne(ctx, conn, t, w, versions[i]); err != nil {
+		if entries[i], err = s.writeOne(ctx, q, t, w, versions[i]); err != nil {
 			return nil, writeError(o.String(), ns, w.Key, err)
 		}
+	}
+	if pc != nil && pc.sent {
+		return entries, nil
 	}
 	if _, err = conn.Exec(ctx, "COMMIT", s.modes.Write); err != nil {
 		return nil, writeError(o.String()+" commit", ns, warmcache.Key{}, err)
@@ -528,6 +538,59 @@ func keyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
 	h.Write([]byte{0})
 	h.Write([]byte(key.Text))
 	return int64(h.Sum64())
+}
+
+// pipelinedCommit is a querier whose first QueryRow sends COMMIT in the
+// same round trip as its statement, for a write of one statement; the
+// calls after it (explaining a statement that found no row) run on their
+// own, outside the committed transaction. Scanning the row ends the round
+// trip: a failed statement makes the commit fail too, and leaves the
+// transaction for the caller to roll back.
+type pipelinedCommit struct {
+	conn *pgxpool.Conn
+	sent bool
+}
+
+func (p *pipelinedCommit) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.conn.Query(ctx, sql, args...)
+}
+
+func (p *pipelinedCommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return p.conn.Exec(ctx, sql, args...)
+}
+
+func (p *pipelinedCommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if p.sent {
+		return p.conn.QueryRow(ctx, sql, args...)
+	}
+	p.sent = true
+	b := &pgx.Batch{}
+	b.Queue(sql, args[1:]...) // args[0] is the exec mode, which a batch takes from the pool
+	b.Queue("COMMIT")
+	br := p.conn.SendBatch(ctx, b)
+	return committedRow{br: br, row: br.QueryRow()}
+}
+
+// committedRow scans a pipelined statement's row, then reads the commit's
+// answer and closes the batch.
+type committedRow struct {
+	br  pgx.BatchResults
+	row pgx.Row
+}
+
+func (r committedRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	_, commitErr := r.br.Exec()
+	closeErr := r.br.Close()
+	switch {
+	case err != nil && !errors.Is(err, pgx.ErrNoRows):
+		return err
+	case commitErr != nil:
+		return commitErr
+	case closeErr != nil:
+		return closeErr
+	}
+	return err
 }
 
 // tableLockHash is the advisory lock of ns's table as a whole, which
