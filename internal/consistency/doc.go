@@ -1,7 +1,8 @@
-// Package consistency holds the concurrent history test of the cache
-// protocol: writers and readers race on a few keys through the REST API,
-// against real PostgreSQL and Redis, with delays injected between each
-// warehouse read and its cache fill, and a checker that every read saw every
-// write acknowledged before it began. The same test runs against a
-// deliberately naive fill to show that the checker catches a stale set.
+// Package consistency holds the tests of the cache protocol under
+// concurrency, against real PostgreSQL and Redis: a history test with
+// delays injected between each warehouse read and its cache fill (and a
+// deliberately naive fill, to show that its checker catches a stale set),
+// a linearizability check of the real binary with the porcupine checker,
+// with and without change capture, the near cache and tier faults, and a
+// race probe of a PUT and a DELETE of one key.
 package consistency

@@ -237,6 +237,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 		keys[i] = f.key
 	}
 	s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
+	fence := s.hotFence.Load()
 	entries, err := s.warmRead(ctx, ns, keys)
 	if err != nil {
 		for _, f := range rest {
@@ -256,6 +257,9 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 		if f.hotOK {
 			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)
 		}
+	}
+	if s.fenced(fence) {
+		return
 	}
 	fills := s.fills(ns, fillKeys, fillEntries)
 	for i := range fills {

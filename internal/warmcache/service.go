@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -29,6 +30,13 @@ type Service struct {
 	cursorKey  []byte
 	loadSlots  chan struct{}
 	loadWrites chan struct{}
+	// hotFence counts the writes whose hot-tier update failed: a read that
+	// began before one of them may hold a value that write replaced, so it
+	// does not fill the hot tier (see fenced).
+	hotFence atomic.Uint64
+	// repairs bounds the background retries of failed hot-tier updates
+	// of writes (see repair).
+	repairs chan struct{}
 
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
@@ -58,6 +66,7 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 	s.warmSlots = make(chan struct{}, s.opts.MaxWarmInflight)
 	s.loadSlots = make(chan struct{}, s.opts.MaxLoads)
 	s.loadWrites = make(chan struct{}, s.opts.MaxLoadWrites)
+	s.repairs = make(chan struct{}, maxRepairs)
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
 		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
@@ -82,7 +91,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"namespace", "tier", "result"})
 	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
-		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load) and result (ok, error).",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write) and result (ok, error).",
 	}, []string{"namespace", "reason", "result"})
 	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
 // Op is one change of a Transact call, with its key as the client sent it.
@@ -130,7 +131,56 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	if err := s.retire(ctx, ns, retireWrite, fills); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", string(retireWrite)), slog.Any("err", err))
+		s.hotFence.Add(1)
+		s.repair(ctx, ns, fills)
 	}
+}
+
+// Repairs of failed hot-tier updates of writes: at most maxRepairs run at
+// once, each retrying for repairBudget with a doubling wait from
+// repairWait to a second.
+const (
+	maxRepairs   = 64
+	repairBudget = 10 * time.Second
+	repairWait   = 50 * time.Millisecond
+)
+
+// repair retries, in the background, the hot-tier update of a write that
+// failed, so that a value filled by a read that began before the write
+// (on a Redis that restarted empty, or over a connection that was killed)
+// is replaced by the write's version once the hot tier answers again.
+// When maxRepairs are under way, the update is given up and logged: the
+// entry then lives its TTL.
+func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
+	select {
+	case s.repairs <- struct{}{}:
+	default:
+		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier update of a write not retried: too many retries under way",
+			slog.String("namespace", ns.Name), slog.Int("keys", len(fills)))
+		return
+	}
+	go func() {
+		defer func() { <-s.repairs }()
+		deadline := time.Now().Add(repairBudget)
+		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
+			time.Sleep(wait)
+			hctx, cancel := context.WithTimeout(context.Background(), s.opts.HotTimeout)
+			err := s.hot.FillMany(hctx, ns, fills)
+			cancel()
+			if err == nil {
+				s.hotWrites.WithLabelValues(ns.Name, "repair", "ok").Add(float64(len(fills)))
+				return
+			}
+			s.hotWrites.WithLabelValues(ns.Name, "repair", "error").Add(float64(len(fills)))
+		}
+	}()
+}
+
+// fenced reports whether a write's hot-tier update failed since fence was
+// read (hotFence): a read that began before it must not fill the hot
+// tier, where it could put back the value the write replaced.
+func (s *Service) fenced(fence uint64) bool {
+	return s.hotFence.Load() != fence
 }
 
 // retireReason says which path changed keys: it names the hot tier's
@@ -215,13 +265,16 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 	if err != nil {
 		return Item{}, err
 	}
+	fence := s.hotFence.Load()
 	entries, err := s.warmRead(ctx, ns, []Key{key})
 	if err != nil {
 		return Item{}, err
 	}
 	e := entries[0]
 	s.outcome(ctx, ns, string(SourceWarm), e.Found)
-	s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
+	if !s.fenced(fence) {
+		s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
+	}
 	if near := s.near(ns); near != nil {
 		near.Set(ns, key, e)
 	}
