@@ -267,6 +267,14 @@ func checkKeys(model porcupine.Model, history []porcupine.Operation) []keyResult
 // history as text, names the key and the files, and fails the test.
 func checkLinearizable(t *testing.T, label string, rec *recorder) verdict {
 	t.Helper()
+	return checkHistory(t, label, rec, t.Errorf)
+}
+
+// checkHistory is checkLinearizable with the failure of each key that is
+// not linearizable given to fail (t.Errorf to fail the test, t.Logf to
+// report it only).
+func checkHistory(t *testing.T, label string, rec *recorder, fail func(format string, args ...any)) verdict {
+	t.Helper()
 	model := registerModel.ToModel()
 	results := checkKeys(model, rec.history())
 	v := verdict{keys: len(results)}
@@ -310,7 +318,7 @@ func checkLinearizable(t *testing.T, label string, rec *recorder) verdict {
 			if len(ws) > 0 {
 				example = "; first: " + ws[0].kind + ": " + ws[0].text
 			}
-			t.Errorf("%s: key %d: the history of %d operations is not linearizable (checked in %v): %s%s\n\tvisualization: %s\n\tas text: %s",
+			fail("%s: key %d: the history of %d operations is not linearizable (checked in %v): %s%s\n\tvisualization: %s\n\tas text: %s",
 				label, r.key, len(r.ops), r.took.Round(time.Millisecond), summarize(ws), example, path, text)
 		case porcupine.Unknown:
 			v.unknown++
