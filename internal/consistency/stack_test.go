@@ -266,15 +266,24 @@ func logTail(path string, n int) string {
 	return strings.Join(keep[max(0, len(keep)-n):], "\n")
 }
 
-// mode returns the freshness mode the instance reports in its metrics.
-func (in *instance) mode() string {
+// metrics returns the lines of the instance's /metrics.
+func (in *instance) metrics() ([]string, error) {
 	res, err := in.client.Get(in.url + "/metrics")
 	if err != nil {
-		return ""
+		return nil, err
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(string(b), "\n"), nil
+}
+
+// mode returns the freshness mode the instance reports in its metrics.
+func (in *instance) mode() string {
+	lines, _ := in.metrics()
+	for _, line := range lines {
 		if rest, ok := strings.CutPrefix(line, `warmcache_freshness_mode{mode="`); ok && strings.HasSuffix(line, "} 1") {
 			return rest[:strings.IndexByte(rest, '"')]
 		}
@@ -321,16 +330,11 @@ func (a answer) String() string {
 // given as it is printed (name{labels}); zero when it is not there.
 func (in *instance) counter(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := in.client.Get(in.url + "/metrics")
+	lines, err := in.metrics()
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("metrics: %v", err)
-	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range lines {
 		if rest, ok := strings.CutPrefix(line, series+" "); ok {
 			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
 			if err != nil {

@@ -53,7 +53,7 @@ func loadTables(ns *warmcache.Namespace) (columns, stage, source string) {
 	return columns, loadStagePrefix + digest, loadSourcePrefix + digest
 }
 
-// loadTableLock takes the lock of a namespace's table ($1, tableLockHash)
+// loadTableLock takes the lock of a namespace's table ($1, lockHash)
 // alone, until the load's transaction ends. Writes take it shared
 // (StatementSet.TableLock).
 const loadTableLock = "SELECT pg_advisory_xact_lock($1::bigint)"
@@ -301,7 +301,7 @@ func (l *loadTx) stage(ctx context.Context, timeout time.Duration, rows warmcach
 // load's keys the table already has.
 func (l *loadTx) merge(ctx context.Context) (updated, existing int64, err error) {
 	const simple = pgx.QueryExecModeSimpleProtocol
-	if _, err = l.tx.Exec(ctx, loadTableLock, simple, tableLockHash(l.ns)); err != nil {
+	if _, err = l.tx.Exec(ctx, loadTableLock, simple, lockHash(l.ns, nil)); err != nil {
 		return 0, 0, loadError(l.ns, "lock the table", err)
 	}
 	if err = l.tx.QueryRow(ctx, l.ls.NextVersion, simple).Scan(&l.version); err != nil {

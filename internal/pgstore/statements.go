@@ -83,10 +83,10 @@ type StatementSet struct {
 	// TableLock takes the table's lock shared, as every write does, so
 	// that a bulk load, which takes it alone (LoadTableLock) before it
 	// draws its version, orders with writes as a write of every key
-	// would: $1 is the table's hash (see tableLockHash).
+	// would: $1 is the table's hash (see lockHash).
 	TableLock string
 	// KeyLock takes the write lock of a key: a transaction-scoped advisory
-	// lock on the 64-bit hash $1 (see keyLockHash), held until the write's
+	// lock on the 64-bit hash $1 (see lockHash), held until the write's
 	// transaction ends.
 	KeyLock string
 	// RowLock locks the row of key $1, when there is one, until the

@@ -481,7 +481,7 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	}
 	locks := make([]lock, 0, len(writes))
 	for _, w := range writes {
-		locks = append(locks, lock{keyLockHash(t.ns, w.Key), w.Key})
+		locks = append(locks, lock{lockHash(t.ns, &w.Key), w.Key})
 	}
 	slices.SortFunc(locks, func(a, b lock) int {
 		if c := cmp.Compare(a.hash, b.hash); c != 0 {
@@ -492,7 +492,7 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	locks = slices.CompactFunc(locks, func(a, b lock) bool { return a.key.Text == b.key.Text })
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(t.stmts.TableLock, tableLockHash(t.ns))
+	b.Queue(t.stmts.TableLock, lockHash(t.ns, nil))
 	for _, l := range locks {
 		b.Queue(t.stmts.KeyLock, l.hash)
 	}
@@ -505,11 +505,7 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	b.Queue(t.stmts.NextVersion, len(writes))
 	br := conn.SendBatch(ctx, b)
 	defer br.Close()
-	steps := 2 + len(locks)
-	if rowLocks {
-		steps += len(locks)
-	}
-	for range steps {
+	for range b.Len() - 1 { // all but NextVersion
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}
@@ -529,14 +525,19 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	return versions, br.Close()
 }
 
-// keyLockHash is the advisory lock of key in ns's table: a 64-bit FNV-1a
-// hash of the table's name and the key's text. Two keys that share a hash
-// only wait for each other.
-func keyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
+// lockHash is an advisory lock of ns's table: with key, the write lock of
+// that key; without, the table's own lock, which writes share and a load
+// takes alone. It is a 64-bit FNV-1a hash of the table's name and the
+// key's text; two keys that share a hash only wait for each other.
+func lockHash(ns *warmcache.Namespace, key *warmcache.Key) int64 {
 	h := fnv.New64a()
 	h.Write([]byte(ns.Table))
-	h.Write([]byte{0})
-	h.Write([]byte(key.Text))
+	if key == nil {
+		h.Write([]byte{1})
+	} else {
+		h.Write([]byte{0})
+		h.Write([]byte(key.Text))
+	}
 	return int64(h.Sum64())
 }
 
@@ -591,15 +592,6 @@ func (r committedRow) Scan(dest ...any) error {
 		return closeErr
 	}
 	return err
-}
-
-// tableLockHash is the advisory lock of ns's table as a whole, which
-// writes share and a load takes alone.
-func tableLockHash(ns *warmcache.Namespace) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(ns.Table))
-	h.Write([]byte{1})
-	return int64(h.Sum64())
 }
 
 // rollback ends a failed write's transaction on conn. A connection whose

@@ -52,19 +52,27 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 // runs to its end, under the hot-tier deadline, even if the caller goes
 // away.
 func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, fills []Fill) {
-	if len(fills) == 0 {
-		return
+	if err := s.fillHot(ctx, ns, reason, s.opts.HotTimeout, fills); err != nil {
+		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
+			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.HotTimeout)
+}
+
+// fillHot stores fills in the hot tier in one round trip, under timeout,
+// to its end even if the caller goes away, and counts them under reason.
+func (s *Service) fillHot(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill) error {
+	if len(fills) == 0 {
+		return nil
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err := s.hot.FillMany(hctx, ns, fills)
 	cancel()
 	result := "ok"
 	if err != nil {
 		result = "error"
-		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
-			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
 	}
 	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(fills)))
+	return err
 }
 
 // warmWrite runs one warehouse write under the warehouse deadline and the

@@ -164,14 +164,9 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 		deadline := time.Now().Add(repairBudget)
 		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
 			time.Sleep(wait)
-			hctx, cancel := context.WithTimeout(context.Background(), s.opts.HotTimeout)
-			err := s.hot.FillMany(hctx, ns, fills)
-			cancel()
-			if err == nil {
-				s.hotWrites.WithLabelValues(ns.Name, "repair", "ok").Add(float64(len(fills)))
+			if s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
 				return
 			}
-			s.hotWrites.WithLabelValues(ns.Name, "repair", "error").Add(float64(len(fills)))
 		}
 	}()
 }
@@ -221,15 +216,10 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 	if reason != retireWrite {
 		timeout = applyTimeout
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	err := s.hot.FillMany(hctx, ns, fills)
-	cancel()
-	result := "ok"
+	err := s.fillHot(ctx, ns, string(reason), timeout, fills)
 	if err != nil {
-		result = "error"
 		err = fmt.Errorf("%w: hot tier update of %d keys of %q: %w", ErrUnavailable, len(fills), ns.Name, err)
 	}
-	s.hotWrites.WithLabelValues(ns.Name, string(reason), result).Add(float64(len(fills)))
 	if ns.NearTTL <= 0 {
 		return err
 	}

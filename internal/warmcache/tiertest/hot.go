@@ -174,14 +174,7 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	t.Run("FreshUntil is kept", func(t *testing.T) {
 		h := open(t)
 		fresh := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
-		for _, c := range []struct {
-			name  string
-			entry warmcache.Entry
-		}{
-			{"present", present(1, `1`)},
-			{"read absent", absent(0)},
-			{"delete", absent(3)},
-		} {
+		for _, c := range entryKinds() {
 			t.Run(c.name, func(t *testing.T) {
 				for _, at := range []time.Time{fresh, {}} {
 					k := h.key(c.name + " " + strconv.FormatBool(at.IsZero()))
@@ -198,14 +191,7 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	})
 	t.Run("Keep bounds the lifetime of a fill", func(t *testing.T) {
 		h := open(t)
-		for _, c := range []struct {
-			name  string
-			entry warmcache.Entry
-		}{
-			{"present", present(1, `1`)},
-			{"read absent", absent(0)},
-			{"delete", absent(3)},
-		} {
+		for _, c := range entryKinds() {
 			t.Run(c.name, func(t *testing.T) {
 				k := h.key(c.name)
 				short := h.shortKeep()
@@ -499,5 +485,21 @@ func (h *hotTier) expectGone(t *testing.T, k warmcache.Key, start time.Time, kee
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// entryKinds are the three kinds of entry a hot tier holds: a present
+// value, a read absent key (version zero) and a delete.
+func entryKinds() []struct {
+	name  string
+	entry warmcache.Entry
+} {
+	return []struct {
+		name  string
+		entry warmcache.Entry
+	}{
+		{"present", present(1, `1`)},
+		{"read absent", absent(0)},
+		{"delete", absent(3)},
 	}
 }
