@@ -26,6 +26,9 @@ const (
 	// LayoutColumns stores the value's top-level fields in typed columns and
 	// builds the JSON object from them on read.
 	LayoutColumns Layout = "columns"
+	// LayoutBytes stores the value as opaque bytes, as the writer sent them,
+	// in one bytea column. Values are not checked or rewritten as JSON.
+	LayoutBytes Layout = "bytes"
 )
 
 // Codec says how the hot tier encodes a namespace's values.

@@ -16,6 +16,9 @@ type Entry struct {
 	// FreshUntil is when a cached entry goes stale; the hot tier sets it on
 	// fill and returns it on read. Zero means fresh.
 	FreshUntil time.Time
+	// ExpiresAt is when the row expires, as its writer asked (a TTL); from
+	// then on the key reads as absent on every tier. Zero means never.
+	ExpiresAt time.Time
 }
 
 // Fill is one entry to store in the hot tier. The core decides its
@@ -88,6 +91,8 @@ type Write struct {
 	// AbsentOK makes the delete of an absent key succeed (without IfMatch)
 	// instead of failing with ErrNotFound.
 	AbsentOK bool
+	// ExpiresAt, when not zero, is when the upserted row expires.
+	ExpiresAt time.Time
 }
 
 // Near is an optional in-process cache in front of the hot tier (L1): small,

@@ -21,6 +21,9 @@ type Op struct {
 	// AbsentOK makes the delete of an absent key succeed instead of failing
 	// with ErrNotFound.
 	AbsentOK bool
+	// TTL, when positive, makes the upserted row expire that long after
+	// the write commits. Zero means the row never expires.
+	TTL time.Duration
 }
 
 // Transact applies ops to one namespace atomically, in their order: first
