@@ -1,9 +1,21 @@
 // Command warmcache is a key-value gateway: it answers JSON values by key
 // from Redis and falls through to a PostgreSQL or Greenplum warehouse.
 //
-//	warmcache serve                       run the gateway
-//	warmcache migrate up|down|status|plan apply or review the schema
-//	warmcache dict train <namespace>|list train or list value dictionaries
+//	warmcache serve                            run the gateway
+//	warmcache migrate up|down|status|plan      apply, revert, list or print the schema's migrations
+//	warmcache dict train <namespace>|list      train or list value dictionaries
+//	warmcache doctor [--plans]                 check each tier and each namespace's key lookup
+//	warmcache load <namespace> [file]          bulk-load NDJSON or CSV
+//	warmcache advise <namespace>               measure candidate storages and recommend one
+//	warmcache invalidate [--all] <namespace> [key ...]
+//	                                           read keys again, or retire a namespace's entries
+//	warmcache help                             print the usage
+//
+// Each subcommand lives in the file of its name (serve.go, migrate.go,
+// dict.go, doctor.go, load.go, advise.go, invalidate.go): its flags, its
+// flow and its output. They build the tiers through internal/gateway, the
+// one assembly, or its single-tier openers; commands.go holds what they
+// share.
 package main
 
 import (
@@ -45,6 +57,7 @@ commands:
   invalidate [--all] <namespace> [key ...]
                          read keys again from the warehouse, or retire every
                          cached entry of the namespace (--all)
+  help                   print this text
 
 Run 'warmcache <command> -h' for the flags; every flag also reads a
 WARMCACHE_* environment variable.

@@ -31,7 +31,6 @@ import (
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
-	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -198,7 +197,19 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	if g.gens, err = g.startGenerations(startCtx); err != nil {
 		return err
 	}
-	err = g.buildCore(warmcache.Options{
+	if err := g.buildCore(g.serverCoreOptions()); err != nil {
+		return err
+	}
+	if err := g.startFreshness(ctx); err != nil {
+		return err
+	}
+	return g.buildTransports()
+}
+
+// serverCoreOptions returns the core's options of a Server.
+func (g *Gateway) serverCoreOptions() warmcache.Options {
+	cfg := g.cfg
+	return warmcache.Options{
 		HotTimeout:       cfg.Tiers.HotTimeout,
 		WarmTimeout:      cfg.Tiers.WarmTimeout,
 		MaxWarmInflight:  cfg.Tiers.MaxWarmInflight,
@@ -217,21 +228,23 @@ func (g *Gateway) startServer(ctx context.Context) error {
 		Invalidations:    g.near.invalidations,
 		Generations:      g.gens,
 		Tracer:           g.tracer.Core(),
-	})
-	if err != nil {
-		return err
 	}
-	managed, others := managedNamespaces(cfg)
-	if len(others) > 0 && cfg.Freshness.Mode != freshness.Off {
+}
+
+// startFreshness starts the change capture or polling of the managed
+// namespaces, which runs until Close.
+func (g *Gateway) startFreshness(ctx context.Context) error {
+	managed, others := managedNamespaces(g.cfg)
+	if len(others) > 0 && g.cfg.Freshness.Mode != freshness.Off {
 		g.log.Info("freshness: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
 			slog.Any("namespaces", others))
 	}
-	fresh, err := freshness.Start(ctx, freshnessOptions(cfg, g.store), managed, g.store, g.svc, g.gens, g.reg, g.log)
+	fresh, err := freshness.Start(ctx, freshnessOptions(g.cfg, g.store), managed, g.store, g.svc, g.gens, g.reg, g.log)
 	if err != nil {
 		return err
 	}
 	g.onClose(func() error { fresh.Stop(); return nil })
-	return g.buildTransports()
+	return nil
 }
 
 // startTracing starts the tracer of a Server, unless one was given.
@@ -411,66 +424,6 @@ func (g *Gateway) Cache() *rediscache.Cache { return g.cache }
 // Handler returns the REST API of a Server, traced when tracing is on;
 // nil for a Command.
 func (g *Gateway) Handler() http.Handler { return g.rest }
-
-// StoreOptions returns the warehouse options of cfg.
-func StoreOptions(cfg config.Config) pgstore.Options {
-	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, LookupFunction: cfg.Postgres.LookupFunction,
-		MaxConns: int32(cfg.Postgres.MaxConns)}
-}
-
-// RedisOptions returns the Redis tier's options of cfg.
-func RedisOptions(cfg config.Config) rediscache.Options {
-	return rediscache.Options{
-		Addrs:      cfg.Redis.Addrs,
-		MasterName: cfg.Redis.MasterName,
-		Password:   cfg.Redis.Password,
-		DB:         cfg.Redis.DB,
-		Prefix:     cfg.Redis.Prefix,
-
-		DialTimeout: cfg.Redis.DialTimeout,
-	}
-}
-
-// newCache builds the Redis client of cfg, with its options adjusted by
-// adjust.
-func newCache(cfg config.Config, adjust func(*rediscache.Options), reg prometheus.Registerer, log *slog.Logger) (*rediscache.Cache, error) {
-	opts := RedisOptions(cfg)
-	adjust(&opts)
-	return rediscache.New(opts, reg, log)
-}
-
-// openStore connects to the warehouse of cfg for a command, with a pool of
-// two connections, checking only namespaces.
-func openStore(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
-	openCtx, cancel := context.WithTimeout(ctx, startTimeout)
-	defer cancel()
-	opts := StoreOptions(cfg)
-	opts.MaxConns = commandConns
-	opts.LookupFunction = pgstore.LookupFunctionUse // commands create nothing
-	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
-}
-
-// Namespace returns the namespace of cfg called name, or an error that
-// wraps warmcache.ErrUnknownNamespace.
-func Namespace(cfg config.Config, name string) (*warmcache.Namespace, error) {
-	for _, ns := range cfg.Namespaces {
-		if ns.Name == name {
-			return ns, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
-}
-
-// table returns the table of cfg's namespace called name, or an error that
-// wraps warmcache.ErrUnknownNamespace.
-func table(cfg config.Config, name string) (schema.Table, error) {
-	for _, t := range cfg.Tables {
-		if t.Namespace.Name == name {
-			return t, nil
-		}
-	}
-	return schema.Table{}, fmt.Errorf("%w: %q is not in the configuration", warmcache.ErrUnknownNamespace, name)
-}
 
 // managedNamespaces returns the namespaces of cfg whose tables migrate
 // manages, and the names of the others.

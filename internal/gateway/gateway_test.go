@@ -32,8 +32,14 @@ func testConfig(t *testing.T) config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gateway.Migrate(context.Background(), cfg, "up", io.Discard, nil); err != nil {
+	ctx := context.Background()
+	m, err := gateway.OpenMigrator(ctx, cfg, nil)
+	if err != nil {
 		t.Fatalf("migrate: %v", err)
+	}
+	defer m.Close(ctx)
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatalf("migrate up: %v", err)
 	}
 	return cfg
 }

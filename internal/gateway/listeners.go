@@ -58,20 +58,44 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 			l.stopNow()
 		}
 	}()
-
-	var tlsConf *tls.Config
-	if cfg.TLS.Cert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
-		if err != nil {
-			return nil, fmt.Errorf("tls: %w", err)
-		}
-		tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	tlsConf, err := loadTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if tlsConf != nil {
 		l.http.TLSConfig = tlsConf.Clone()
 	}
+	if err := l.startREST(cfg, tlsConf, stdout); err != nil {
+		return nil, err
+	}
+	if err := l.startGRPC(cfg, api, grpcOpts, tlsConf, stdout); err != nil {
+		return nil, err
+	}
+	if err := l.startDapr(cfg, dapr, grpcOpts, tlsConf, log, stdout); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
 
+// loadTLS returns the TLS configuration of cfg's certificate, or nil when
+// cfg has none.
+func loadTLS(cfg config.Config) (*tls.Config, error) {
+	if cfg.TLS.Cert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLS.Cert, cfg.TLS.Key)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// startREST serves the REST API on cfg's TCP address, with TLS when
+// tlsConf is set, and on its unix socket when cfg names one.
+func (l *listeners) startREST(cfg config.Config, tlsConf *tls.Config, stdout io.Writer) error {
 	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
 	}
 	scheme := "http"
 	if tlsConf != nil {
@@ -81,18 +105,23 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 		l.serve("http", func() error { return l.http.Serve(ln) })
 	}
 	fmt.Fprintf(stdout, "warmcache: serving HTTP on %s://%s\n", scheme, ln.Addr())
-	log.Info("serving", "transport", "http", "addr", scheme+"://"+ln.Addr().String())
+	l.log.Info("serving", "transport", "http", "addr", scheme+"://"+ln.Addr().String())
 
 	if cfg.HTTP.Socket != "" {
 		uln, err := listenUnix(cfg.HTTP.Socket)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.serve("http", func() error { return l.http.Serve(uln) })
 		fmt.Fprintf(stdout, "warmcache: serving HTTP on unix:%s\n", cfg.HTTP.Socket)
-		log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTP.Socket)
+		l.log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTP.Socket)
 	}
+	return nil
+}
 
+// startGRPC serves the gRPC API on cfg's TCP address, with TLS when
+// tlsConf is set, and on its unix socket, when cfg names them.
+func (l *listeners) startGRPC(cfg config.Config, api *grpcapi.API, grpcOpts []grpc.ServerOption, tlsConf *tls.Config, stdout io.Writer) error {
 	if cfg.GRPC.Addr != "" {
 		opts := grpcOpts
 		if tlsConf != nil {
@@ -100,7 +129,7 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 		}
 		gln, err := net.Listen("tcp", cfg.GRPC.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("listen %s: %w", cfg.GRPC.Addr, err)
+			return fmt.Errorf("listen %s: %w", cfg.GRPC.Addr, err)
 		}
 		gs := api.NewServer(opts...)
 		l.grpc = append(l.grpc, gs)
@@ -110,23 +139,20 @@ func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, d
 			suffix = " (TLS)"
 		}
 		fmt.Fprintf(stdout, "warmcache: serving gRPC on %s%s\n", gln.Addr(), suffix)
-		log.Info("serving", "transport", "grpc", "addr", gln.Addr().String(), "tls", tlsConf != nil)
+		l.log.Info("serving", "transport", "grpc", "addr", gln.Addr().String(), "tls", tlsConf != nil)
 	}
 	if cfg.GRPC.Socket != "" {
 		uln, err := listenUnix(cfg.GRPC.Socket)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		gs := api.NewServer(grpcOpts...)
 		l.grpc = append(l.grpc, gs)
 		l.serve("grpc", func() error { return gs.Serve(uln) })
 		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPC.Socket)
-		log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPC.Socket)
+		l.log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPC.Socket)
 	}
-	if err := l.startDapr(cfg, dapr, grpcOpts, tlsConf, log, stdout); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return nil
 }
 
 // daprServers are the two forms of the Dapr state API.

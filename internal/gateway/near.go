@@ -36,12 +36,7 @@ type nearTier struct {
 // once both subscriptions are confirmed, or after subscribeWait.
 func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Registerer, log *slog.Logger) (nearTier, error) {
 	t := nearTier{stop: func() {}}
-	var used []string
-	for _, ns := range cfg.Namespaces {
-		if ns.NearTTL > 0 {
-			used = append(used, ns.Name)
-		}
-	}
+	used := nearNamespaces(cfg)
 	if len(used) == 0 {
 		if cfg.Near.Bytes > 0 {
 			log.Info("near cache off: no namespace sets near_ttl")
@@ -66,16 +61,49 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 		return t, err
 	}
 	t.near = near
-	var tracking *rediscache.Tracking
-	if cfg.Near.Tracking != "off" {
-		tracking, err = rediscache.NewTracking(cache, used, reg, log)
-		switch {
-		case errors.Is(err, rediscache.ErrTrackingUnsupported):
-			log.Warn("near cache: no Redis key tracking on a Cluster; versioned invalidations and near_ttl keep it coherent")
-		case err != nil:
-			return t, err
+	tracking, err := startTracking(cfg, cache, used, reg, log)
+	if err != nil {
+		return t, err
+	}
+	t.stop = subscribeNear(near, inv, tracking, log)
+	attrs := []any{slog.Int64("bytes", cfg.Near.Bytes), slog.Any("namespaces", used), slog.String("channel", inv.Channel())}
+	if tracking != nil {
+		attrs = append(attrs, slog.Any("tracking_prefixes", tracking.Prefixes()))
+	}
+	log.Info("near cache on", attrs...)
+	return t, nil
+}
+
+// nearNamespaces returns the names of cfg's namespaces that set a near_ttl.
+func nearNamespaces(cfg config.Config) []string {
+	var used []string
+	for _, ns := range cfg.Namespaces {
+		if ns.NearTTL > 0 {
+			used = append(used, ns.Name)
 		}
 	}
+	return used
+}
+
+// startTracking returns Redis's key tracking of the namespaces used, or nil
+// when cfg.Near.Tracking is off or Redis is a Cluster, which has none.
+func startTracking(cfg config.Config, cache *rediscache.Cache, used []string, reg prometheus.Registerer, log *slog.Logger) (*rediscache.Tracking, error) {
+	if cfg.Near.Tracking == "off" {
+		return nil, nil
+	}
+	tracking, err := rediscache.NewTracking(cache, used, reg, log)
+	if errors.Is(err, rediscache.ErrTrackingUnsupported) {
+		log.Warn("near cache: no Redis key tracking on a Cluster; versioned invalidations and near_ttl keep it coherent")
+		return nil, nil
+	}
+	return tracking, err
+}
+
+// subscribeNear subscribes near to the invalidations, and to the key
+// tracking when it is not nil, until the returned stop is called. It
+// returns once both subscriptions are confirmed, or after subscribeWait,
+// when they keep retrying behind.
+func subscribeNear(near *nearcache.Cache, inv *rediscache.Invalidations, tracking *rediscache.Tracking, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	invReady, trackReady := make(chan struct{}), make(chan struct{})
@@ -92,15 +120,6 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 		})
 	} else {
 		close(trackReady)
-	}
-	t.stop = func() {
-		cancel()
-		wg.Wait()
-		if tracking != nil {
-			if err := tracking.Close(); err != nil {
-				log.Debug("near cache: close key tracking", slog.Any("err", err))
-			}
-		}
 	}
 	// Serve only once other instances' writes reach this near cache, or
 	// after subscribeWait, when the subscriptions keep retrying behind.
@@ -119,10 +138,13 @@ wait:
 			break wait
 		}
 	}
-	attrs := []any{slog.Int64("bytes", cfg.Near.Bytes), slog.Any("namespaces", used), slog.String("channel", inv.Channel())}
-	if tracking != nil {
-		attrs = append(attrs, slog.Any("tracking_prefixes", tracking.Prefixes()))
+	return func() {
+		cancel()
+		wg.Wait()
+		if tracking != nil {
+			if err := tracking.Close(); err != nil {
+				log.Debug("near cache: close key tracking", slog.Any("err", err))
+			}
+		}
 	}
-	log.Info("near cache on", attrs...)
-	return t, nil
 }

@@ -1,6 +1,7 @@
-package gateway
+package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,8 +11,8 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/internal/zdict"
 )
@@ -25,17 +26,40 @@ const (
 	minSamples = 20
 )
 
-// TrainDictionary samples the values of the namespace called name, trains
+// dict runs `warmcache dict train <namespace>` and `warmcache dict list`.
+func dict(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("dict: want train <namespace> or list")
+	}
+	action, args := args[0], args[1:]
+	if action != "train" && action != "list" {
+		return fmt.Errorf("dict: unknown action %q (want train or list)", action)
+	}
+	cfg, help, err := subcommandConfig(config.DictCommand, "warmcache dict train <namespace> | warmcache dict list", nil, args, getenv, stderr)
+	if help || err != nil {
+		return err
+	}
+	log := gateway.NewLogger(stderr, cfg.LogLevel)
+	if action == "list" {
+		return listDictionaries(ctx, cfg, stdout, log)
+	}
+	if len(cfg.Args) != 1 {
+		return errors.New("dict train: want a namespace: warmcache dict train <namespace>")
+	}
+	return trainDictionary(ctx, cfg, cfg.Args[0], stdout, log)
+}
+
+// trainDictionary samples the values of the namespace called name, trains
 // a zstd dictionary on them, stores it in the warehouse as the namespace's
 // newest and prints its id, its size and its ratio on held-out values to
 // stdout. The error wraps warmcache.ErrUnknownNamespace when cfg has no
 // such namespace.
-func TrainDictionary(ctx context.Context, cfg config.Config, name string, stdout io.Writer, log *slog.Logger) error {
-	ns, err := Namespace(cfg, name)
+func trainDictionary(ctx context.Context, cfg config.Config, name string, stdout io.Writer, log *slog.Logger) error {
+	ns, err := namespace(cfg, name)
 	if err != nil {
 		return fmt.Errorf("dict train: %w", err)
 	}
-	store, err := openStore(ctx, cfg, []*warmcache.Namespace{ns}, log)
+	store, err := gateway.OpenWarehouse(ctx, cfg, []*warmcache.Namespace{ns}, log)
 	if err != nil {
 		return err
 	}
@@ -72,16 +96,17 @@ func TrainDictionary(ctx context.Context, cfg config.Config, name string, stdout
 	fmt.Fprintf(stdout, "on %d held-out values, bytes per value: none %d, zstd %d (%.1fx), zstd-dict %d (%.1fx)\n",
 		sizes.Values, per(sizes.JSON), per(sizes.Zstd), sizes.ZstdRatio(), per(sizes.Dict), sizes.DictRatio())
 	if ns.Codec != warmcache.CodecZstdDict {
-		fmt.Fprintf(stdout, "namespace %s has codec %q: set `codec: zstd-dict` to compress with it\n", ns.Name, codecName(ns.Codec))
+		fmt.Fprintf(stdout, "namespace %s has codec %q: set `codec: zstd-dict` to compress with it\n",
+			ns.Name, cmp.Or(ns.Codec, warmcache.CodecNone))
 	}
 	fmt.Fprintln(stdout, "servers load dictionaries when they start: restart them to encode with this one")
 	return nil
 }
 
-// ListDictionaries prints the stored dictionaries to stdout, the newest of
+// listDictionaries prints the stored dictionaries to stdout, the newest of
 // each namespace (the one that encodes) marked.
-func ListDictionaries(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
-	store, err := openStore(ctx, cfg, nil, log)
+func listDictionaries(ctx context.Context, cfg config.Config, stdout io.Writer, log *slog.Logger) error {
+	store, err := gateway.OpenWarehouse(ctx, cfg, nil, log)
 	if err != nil {
 		return err
 	}
@@ -104,56 +129,4 @@ func ListDictionaries(ctx context.Context, cfg config.Config, stdout io.Writer, 
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\n", d.Namespace, d.ID, len(d.Data), d.CreatedAt.Format(time.RFC3339), mark)
 	}
 	return w.Flush()
-}
-
-// loadDictionaries gives cache every stored dictionary of the served
-// namespaces, oldest first, so that the newest of each encodes and all
-// decode. It never stops the service: without dictionaries a zstd-dict
-// namespace encodes with plain zstd, and values compressed with a
-// dictionary are read again from the warehouse. It logs a warning for each
-// zstd-dict namespace that has no dictionary.
-func loadDictionaries(ctx context.Context, store *pgstore.Store, cache *rediscache.Cache, namespaces []*warmcache.Namespace, log *slog.Logger) {
-	served := map[string]bool{}
-	for _, ns := range namespaces {
-		served[ns.Name] = true
-	}
-	dicts, err := store.Dictionaries(ctx)
-	switch {
-	case errors.Is(err, pgstore.ErrNoDictionaryTable):
-		log.Debug("no dictionary table; apply the migrations to use codec zstd-dict", "error", err)
-	case err != nil:
-		log.Warn("cannot read the value dictionaries; zstd-dict namespaces encode with plain zstd", "error", err)
-	}
-	have := map[string]int{}
-	for _, d := range dicts {
-		if !served[d.Namespace] {
-			continue
-		}
-		id, err := cache.AddDictionary(d.Namespace, d.Data)
-		if err == nil && id != d.ID {
-			err = fmt.Errorf("stored as id %d, but its content says %d", d.ID, id)
-		}
-		if err != nil {
-			log.Warn("skipping a value dictionary", "namespace", d.Namespace, "dictionary_id", d.ID, "error", err)
-			continue
-		}
-		have[d.Namespace]++
-	}
-	for _, ns := range namespaces {
-		switch {
-		case ns.Codec == warmcache.CodecZstdDict && have[ns.Name] == 0:
-			log.Warn("namespace has codec zstd-dict but no dictionary; encoding with plain zstd until one is trained",
-				"namespace", ns.Name, "train", "warmcache dict train "+ns.Name)
-		case have[ns.Name] > 0:
-			log.Info("value dictionaries loaded", "namespace", ns.Name, "codec", codecName(ns.Codec), "dictionaries", have[ns.Name])
-		}
-	}
-}
-
-// codecName returns the codec as configured, "none" for the empty one.
-func codecName(c warmcache.Codec) string {
-	if c == "" {
-		return string(warmcache.CodecNone)
-	}
-	return string(c)
 }
