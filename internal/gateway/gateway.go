@@ -4,7 +4,10 @@
 // gRPC and Dapr's state API), and it owns their start and stop.
 //
 // `warmcache serve`, every subcommand and the end-to-end tests build
-// through this package; nothing else wires the tiers together.
+// through this package: Open, Serve and Close for an assembly, or
+// OpenWarehouse, OpenRedis, OpenMigrator and DetectDialect for a command
+// that needs one tier; nothing else wires the tiers together. The
+// subcommands' flows and output live in cmd/warmcache.
 package gateway
 
 import (
