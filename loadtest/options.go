@@ -44,6 +44,8 @@ type options struct {
 	Scenarios    map[string]bool
 	Timeout      time.Duration // the whole run
 	Command      string        // how the run was started, for the report
+	Pin          bool          // servers and load generators on separate CPUs
+	PeerPrefix   string        // the peer's Redis key prefix (flushed by the harness)
 }
 
 type listFlag []string
@@ -54,7 +56,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
+var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
 
 // parseOptions parses the flags; the servers default to those of stack.
 func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {
@@ -90,6 +92,8 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.StringVar(&o.BeforeLabel, "before-label", "", "what the -before run measured, such as the build's commit")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound of the whole run")
+	fs.BoolVar(&o.Pin, "pin", true, "pin the servers to CPU 0 and the load generators to the other CPUs with taskset (on two or more CPUs)")
+	fs.StringVar(&o.PeerPrefix, "peer-prefix", "wcpeer:", "Redis key prefix of the peer, the hand-written cache-aside (flushed by the harness)")
 	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err

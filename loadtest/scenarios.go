@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/warmcache/warmcache/loadtest/bench"
@@ -260,4 +263,46 @@ func (r *benchRun) baselines(ctx context.Context) {
 		r.report.RedisGet = b
 		r.logf("  %s GET/s", bench.FormatRate(b.Throughput))
 	}
+}
+
+// peerHotScenario measures the peer's hits on the hot keys at saturation
+// and at the rate of the service's fixed-rate hits, after one GET of each
+// key has filled the peer's Redis entries.
+func (r *benchRun) peerHotScenario(ctx context.Context) error {
+	peer := newTargetSet(r.peerURL, "")
+	for _, k := range r.distinct {
+		res, err := r.client.Get(peer.keyURL(k))
+		if err != nil {
+			return fmt.Errorf("prewarm the peer: %w", err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("prewarm the peer: GET %s: %s", peer.keyURL(k), res.Status)
+		}
+	}
+	r.logf("peer: %d hot keys in Redis under %q", len(r.distinct), r.opts.PeerPrefix)
+	spec := r.httpSpec(bench.PeerHot, peer.gets(r.hotKeys), 1)
+	r.saturate(ctx, bench.PeerHot, r.peer, "peer", spec)
+	if r.halfHot >= 1 {
+		r.atRate(ctx, bench.PeerHot, r.halfHot, spec)
+	}
+	return nil
+}
+
+// peerMissScenario measures the peer's reads of keys never asked for
+// before (by the service or the peer), at saturation.
+func (r *benchRun) peerMissScenario(ctx context.Context) error {
+	o := r.opts
+	n, err := flushPrefix(ctx, r.rdb, o.PeerPrefix)
+	if err != nil {
+		return err
+	}
+	r.logf("peer miss: flushed %d Redis keys; each request asks for a key never asked for before", n)
+	peer := newTargetSet(r.peerURL, "")
+	spec := func() attackSpec {
+		return attackSpec{scenario: bench.PeerMiss, client: r.client, targeter: peer.coldKeys(r.perm, &r.coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1}
+	}
+	r.saturate(ctx, bench.PeerMiss, r.peer, "peer", spec)
+	return nil
 }
