@@ -204,6 +204,11 @@ func (h *harness) measured(server *process, label string, attack func() bench.Ru
 	w := h.meter(server.cmd.Process.Pid).start()
 	run := attack()
 	used, wall := w.stop()
+	if run.CPU != nil { // an external load generator's CPU, measured by the attack
+		for g, d := range run.CPU.Used {
+			used[g] += d
+		}
+	}
 	run.CPU = &bench.CPU{Used: used, Wall: wall, Requests: run.Requests, Server: label}
 	return run
 }
