@@ -26,13 +26,15 @@ func (m memTree) holdsGo(rel string) bool {
 
 const testREADME = "# x\n\n## Layout\n\n```\n" +
 	"go.mod                    the module\n" +
-	"map_test.go               the map's test\n" +
+	"map_test.go               the map's test, with a description\n" +
+	"                          that goes on\n" +
 	"cmd/\n" +
 	"  tool/                   the binary\n" +
 	"internal/\n" +
 	"  core/                   the core\n" +
 	"    kit/                  its test kit\n" +
 	"  store/                  the store\n" +
+	"                          and more of it\n" +
 	"docs/                     the docs\n" +
 	"```\n\n## Next\n"
 

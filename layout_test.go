@@ -214,7 +214,9 @@ const layoutHeading = "## Layout"
 // parseLayout reads the first fenced block after the "## Layout" heading of
 // readme. Each line of it names one entry, then describes it after spaces;
 // a name ending in / is a directory, and a line indented further than the
-// directory above it names an entry inside that directory.
+// directory above it names an entry inside that directory. A line that
+// starts in the column of the descriptions goes on describing the entry
+// above it.
 func parseLayout(readme string) (layout, error) {
 	lines := strings.Split(readme, "\n")
 	start := slices.Index(lines, layoutHeading)
@@ -236,8 +238,9 @@ func parseLayout(readme string) (layout, error) {
 		path   string
 	}
 	var (
-		l     layout
-		stack []open
+		l       layout
+		stack   []open
+		descCol int // where the last description began
 	)
 	for i++; i < len(lines); i++ {
 		line := lines[i]
@@ -250,8 +253,14 @@ func parseLayout(readme string) (layout, error) {
 		if strings.ContainsRune(line, '\t') {
 			return layout{}, fmt.Errorf("README.md:%d: the layout is indented with spaces only; replace the tab", i+1)
 		}
-		name := strings.Fields(line)[0]
 		indent := len(line) - len(strings.TrimLeft(line, " "))
+		if descCol > 0 && indent >= descCol {
+			continue
+		}
+		name := strings.Fields(line)[0]
+		if rest := line[indent+len(name):]; strings.TrimSpace(rest) != "" {
+			descCol = len(line) - len(strings.TrimLeft(rest, " "))
+		}
 		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
 			stack = stack[:len(stack)-1]
 		}
