@@ -21,7 +21,7 @@ BENCHFLAGS ?=
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run test vet clean proto localstack install stack-up stack-down bench
+.PHONY: build run unit test vet clean proto localstack install stack-up stack-down bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -56,6 +56,20 @@ run: localstack
 		''
 	@eval "$$($(STACK) run-env)" && exec env WARMCACHE_HTTP_ADDR=$(HTTP_ADDR) \
 		$(BIN) serve --namespaces $(NAMESPACES)
+
+# The tests that need no server, and nothing but Go: a newcomer's first
+# command. They are the packages whose tests reach neither internal/testenv
+# nor internal/testproc (nor testcontainers), as go list reports them, so a
+# package whose tests start to use a server leaves the list by itself. It
+# installs nothing and starts nothing; `make test` runs these too.
+unit:
+	@mod="$$($(GO) list -m)" && \
+		deps="$$($(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./...)" && \
+		pkgs="$$(printf '%s\n' "$$deps" | awk -v mod="$$mod" \
+			'$$1 ~ /\.test$$/ && !/ [^ ]*\/internal\/(testenv|testproc)( |$$)|testcontainers/ { \
+				p = substr($$1, 1, length($$1) - 5); print (p == mod ? "." : "." substr(p, length(mod) + 1)) }')" && \
+		echo "$(GO) test -count=1 $(TESTFLAGS)" $$pkgs && \
+		$(GO) test -count=1 $(TESTFLAGS) $$pkgs
 
 # The node packages of the @dapr/dapr check that TestDaprJavaScriptSDKOverHTTP
 # runs, installed from their committed package-lock.json.

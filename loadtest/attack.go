@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,11 @@ type attackSpec struct {
 	workers        int
 	duration       time.Duration
 	keysPerRequest int
+	// paths, when set, lets wrk run the attack at saturation instead of
+	// vegeta: GETs of these paths on base, with header.
+	paths  wrkPaths
+	base   string
+	header map[string]string
 }
 
 // attack runs spec and summarises its results. Latencies are exact
@@ -121,6 +127,15 @@ func (ts targetSet) keyURL(key int64) string {
 	return ts.base + "/v1/kv/widgets/" + strconv.FormatInt(key, 10)
 }
 
+// headerMap returns the set's request header as wrk takes it.
+func (ts targetSet) headerMap() map[string]string {
+	m := map[string]string{}
+	for k := range ts.header {
+		m[k] = ts.header.Get(k)
+	}
+	return m
+}
+
 func (ts targetSet) get(key int64) vegeta.Target {
 	return vegeta.Target{Method: http.MethodGet, URL: ts.keyURL(key), Header: ts.header}
 }
@@ -183,6 +198,50 @@ func mgetBody(keys []int64) []byte {
 	}
 	b.WriteString(`]}`)
 	return []byte(b.String())
+}
+
+// ringPaths returns the wrk paths of a ring of targets, and their base
+// URL, when every target is a GET without a body on one host; nil
+// otherwise.
+func ringPaths(targets []vegeta.Target) (wrkPaths, string, map[string]string) {
+	if len(targets) == 0 {
+		return nil, "", nil
+	}
+	var base string
+	paths := make([]string, len(targets))
+	for i, t := range targets {
+		u, err := url.Parse(t.URL)
+		if err != nil || t.Method != http.MethodGet || len(t.Body) > 0 {
+			return nil, "", nil
+		}
+		if b := u.Scheme + "://" + u.Host; i == 0 {
+			base = b
+		} else if b != base {
+			return nil, "", nil
+		}
+		paths[i] = u.RequestURI()
+	}
+	header := map[string]string{}
+	for k := range targets[0].Header {
+		header[k] = targets[0].Header.Get(k)
+	}
+	return func(int) []string { return paths }, base, header
+}
+
+// coldPaths returns the wrk paths of an attack that asks for each key of a
+// permutation at most once: the next n keys, taken now.
+func (ts targetSet) coldPaths(perm bench.Permutation, next *atomic.Uint64) wrkPaths {
+	return func(n int) []string {
+		var paths []string
+		for range n {
+			i := next.Add(1) - 1
+			if i >= perm.Len() {
+				break
+			}
+			paths = append(paths, "/v1/kv/widgets/"+strconv.FormatInt(int64(perm.At(i))+1, 10))
+		}
+		return paths
+	}
 }
 
 // coldKeys is a targeter of GETs that asks for each key of a permutation

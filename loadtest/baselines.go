@@ -50,7 +50,8 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
+	name, argv := h.pin.loader(bin, args)
+	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
 	var w *cpuWindow
 	if rate == 0 {
@@ -174,7 +175,8 @@ func (h *harness) redisBenchmark(ctx context.Context, rdb *redis.Client, clients
 	host, port, _ := net.SplitHostPort(h.opts.RedisAddr)
 	runOnce := func(n int) (bench.RedisBenchmark, []string, error) {
 		args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", strconv.Itoa(n), "--csv", "GET", key}
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		name, argv := h.pin.loader(bin, args)
+		out, err := exec.CommandContext(ctx, name, argv...).CombinedOutput()
 		if err != nil {
 			return bench.RedisBenchmark{}, args, fmt.Errorf("redis-benchmark: %w\n%s", err, out)
 		}

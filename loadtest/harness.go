@@ -27,6 +27,8 @@ type harness struct {
 	// The shared servers' processes, for CPU measurements; zero when not
 	// found.
 	redisPID, postmasterPID, pgbouncerPID int
+	// pin places the servers and the load generators on separate CPUs.
+	pin pinning
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -62,6 +64,10 @@ func (h *harness) run(ctx context.Context) error {
 		return err
 	}
 	defer r.close()
+	if err := h.pinAll(); err != nil {
+		return err
+	}
+	defer h.unpin()
 	if err := r.startFloors(ctx); err != nil {
 		return err
 	}
@@ -88,6 +94,27 @@ func (h *harness) run(ctx context.Context) error {
 	return nil
 }
 
+// pinAll moves the harness to the load generators' CPUs and the running
+// shared servers to the servers' CPU, as h.pin says.
+func (h *harness) pinAll() error {
+	h.report.Env.Pinning, h.report.Env.Pinned = h.pin.String(), h.pin.on()
+	h.logf("%s", h.pin)
+	if err := h.pin.pinSelf(); err != nil {
+		return fmt.Errorf("pin the load generator: %w", err)
+	}
+	if err := h.pin.pinServers(h.redisPID, h.postmasterPID, h.pgbouncerPID); err != nil {
+		return fmt.Errorf("pin the shared servers: %w", err)
+	}
+	return nil
+}
+
+// unpin gives the shared servers every CPU again.
+func (h *harness) unpin() {
+	if err := h.pin.release(h.redisPID, h.postmasterPID, h.pgbouncerPID); err != nil {
+		h.logf("%v", err)
+	}
+}
+
 // begin checks the binary, makes the output directories and starts the
 // report with the run's environment.
 func (h *harness) begin(start time.Time) error {
@@ -112,7 +139,8 @@ func (h *harness) begin(start time.Time) error {
 		Fixed:      map[string]bench.Run{},
 	}
 	h.report.Env.LoadStart = loadAverage()
-	h.logf("load generator, service, floor, PostgreSQL, PgBouncer and Redis all share %d CPUs; load average now %s", runtime.NumCPU(), h.report.Env.LoadStart)
+	h.pin = newPinning(o.Pin)
+	h.logf("%d CPUs; load average now %s", runtime.NumCPU(), h.report.Env.LoadStart)
 	return nil
 }
 
@@ -176,6 +204,11 @@ func (h *harness) measured(server *process, label string, attack func() bench.Ru
 	w := h.meter(server.cmd.Process.Pid).start()
 	run := attack()
 	used, wall := w.stop()
+	if run.CPU != nil { // an external load generator's CPU, measured by the attack
+		for g, d := range run.CPU.Used {
+			used[g] += d
+		}
+	}
 	run.CPU = &bench.CPU{Used: used, Wall: wall, Requests: run.Requests, Server: label}
 	return run
 }

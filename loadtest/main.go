@@ -7,6 +7,7 @@
 //
 //	loadtest [flags]            run the benchmark (make bench)
 //	loadtest floor [flags]      serve the constant-body floor (started by the harness)
+//	loadtest peer [flags]       serve the hand-written cache-aside (started by the harness)
 //
 // Every attack has a fixed duration and targets only 127.0.0.1.
 package main
@@ -38,6 +39,9 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "floor" {
 		return serveFloor(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "peer" {
+		return servePeer(ctx, args[1:], stdout, stderr)
 	}
 	stack, err := localstack.FromEnv(getenv)
 	if err != nil {

@@ -44,6 +44,9 @@ type options struct {
 	Scenarios    map[string]bool
 	Timeout      time.Duration // the whole run
 	Command      string        // how the run was started, for the report
+	Pin          bool          // servers and load generators on separate CPUs
+	Loader       string        // the load generator of saturation GETs: wrk or vegeta
+	PeerPrefix   string        // the peer's Redis key prefix (flushed by the harness)
 }
 
 type listFlag []string
@@ -54,7 +57,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
+var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
 
 // parseOptions parses the flags; the servers default to those of stack.
 func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {
@@ -90,6 +93,9 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.StringVar(&o.BeforeLabel, "before-label", "", "what the -before run measured, such as the build's commit")
 	scenarios := fs.String("scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios to run")
 	fs.DurationVar(&o.Timeout, "timeout", 20*time.Minute, "bound of the whole run")
+	fs.StringVar(&o.Loader, "loader", "wrk", "load generator of the saturation attacks of plain GETs: wrk, or vegeta (in the harness); fixed-rate, PUT, _mget and gRPC attacks always use the harness's own clients")
+	fs.BoolVar(&o.Pin, "pin", true, "pin the servers to CPU 0 and the load generators to the other CPUs with taskset (on two or more CPUs)")
+	fs.StringVar(&o.PeerPrefix, "peer-prefix", "wcpeer:", "Redis key prefix of the peer, the hand-written cache-aside (flushed by the harness)")
 	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -161,6 +167,9 @@ func (o options) validate() error {
 		if !contains(allScenarios, s) {
 			errs = append(errs, fmt.Errorf("-scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", ")))
 		}
+	}
+	if o.Loader != "wrk" && o.Loader != "vegeta" {
+		errs = append(errs, fmt.Errorf("-loader: want wrk or vegeta, got %q", o.Loader))
 	}
 	if o.Rows <= 0 || o.Workers <= 0 || o.HotSamples <= 0 || o.MGetBatch <= 0 || o.StampedeN <= 0 || o.GRPCConns <= 0 || o.FloorBytes < 40 {
 		errs = append(errs, errors.New("-rows, -workers, -hot-samples, -mget-batch, -stampede and -grpc-conns must be positive, -floor-bytes at least 40"))

@@ -29,6 +29,8 @@ type benchRun struct {
 	floor                      *process          // the floors' process
 	svc                        *service          // the service under test; nil once stopped
 	floorURL, mwURL, grpcFloor string            // the floors' addresses
+	peer                       *process          // the peer: the hand-written cache-aside
+	peerURL                    string            // the peer's address
 
 	halfHot float64   // half the hot saturation throughput: the fixed rate
 	missRun bench.Run // the miss saturation run
@@ -86,6 +88,9 @@ func (r *benchRun) close() {
 	if r.floor != nil {
 		_ = r.floor.stop()
 	}
+	if r.peer != nil {
+		_ = r.peer.stop()
+	}
 	_ = r.rdb.Close()
 }
 
@@ -113,7 +118,35 @@ func (r *benchRun) startFloors(ctx context.Context) error {
 	if err := r.floor.waitReady(ctx, r.floorURL+"/healthz"); err != nil {
 		return err
 	}
-	return r.floor.waitReady(ctx, r.mwURL+"/healthz")
+	if err := r.floor.waitReady(ctx, r.mwURL+"/healthz"); err != nil {
+		return err
+	}
+	if !r.want("peer") {
+		return nil
+	}
+	return r.startPeer(ctx, self)
+}
+
+// startPeer starts the hand-written cache-aside in a process of its own,
+// on the same Redis and on PostgreSQL directly, with its own pool.
+func (r *benchRun) startPeer(ctx context.Context, self string) error {
+	o := r.opts
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	if n, err := flushPrefix(ctx, r.rdb, o.PeerPrefix); err != nil {
+		return err
+	} else if n > 0 {
+		r.logf("flushed %d Redis keys under %q", n, o.PeerPrefix)
+	}
+	r.peer, err = r.startProcess("peer", self, []string{"peer", "-addr", addr, "-redis", o.RedisAddr,
+		"-postgres", dsn(o.PGHost, o.Database), "-prefix", o.PeerPrefix, "-conns", fmt.Sprint(o.Workers)}, cleanEnv())
+	if err != nil {
+		return err
+	}
+	r.peerURL = "http://" + addr
+	return r.peer.waitReady(ctx, r.peerURL+"/healthz")
 }
 
 // scenarios runs the chosen scenarios in their order: the stampede on a
@@ -131,6 +164,11 @@ func (r *benchRun) scenarios(ctx context.Context) error {
 		}
 	}
 	r.hotScenario(ctx)
+	if r.want("peer") && r.want(bench.Hot) {
+		if err := r.peerHotScenario(ctx); err != nil {
+			return err
+		}
+	}
 	if r.want(bench.GRPC) {
 		if err := r.grpcScenario(ctx); err != nil {
 			return err
@@ -145,7 +183,12 @@ func (r *benchRun) scenarios(ctx context.Context) error {
 	}
 	r.batchScenarios(ctx)
 	if r.want(bench.Miss) {
-		return r.missScenario(ctx)
+		if err := r.missScenario(ctx); err != nil {
+			return err
+		}
+		if r.want("peer") {
+			return r.peerMissScenario(ctx)
+		}
 	}
 	return nil
 }

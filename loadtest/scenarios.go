@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
 	"time"
 
 	"github.com/warmcache/warmcache/loadtest/bench"
@@ -10,8 +13,10 @@ import (
 // httpSpec returns the attack of scenario over targets at saturation; each
 // call starts a new ring over them.
 func (r *benchRun) httpSpec(scenario string, targets []vegetaTarget, keysPerRequest int) func() attackSpec {
+	paths, base, header := ringPaths(targets)
 	return func() attackSpec {
-		return attackSpec{scenario: scenario, client: r.client, targeter: ring(targets), workers: r.opts.Workers, duration: r.opts.Duration, keysPerRequest: keysPerRequest}
+		return attackSpec{scenario: scenario, client: r.client, targeter: ring(targets), workers: r.opts.Workers, duration: r.opts.Duration, keysPerRequest: keysPerRequest,
+			paths: paths, base: base, header: header}
 	}
 }
 
@@ -22,11 +27,34 @@ func (r *benchRun) saturate(ctx context.Context, name string, server *process, l
 	if r.opts.Warmup > 0 {
 		w := spec()
 		w.duration = r.opts.Warmup
-		_ = attack(ctx, w)
+		_ = r.saturation(ctx, w)
 	}
-	run := r.measured(server, label, func() bench.Run { return attack(ctx, spec()) })
+	run := r.measured(server, label, func() bench.Run { return r.saturation(ctx, spec()) })
 	r.report.Saturation[name] = run
 	r.logRun(run)
+	return run
+}
+
+// saturation runs s at saturation: with wrk where the run uses it and s is
+// made of plain GETs, with vegeta otherwise (and when wrk fails, with a
+// note).
+func (r *benchRun) saturation(ctx context.Context, s attackSpec) bench.Run {
+	if r.opts.Loader != "wrk" || s.paths == nil {
+		return attack(ctx, s)
+	}
+	// Enough paths for 40,000 requests a second; an attack that asks for
+	// each key once and runs faster starts over, and its X-Cache counts
+	// show the hits.
+	paths := s.paths(int(s.duration.Seconds()*40_000) + 1000)
+	if len(paths) == 0 {
+		r.note("%s: no keys left to ask for", s.scenario)
+		return bench.Run{Scenario: s.scenario, Duration: s.duration}
+	}
+	run, err := r.wrkAttack(ctx, s.scenario, s.base, paths, s.header, s.workers, s.duration)
+	if err != nil {
+		r.note("%s: wrk failed, measured with vegeta instead: %v", s.scenario, err)
+		return attack(ctx, s)
+	}
 	return run
 }
 
@@ -198,7 +226,8 @@ func (r *benchRun) missScenario(ctx context.Context) error {
 	}
 	r.logf("miss: flushed %d Redis keys; each request asks for a key never asked for before", n)
 	missSpec := func() attackSpec {
-		return attackSpec{scenario: bench.Miss, client: r.client, targeter: r.svc.targets.coldKeys(r.perm, &r.coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1}
+		return attackSpec{scenario: bench.Miss, client: r.client, targeter: r.svc.targets.coldKeys(r.perm, &r.coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1,
+			paths: r.svc.targets.coldPaths(r.perm, &r.coldNext), base: r.svc.base, header: r.svc.targets.headerMap()}
 	}
 	metrics := r.svc.base + "/metrics"
 	before, beforeErr := scrapeFold(ctx, metrics)
@@ -260,4 +289,47 @@ func (r *benchRun) baselines(ctx context.Context) {
 		r.report.RedisGet = b
 		r.logf("  %s GET/s", bench.FormatRate(b.Throughput))
 	}
+}
+
+// peerHotScenario measures the peer's hits on the hot keys at saturation
+// and at the rate of the service's fixed-rate hits, after one GET of each
+// key has filled the peer's Redis entries.
+func (r *benchRun) peerHotScenario(ctx context.Context) error {
+	peer := newTargetSet(r.peerURL, "")
+	for _, k := range r.distinct {
+		res, err := r.client.Get(peer.keyURL(k))
+		if err != nil {
+			return fmt.Errorf("prewarm the peer: %w", err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("prewarm the peer: GET %s: %s", peer.keyURL(k), res.Status)
+		}
+	}
+	r.logf("peer: %d hot keys in Redis under %q", len(r.distinct), r.opts.PeerPrefix)
+	spec := r.httpSpec(bench.PeerHot, peer.gets(r.hotKeys), 1)
+	r.saturate(ctx, bench.PeerHot, r.peer, "peer", spec)
+	if r.halfHot >= 1 {
+		r.atRate(ctx, bench.PeerHot, r.halfHot, spec)
+	}
+	return nil
+}
+
+// peerMissScenario measures the peer's reads of keys never asked for
+// before (by the service or the peer), at saturation.
+func (r *benchRun) peerMissScenario(ctx context.Context) error {
+	o := r.opts
+	n, err := flushPrefix(ctx, r.rdb, o.PeerPrefix)
+	if err != nil {
+		return err
+	}
+	r.logf("peer miss: flushed %d Redis keys; each request asks for a key never asked for before", n)
+	peer := newTargetSet(r.peerURL, "")
+	spec := func() attackSpec {
+		return attackSpec{scenario: bench.PeerMiss, client: r.client, targeter: peer.coldKeys(r.perm, &r.coldNext), workers: o.Workers, duration: o.Duration, keysPerRequest: 1,
+			paths: peer.coldPaths(r.perm, &r.coldNext), base: r.peerURL}
+	}
+	r.saturate(ctx, bench.PeerMiss, r.peer, "peer", spec)
+	return nil
 }

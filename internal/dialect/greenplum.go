@@ -17,8 +17,9 @@ type Setting struct {
 // LookupSettings returns the Greenplum settings that key lookups need, in
 // the order a session sets them:
 //
-//   - optimizer = off: GPORCA adds about 2ms of planning to every lookup,
-//     cannot plan parameters, and sends key UPDATE/DELETE to all segments.
+//   - optimizer = off: GPORCA adds planning time to every lookup
+//     (docs/warehouse.md#the-doctor), cannot plan parameters, and sends key
+//     UPDATE/DELETE to all segments.
 //   - gp_enable_direct_dispatch = on: a query on the distribution key goes
 //     to one segment only.
 //   - plan_cache_mode = auto: the plan cache keeps custom plans, which can

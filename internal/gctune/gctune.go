@@ -2,17 +2,17 @@
 // a floor.
 //
 // Go's goal is the live heap times (1 + GOGC/100), and at least 4 MiB. The
-// service's live heap is a few MiB when no near cache holds values, while a
+// service's live heap is small when no near cache holds values, while a
 // hit allocates several KiB of short-lived objects: with the default GOGC
-// of 100, the collector then runs some twenty times a second under load,
-// and each cycle costs its marking, its assists, and the stacks it shrinks
-// on goroutines that are idle at that moment (gRPC's stream workers, the
+// of 100, the collector then runs many times a second under load, and
+// each cycle costs its marking, its assists, and the stacks it shrinks on
+// goroutines that are idle at that moment (gRPC's stream workers, the
 // connections' goroutines), which grow them again by copying on their next
-// call. A floor of tens of MiB makes that a cycle or two a second, for
-// memory the service budgets anyway for a full near cache. The larger heap
-// costs in turn: each allocation touches memory that is no longer in the
-// processor's caches (see docs/performance.md for what that left on this
-// service's hit paths).
+// call. A floor of tens of MiB makes cycles rare, for memory the service
+// budgets anyway for a full near cache. The larger heap costs in turn:
+// each allocation touches memory that is no longer in the processor's
+// caches. How often the collector ran, and what the floor left on this
+// service's hit paths: docs/performance.md#garbage-collection.
 //
 // The floor only raises GOGC while the live heap is small: after every
 // collection the Tuner sets GOGC so that the next goal is the floor, and

@@ -36,6 +36,7 @@ func packages() []debPackage {
 		{"curl", "curl", false},                // .ci/run's smoke of make run
 		{"git", "git", false},                  // .ci/run clones
 		{"npm", "npm", false},                  // the @dapr/dapr check's packages (npm ci)
+		{"wrk", "wrk", false},                  // make bench's load generator of saturation GETs
 	}
 }
 

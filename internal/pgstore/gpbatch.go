@@ -18,12 +18,12 @@ import (
 // them while there are fewer than dialect.TargetedBatchKeys of the
 // table's segments, and to every segment beyond, which its keys mostly
 // cover anyway. Keys are not grouped by segment: on the 3-segment test
-// cluster one `= ANY` per batch moved 1.2–3.1× the keys per second of one
-// `= ANY` per segment, and 2.4–18× those of one single-key statement per
-// key in one round trip (docs/warehouse.md). An array that stays a
-// parameter (a generic plan, or GPORCA) is sent to every segment. It
-// fills entries, of the length and order of keys; absent keys keep Found
-// false.
+// cluster one `= ANY` per batch moved more keys per second than one
+// `= ANY` per segment, and far more than one single-key statement per key
+// in one round trip (docs/warehouse.md#batched-misses-on-greenplum). An
+// array that stays a parameter (a generic plan, or GPORCA) is sent to
+// every segment. It fills entries, of the length and order of keys; absent
+// keys keep Found false.
 func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmcache.Key, entries []warmcache.Entry) error {
 	ns := t.ns
 

@@ -114,9 +114,9 @@ type LoadStatements struct {
 // json_populate_record in the select list of a subquery that OFFSET 0
 // keeps from being flattened. On Greenplum the same function in the FROM
 // list, next to the version and RETURNING, was planned on the
-// coordinator's entry process, which ran at 100% CPU for more than ten
-// minutes on 20,000 rows; in the select list the merge runs on the
-// segments and finishes at once.
+// coordinator's entry process, which then did the whole merge alone; in
+// the select list the merge runs on the segments
+// (docs/warehouse.md#bulk-loads).
 func BuildLoadStatements(d dialect.Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return LoadStatements{}, err

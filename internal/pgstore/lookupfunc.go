@@ -23,12 +23,9 @@ import (
 // transaction). Planning the join of the key array with a hash-partitioned
 // table costs about as much as running it. A PL/pgSQL function keeps the
 // plan of its query in each server session, whichever client PgBouncer
-// gives the session to, so the store plans only the call. Measured with
-// pgbench through PgBouncer on the 1M-row, 8-partition benchmark table (32
-// clients, 2 cores): 16 keys per statement read about 16k keys/s as the
-// join and 30–35k keys/s through the function; one key, 6.8k/s as the
-// single-key Lookup and 8.5k/s through the function. See docs/warehouse.md,
-// "The lookup function".
+// gives the session to, so the store plans only the call. What that
+// gains, measured with pgbench through PgBouncer and end to end:
+// docs/warehouse.md#the-lookup-function.
 
 // lookupFunctionPrefix begins the name of every lookup function; the rest
 // is a digest of its definition, so a namespace whose SQL changes gets a
@@ -79,8 +76,8 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	keyArray := string(ns.KeyType) + "[]"
 	// The body references every column through its table's alias, so no
 	// output column can be taken for one, and it needs no
-	// #variable_conflict option, with which the function measured half as
-	// fast.
+	// #variable_conflict option, with which the function was slower
+	// (docs/warehouse.md#the-lookup-function).
 	body := "\nBEGIN\nRETURN QUERY " + s.LookupPositions + ";\nEND\n"
 	// Everything after the name: a function whose definition changes in
 	// any way gets a new name, since Open creates only missing ones.

@@ -28,18 +28,19 @@ type Options struct {
 	//   - Greenplum: "simple_protocol" for reads. Every Bind/Execute SELECT
 	//     makes the coordinator dispatch a shared snapshot to all segments
 	//     and run the query in a separate reader process, which made point
-	//     lookups about 30x slower than the simple protocol. Writes are not
+	//     lookups far slower than the simple protocol. Writes are not
 	//     affected and use "cache_statement" (direct) or "cache_describe"
 	//     (through PgBouncer).
 	//   - PostgreSQL, direct: "cache_statement". Named prepared statements
-	//     skip parsing and planning and were about 1.7x faster than the
-	//     simple protocol for point lookups.
+	//     skip parsing and planning, and were the fastest mode for point
+	//     lookups, by a little.
 	//   - PostgreSQL through PgBouncer in transaction pooling:
 	//     "cache_describe". It caches the statement description but sends
 	//     unnamed statements, so it works whichever server connection
 	//     PgBouncer picks; named statements fail there with
 	//     `prepared statement "..." already exists`.
 	//
+	// The measurements of each mode: docs/warehouse.md#which-exec-mode-when.
 	// An explicit mode applies to reads and writes alike. "cache_statement"
 	// together with Pooler "pgbouncer" is refused. "exec" and
 	// "simple_protocol" never prepare and suit any pooler; "describe_exec"
@@ -70,9 +71,9 @@ type Options struct {
 	// resource queue admits only 20 active statements.
 	MaxConns int32
 	// MinConns is the number of connections the pool keeps open even when
-	// idle. Zero means none. A Greenplum connection costs about 9ms to
-	// open, so a few warm connections shorten the first misses after a
-	// quiet period.
+	// idle. Zero means none. A Greenplum connection is slow to open
+	// (docs/warehouse.md#greenplum-measured), so a few warm connections
+	// shorten the first misses after a quiet period.
 	MinConns int32
 	// MaxConnLifetime closes a connection after it has been open this long.
 	// Zero means one hour.

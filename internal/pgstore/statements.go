@@ -43,10 +43,10 @@ const maxColumns = 50
 //   - nextval() evaluated inside a dispatched write runs on a segment, which
 //     asks the coordinator for the value, and it makes the write a
 //     Redistribute Motion under a Gather Motion of every segment: an upsert
-//     with nextval() in VALUES was about a hundred times slower than SELECT
-//     nextval() on the coordinator followed by the upsert with the version
-//     as a parameter, which is direct-dispatched to the key's segment (the
-//     Greenplum measurements in docs/warehouse.md, loadtest/gpbench).
+//     with nextval() in VALUES was far slower than SELECT nextval() on the
+//     coordinator followed by the upsert with the version as a parameter,
+//     which is direct-dispatched to the key's segment
+//     (docs/warehouse.md#greenplum-measured, from loadtest/gpbench).
 //     KeyLock and NextVersion read no table, so they run on the coordinator
 //     alone.
 type StatementSet struct {

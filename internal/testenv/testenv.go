@@ -260,8 +260,9 @@ func greenplumKit() (string, bool) {
 
 // NewGreenplumDatabase creates a fresh, empty database on the Greenplum
 // server (see GreenplumServer) and returns its DSN. The database is dropped
-// when the test ends. The coordinator takes 100 connections in all and a
-// connection costs about 9 ms, so tests keep their pools small.
+// when the test ends. The coordinator takes 100 connections in all and
+// opening one is slow (docs/warehouse.md#greenplum-measured), so tests keep
+// their pools small.
 func NewGreenplumDatabase(tb testing.TB) string {
 	tb.Helper()
 	return newDatabaseOn(tb, GreenplumServer(tb), EnvGreenplum, "DROP DATABASE IF EXISTS %s")

@@ -3,10 +3,11 @@
 // that answers from the hot tier (Redis) and falls through to the warm tier
 // (a SQL warehouse) on a miss.
 //
-// The package depends on the standard library, golang.org/x/sync and
-// Prometheus only. The tiers are small, batch-first interfaces defined here
-// (tier.go) and implemented by adapters (rediscache, pgstore; memtier in
-// memory for tests) that only store and fetch; the gateway wires them in.
+// The package depends on the standard library and Prometheus only; its
+// singleflight is its own (flight.go). The tiers are small, batch-first
+// interfaces defined here (tier.go) and implemented by adapters
+// (rediscache, pgstore; memtier in memory for tests) that only store and
+// fetch; the gateway wires them in.
 //
 // Where things are:
 //   - read.go: the one read path, for one key (Get) or many (MGet): near

@@ -98,11 +98,16 @@ func sampleReport() *bench.Report {
 				Fold: &bench.Fold{SQLQueries: 100, SQLKeys: 450, RedisBatches: 200, RedisKeys: 500},
 				CPU:  &bench.CPU{Server: "warmcache", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 100 * time.Millisecond, bench.ProcPostgres: 50 * time.Millisecond, bench.ProcLoad: 90 * time.Millisecond}}},
 			bench.MGet: {Scenario: bench.MGet, Throughput: 1000, Success: 1, KeysPerRequest: 50},
+			bench.PeerHot: {Scenario: bench.PeerHot, Throughput: 10000, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"hit": 10},
+				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 30 * time.Millisecond, bench.ProcRedis: 8 * time.Millisecond}}},
+			bench.PeerMiss: {Scenario: bench.PeerMiss, Throughput: 2500, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10},
+				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 60 * time.Millisecond, bench.ProcPostgres: 40 * time.Millisecond}}},
 		},
 		Fixed: map[string]bench.Run{
-			bench.Floor: {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
-			bench.Hot:   {Scenario: bench.Hot, Rate: 7500, Latency: bench.Latency{P50: ms(0.3), P90: ms(0.6), P99: ms(1.5), Max: ms(4), Count: 30000}},
-			bench.Miss:  {Scenario: bench.Miss, Rate: 1500, Latency: bench.Latency{P50: ms(1), P90: ms(3), P99: ms(9), Max: ms(20), Count: 6000}},
+			bench.Floor:   {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
+			bench.Hot:     {Scenario: bench.Hot, Rate: 7500, Latency: bench.Latency{P50: ms(0.3), P90: ms(0.6), P99: ms(1.5), Max: ms(4), Count: 30000}},
+			bench.PeerHot: {Scenario: bench.PeerHot, Rate: 7500, Latency: bench.Latency{P50: ms(0.3), P90: ms(0.5), P99: ms(1.2), Max: ms(4), Count: 30000}},
+			bench.Miss:    {Scenario: bench.Miss, Rate: 1500, Latency: bench.Latency{P50: ms(1), P90: ms(3), P99: ms(9), Max: ms(20), Count: 6000}},
 		},
 		PgbenchSat:  &bench.Baseline{Name: "pgbench", Command: "pgbench -M prepared", Clients: 32, Throughput: 12000},
 		PgbenchRate: &bench.Baseline{Name: "pgbench", Command: "pgbench -R 1500", Clients: 32, Rate: 1500, Latency: bench.Latency{P50: ms(0.3), P90: ms(1), P99: ms(3), Count: 6000}},
@@ -123,13 +128,17 @@ func sampleReport() *bench.Report {
 func TestTargets(t *testing.T) {
 	rows := sampleReport().Targets()
 	want := []struct{ prefix, verdict string }{
-		{"0.75 ×", bench.Pass},        // hot: 15000 / 20000
-		{"2.00 ×", bench.Missed},      // hot CPU: 40 µs / 20 µs per request
-		{"0.80 ×", bench.NotMeasured}, // l1: no hit-l1 answers, whatever the ratio
+		{"1.50 ×", bench.Pass},        // hot: 15000 / 10000 (peer)
+		{"1.33 ×", bench.Missed},      // hot CPU: 40 µs / 30 µs per request
+		{"0.75 ×", bench.Missed},      // Redis per hit: 6 µs / 8 µs
 		{"0.38 ×", bench.Missed},      // miss: 3000 / 8000 (the faster PgBouncer run)
+		{"1.20 ×", bench.Missed},      // miss: 3000 / 2500 (peer)
+		{"1.25 ×", bench.Missed},      // PostgreSQL and PgBouncer per miss: 50 µs / 40 µs
+		{"0.80 ×", bench.NotMeasured}, // l1: no hit-l1 answers, whatever the ratio
+		{"1.60 ×", bench.NotMeasured}, // l1 against the peer: the same
+		{"1.25 ×", bench.Pass},        // p99: 1.5 ms / 1.2 ms
+		{"0.80 ×", bench.Missed},      // grpc: 8000 / 10000 (peer, REST)
 		{"1 (service counter)", bench.Pass},
-		{"1.500 ms", bench.Pass},
-		{"0.80 ×", bench.Pass}, // grpc: 8000 / 10000
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d target rows, want %d", len(rows), len(want))
@@ -143,13 +152,15 @@ func TestTargets(t *testing.T) {
 
 func TestTargetsWithNearCacheAndMissingRuns(t *testing.T) {
 	r := sampleReport()
-	r.Saturation[bench.L1] = bench.Run{Scenario: bench.L1, Throughput: 19000, Sources: map[string]uint64{"hit-l1": 99, "hit": 1}}
+	r.Saturation[bench.L1] = bench.Run{Scenario: bench.L1, Throughput: 21000, Sources: map[string]uint64{"hit-l1": 99, "hit": 1}}
 	r.Stampede.SQLQueries = 3
 	delete(r.Saturation, bench.Miss)
-	r.Saturation[bench.Hot].CPU.Used[bench.ProcServer] = 25 * time.Millisecond // 25 µs per request: 1.25 × the floor's
-	delete(r.Saturation, bench.GRPCFloor)
+	r.Saturation[bench.Hot].CPU.Used[bench.ProcServer] = 25 * time.Millisecond // 25 µs per request: 0.83 × the peer's
+	r.Saturation[bench.Hot].CPU.Used[bench.ProcRedis] = 3 * time.Millisecond   // 3 µs per hit: 0.38 × the peer's
+	delete(r.Fixed, bench.PeerHot)
 	rows := r.Targets()
-	for i, want := range []string{bench.Pass, bench.Pass, bench.Pass, bench.NotMeasured, bench.Missed, bench.Pass, bench.NotMeasured} {
+	for i, want := range []string{bench.Pass, bench.Pass, bench.Pass, bench.NotMeasured, bench.NotMeasured, bench.NotMeasured,
+		bench.Pass, bench.Pass, bench.NotMeasured, bench.Missed, bench.Missed} {
 		if rows[i].Verdict != want {
 			t.Errorf("row %d (%s): verdict %q, want %q (measured %q)", i, rows[i].Scenario, rows[i].Verdict, want, rows[i].Measured)
 		}
@@ -163,7 +174,7 @@ func TestWriteMarkdown(t *testing.T) {
 	}
 	md := buf.String()
 	for _, want := range []string{
-		"| `hot` (Redis hit) throughput at saturation | ≥ 0.70 × `floor` | 0.75 ×",
+		"| `hot` (Redis hit) throughput at saturation | ≥ 1.3 × `peer-hot` | 1.50 ×",
 		"| `mget` | 1,000 | 50,000 | 3.33 | `hot` keys/s |",
 		"| `miss` | 3,000 | 3,000 | 0.38 | pgbench via PgBouncer lookups/s |",
 		"| `grpc` | 8,000 | 8,000 | 0.80 | `grpc-floor` calls/s |",
@@ -240,7 +251,7 @@ func TestBeforeAndAfter(t *testing.T) {
 	for _, want := range []string{
 		"## Before and after",
 		"The same harness on abc1234",
-		"| `hot`: the service's CPU per hit | 3.00 × (60.0 µs vs 20.0 µs) (miss) | 2.00 × (40.0 µs vs 20.0 µs) (miss) |",
+		"| `hot`: the service's CPU per hit | 2.00 × (60.0 µs vs 30.0 µs) (miss) | 1.33 × (40.0 µs vs 30.0 µs) (miss) |",
 		"| `hot` | 60.0 µs → 40.0 µs |",
 	} {
 		if !strings.Contains(md, want) {

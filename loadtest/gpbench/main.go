@@ -43,6 +43,7 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/loadtest/peer"
 )
 
 type options struct {
@@ -93,6 +94,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.stop()
 	r.kv = srv.base + "/v1/kv/widgets/"
+	peerURL, closePeer, err := startPeer(ctx, peer.Config{Redis: o.redis, Postgres: r.dsn, Prefix: "gpbench-peer-" + randomHex() + ":", Conns: o.workers})
+	if err != nil {
+		return err
+	}
+	defer closePeer()
+	r.peer = peerURL + "/v1/kv/widgets/"
 	if err := r.measure(ctx); err != nil {
 		return err
 	}
@@ -113,7 +120,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rows, "rows", 100_000, "widget rows")
 	fs.IntVar(&o.loadRows, "load-rows", 100_000, "rows per bulk load")
 	fs.IntVar(&o.adviseSample, "advise-sample", 20_000, "rows warmcache advise samples; 0 leaves advise out")
-	fs.IntVar(&o.workers, "workers", 8, "concurrent clients of the service and of pgbench")
+	fs.IntVar(&o.workers, "workers", 32, "concurrent clients of the service, of the peer and of pgbench")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -135,7 +142,32 @@ type gpRun struct {
 	env     []string        // the environment of bin/warmcache
 	client  *http.Client    // the client of every HTTP measurement
 	kv      string          // the service's URL of the widgets namespace
+	peer    string          // the peer's URL of the widgets namespace
 	b       strings.Builder // the report
+	targets []targetRow     // the targets, held in the report's first table
+}
+
+// targetRow is one target of the Greenplum lane and its verdict.
+type targetRow struct {
+	path, target string
+	ratio, min   float64
+}
+
+// writeTargets writes the targets' table.
+func (r *gpRun) writeTargets() {
+	fmt.Fprintf(&r.b, "| path | target | measured | verdict |\n|---|---|---:|---|\n")
+	for _, t := range r.targets {
+		verdict := "pass"
+		if !(t.ratio >= t.min) {
+			verdict = "miss"
+		}
+		fmt.Fprintf(&r.b, "| %s | %s | %.2f × | %s |\n", t.path, t.target, t.ratio, verdict)
+	}
+	fmt.Fprintf(&r.b, "\n")
+}
+
+func target(path, what string, ratio, min float64) targetRow {
+	return targetRow{path: path, target: what, ratio: ratio, min: min}
 }
 
 // dropDatabase drops the run's database, ending its sessions first.
@@ -194,8 +226,16 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 // advisor and an end-to-end load, each against its baseline.
 func (r *gpRun) measure(ctx context.Context) error {
 	o := r.o
-	fmt.Fprintf(&r.b, "One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start.\n\n",
+	intro := fmt.Sprintf("One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
+		"The service, the peer, the load generator and the cluster share the machine's CPUs: the cluster is a coordinator and three segments of processes of their own, so nothing is pinned here.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(r.version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
+	defer func() {
+		body := r.b.String()
+		r.b.Reset()
+		r.b.WriteString(intro)
+		r.writeTargets()
+		r.b.WriteString(body)
+	}()
 	if err := r.misses(); err != nil {
 		return err
 	}
@@ -218,14 +258,19 @@ func (r *gpRun) misses() error {
 	o := r.o
 	keys := mathrand.Perm(o.rows)
 	var next atomic.Int64
-	miss := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
-		i := next.Add(1) - 1
-		if int(i) >= len(keys) {
-			return nil, ""
+	cold := func(base string) func() (*http.Request, string) {
+		return func() (*http.Request, string) {
+			i := next.Add(1) - 1
+			if int(i) >= len(keys) {
+				return nil, ""
+			}
+			req, _ := http.NewRequest("GET", base+strconv.Itoa(keys[i]+1), nil)
+			return req, "miss"
 		}
-		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(keys[i]+1), nil)
-		return req, "miss"
-	})
+	}
+	miss := attack(r.client, o.workers, o.duration, cold(r.kv))
+	// The peer's cold keys continue the same order: no key is read twice.
+	peerMiss := attack(r.client, o.workers, o.duration, cold(r.peer))
 	lookup := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT value::text, version FROM widgets WHERE key = :k;\n"
 	simple, err := pgbench(o, r.dsn, r.dir, "simple", o.workers, lookup)
 	if err != nil {
@@ -240,6 +285,11 @@ func (r *gpRun) misses() error {
 		miss.tags(), num(miss.rate()), ms(miss.p(0.5)), ms(miss.p(0.99)), miss.rate()/simple.tps)
 	fmt.Fprintf(&r.b, "| `pgbench -M simple`, the same lookup | %s | | | 1.00 | |\n", num(simple.tps))
 	fmt.Fprintf(&r.b, "| `pgbench -M prepared`, the same lookup | %s | | | %.2f | `pgbench -M simple` |\n", num(prepared.tps), prepared.tps/simple.tps)
+	fmt.Fprintf(&r.b, "| peer miss (the hand-written cache-aside, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
+		peerMiss.tags(), num(peerMiss.rate()), ms(peerMiss.p(0.5)), ms(peerMiss.p(0.99)), peerMiss.rate()/simple.tps)
+	r.targets = append(r.targets,
+		target("misses", "≥ 1.0 × `pgbench -M simple` of the same lookup", miss.rate()/simple.tps, 1.0),
+		target("misses", "≥ 1.5 × the peer's misses", miss.rate()/peerMiss.rate(), 1.5))
 	return nil
 }
 
@@ -256,6 +306,16 @@ func (r *gpRun) hits() error {
 		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
 		return req, "hit"
 	})
+	for i := 1; i <= 1000; i++ {
+		if res, err := r.client.Get(r.peer + strconv.Itoa(i)); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	peerHit := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+		req, _ := http.NewRequest("GET", r.peer+strconv.Itoa(1+mathrand.IntN(1000)), nil)
+		return req, "hit"
+	})
 	floorURL, closeFloor, err := startFloor(460)
 	if err != nil {
 		return err
@@ -267,7 +327,10 @@ func (r *gpRun) hits() error {
 	closeFloor()
 	fmt.Fprintf(&r.b, "| service hit (`GET`, 1,000 hot keys, %s) | %s | %s | %s | %.2f | floor req/s |\n",
 		hit.tags(), num(hit.rate()), ms(hit.p(0.5)), ms(hit.p(0.99)), hit.rate()/floor.rate())
-	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+	fmt.Fprintf(&r.b, "| peer hit (the hand-written cache-aside, the same 1,000 keys, %s) | %s | %s | %s | %.2f | floor req/s |\n\n",
+		peerHit.tags(), num(peerHit.rate()), ms(peerHit.p(0.5)), ms(peerHit.p(0.99)), peerHit.rate()/floor.rate())
+	r.targets = append(r.targets, target("hits", "≥ 1.3 × the peer's hits", hit.rate()/peerHit.rate(), 1.3))
 	return nil
 }
 
@@ -684,4 +747,21 @@ func randomHex() string {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// startPeer serves the hand-written cache-aside (loadtest/peer) on a
+// loopback port of this process.
+func startPeer(ctx context.Context, c peer.Config) (string, func(), error) {
+	h, closePeer, err := peer.Open(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		closePeer()
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close(); closePeer() }, nil
 }
