@@ -50,6 +50,9 @@ type capture struct {
 	m          *metrics
 	log        *slog.Logger
 	setMode    func(string)
+	// now and after are the clock: time.Now and time.After.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 
 	byTable   map[string]*warmcache.Namespace
 	relations map[uint32]*pglogrepl.RelationMessage
@@ -62,7 +65,7 @@ type capture struct {
 
 func newCapture(dsn, slot string, status, retry time.Duration, namespaces []*warmcache.Namespace, apply Applier, gens *Generations, m *metrics, setMode func(string), log *slog.Logger) *capture {
 	c := &capture{dsn: dsn, slot: slot, status: status, retry: retry, namespaces: namespaces, apply: apply,
-		gens: gens, m: m, log: log, setMode: setMode, byTable: map[string]*warmcache.Namespace{}}
+		gens: gens, m: m, log: log, setMode: setMode, now: time.Now, after: time.After, byTable: map[string]*warmcache.Namespace{}}
 	for _, ns := range namespaces {
 		c.byTable[ns.Table] = ns
 	}
@@ -163,7 +166,61 @@ func (c *capture) session(ctx context.Context) error {
 	}
 	c.setMode(ModeCapture)
 	c.log.Info("freshness: holding the replication slot; applying changes", slog.String("slot", c.slot))
-	return c.stream(ctx, repl, sqlConn)
+	return c.stream(ctx, &pgSource{repl: repl, sql: sqlConn, slot: c.slot})
+}
+
+// errIdle means that no message came before the receive deadline.
+var errIdle = errors.New("no message before the deadline")
+
+// source is the replication slot as stream reads it: the messages of the
+// replication stream, the confirmation of the position applied, and the
+// catalog queries made on the side. *pgSource is the PostgreSQL one.
+type source interface {
+	// receive returns the next message of the stream, or an error wrapping
+	// errIdle when ctx's deadline passes first.
+	receive(ctx context.Context) (pgproto3.BackendMessage, error)
+	// confirm tells the server that everything up to pos is applied.
+	confirm(ctx context.Context, pos pglogrepl.LSN) error
+	// walRetained returns the WAL that the server keeps for the slot, in
+	// bytes.
+	walRetained(ctx context.Context) (float64, error)
+	// pruneDeletes removes the delete log's rows older than age.
+	pruneDeletes(ctx context.Context, age time.Duration) error
+}
+
+var _ source = (*pgSource)(nil)
+
+// pgSource is a replication slot of PostgreSQL: a replication connection
+// streaming it and a plain connection for the catalog.
+type pgSource struct {
+	repl *pgconn.PgConn
+	sql  *pgx.Conn
+	slot string
+}
+
+func (s *pgSource) receive(ctx context.Context) (pgproto3.BackendMessage, error) {
+	msg, err := s.repl.ReceiveMessage(ctx)
+	if err != nil && pgconn.Timeout(err) {
+		return nil, fmt.Errorf("%w: %w", errIdle, err)
+	}
+	return msg, err
+}
+
+func (s *pgSource) confirm(ctx context.Context, pos pglogrepl.LSN) error {
+	return pglogrepl.SendStandbyStatusUpdate(ctx, s.repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos})
+}
+
+func (s *pgSource) walRetained(ctx context.Context) (float64, error) {
+	var retained float64
+	err := s.sql.QueryRow(ctx, `SELECT COALESCE((pg_current_wal_lsn() - restart_lsn)::float8, 0)
+		FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&retained)
+	return retained, err
+}
+
+func (s *pgSource) pruneDeletes(ctx context.Context, age time.Duration) error {
+	_, err := s.sql.Exec(ctx, `DELETE FROM warmcache_deletes WHERE deleted_at < now() - make_interval(secs => $1::bigint)`,
+		int64(age/time.Second))
+	return err
 }
 
 // prepare makes sure that the slot exists before the instance serves, so
@@ -251,34 +308,34 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 // stream applies the slot's transactions until an error. The slot's
 // confirmed position moves only to the end of a transaction that is applied,
 // or, between transactions, to the server's WAL end.
-func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn) error {
+func (c *capture) stream(ctx context.Context, src source) error {
 	c.relations = map[uint32]*pglogrepl.RelationMessage{}
 	c.resetBuffer()
 	var confirmed pglogrepl.LSN
 	inTxn := false
 	var nextStatus, nextWAL time.Time
-	nextPrune := time.Now().Add(time.Minute)
+	nextPrune := c.now().Add(time.Minute)
 	for {
-		now := time.Now()
+		now := c.now()
 		if !now.Before(nextStatus) {
-			if err := c.confirm(ctx, repl, confirmed); err != nil {
+			if err := c.confirm(ctx, src, confirmed); err != nil {
 				return err
 			}
 			nextStatus = now.Add(c.status)
 		}
 		if !now.Before(nextWAL) {
-			c.reportWAL(ctx, sqlConn)
+			c.reportWAL(ctx, src)
 			nextWAL = now.Add(5 * time.Second)
 		}
 		if !now.Before(nextPrune) {
-			c.pruneDeletes(ctx, sqlConn)
+			c.pruneDeletes(ctx, src)
 			nextPrune = now.Add(pruneEvery)
 		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
-		raw, err := repl.ReceiveMessage(rctx)
+		raw, err := src.receive(rctx)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
+			if errors.Is(err, errIdle) && ctx.Err() == nil {
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -333,7 +390,7 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 				// same transaction. A truncate's trigger bumps the
 				// namespace's generation in the same transaction.
 			case *pglogrepl.CommitMessage:
-				if err := c.flush(ctx, repl, confirmed); err != nil {
+				if err := c.flush(ctx, src, confirmed); err != nil {
 					return err
 				}
 				confirmed = msg.TransactionEndLSN
@@ -341,7 +398,7 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 				c.m.applied(msg.CommitTime)
 			}
 			if c.buffered >= maxBuffered || c.bufferedBytes >= maxBufferedBytes {
-				if err := c.flush(ctx, repl, confirmed); err != nil {
+				if err := c.flush(ctx, src, confirmed); err != nil {
 					return err
 				}
 			}
@@ -350,23 +407,21 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 }
 
 // confirm tells the server that everything up to pos is applied.
-func (c *capture) confirm(ctx context.Context, repl *pgconn.PgConn, pos pglogrepl.LSN) error {
+func (c *capture) confirm(ctx context.Context, src source, pos pglogrepl.LSN) error {
 	if pos == 0 {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+	if err := src.confirm(ctx, pos); err != nil {
 		return fmt.Errorf("confirm %s: %w", pos, err)
 	}
 	return nil
 }
 
 // reportWAL sets the WAL retained for the slot.
-func (c *capture) reportWAL(ctx context.Context, sqlConn *pgx.Conn) {
+func (c *capture) reportWAL(ctx context.Context, src source) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var retained float64
-	err := sqlConn.QueryRow(qctx, `SELECT COALESCE((pg_current_wal_lsn() - restart_lsn)::float8, 0)
-		FROM pg_replication_slots WHERE slot_name = $1`, c.slot).Scan(&retained)
+	retained, err := src.walRetained(qctx)
 	if err != nil {
 		c.log.Debug("freshness: WAL retained not read", slog.Any("err", err))
 		return
@@ -376,11 +431,10 @@ func (c *capture) reportWAL(ctx context.Context, sqlConn *pgx.Conn) {
 
 // pruneDeletes removes the delete log's rows that are older than an hour:
 // applied long ago.
-func (c *capture) pruneDeletes(ctx context.Context, sqlConn *pgx.Conn) {
+func (c *capture) pruneDeletes(ctx context.Context, src source) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := sqlConn.Exec(qctx, `DELETE FROM warmcache_deletes WHERE deleted_at < now() - make_interval(secs => $1::bigint)`,
-		int64(deleteLogAge/time.Second)); err != nil {
+	if err := src.pruneDeletes(qctx, deleteLogAge); err != nil {
 		c.log.Warn("freshness: delete log not pruned", slog.Any("err", err))
 	}
 }
@@ -497,7 +551,7 @@ func (c *capture) resetBuffer() {
 // flush applies the buffered changes, trying again until they are applied
 // or ctx ends; meanwhile it keeps confirming the last applied position, so
 // that the server keeps the connection and the slot's position is held.
-func (c *capture) flush(ctx context.Context, repl *pgconn.PgConn, confirmed pglogrepl.LSN) error {
+func (c *capture) flush(ctx context.Context, src source, confirmed pglogrepl.LSN) error {
 	if c.buffered == 0 {
 		return nil
 	}
@@ -517,13 +571,13 @@ func (c *capture) flush(ctx context.Context, repl *pgconn.PgConn, confirmed pglo
 		if attempt == 0 {
 			c.log.Warn("freshness: applying changes failed; retrying, the slot's position is held", slog.Any("err", err))
 		}
-		if err := c.confirm(ctx, repl, confirmed); err != nil {
+		if err := c.confirm(ctx, src, confirmed); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-c.after(wait):
 		}
 		wait = min(2*wait, time.Second)
 	}
