@@ -275,7 +275,7 @@ func TestPollerReadsChangesInPages(t *testing.T) {
 func TestPollerSkipsKeysItCannotParse(t *testing.T) {
 	items, users := testNamespaces()
 	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
-	p, _ := testPoller(t, store, apply, clock, items, users)
+	p, reg := testPoller(t, store, apply, clock, items, users)
 	round(t, p)
 	store.write("items", "x1", 1)
 	store.write("items", "007", 2)
@@ -284,15 +284,21 @@ func TestPollerSkipsKeysItCannotParse(t *testing.T) {
 	store.remove("items", "not a number", 5)
 	store.remove("elsewhere", "1", 6)
 	store.remove("items", "8", 7)
+	store.remove("users", "carl", 8)
 	clock.Add(time.Second)
 	round(t, p)
 	appliedOnce(t, apply, "items", refresh(items, "7", 2), absent(items, "8", 7))
-	appliedOnce(t, apply, "users", refresh(users, "bob", 4))
+	appliedOnce(t, apply, "users", refresh(users, "bob", 4), absent(users, "carl", 8))
+	for _, ns := range []string{"items", "users"} {
+		if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", ns, "source", "poll", "kind", "delete"); got != 1 {
+			t.Errorf("changes_total{%s,poll,delete} = %v, want 1", ns, got)
+		}
+	}
 	if w := p.marks["items"]; w.high != 2 {
 		t.Errorf("items watermark at %d, want 2: a key that cannot be parsed is passed over", w.high)
 	}
-	if w := p.marks[""]; w.high != 7 {
-		t.Errorf("delete log watermark at %d, want 7", w.high)
+	if w := p.marks[""]; w.high != 8 {
+		t.Errorf("delete log watermark at %d, want 8", w.high)
 	}
 }
 
