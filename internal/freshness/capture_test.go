@@ -473,7 +473,7 @@ func TestCaptureFollowsTheGenerations(t *testing.T) {
 		txn(0x100,
 			insert(relItems, text("1"), text(`1`), text("1")),
 			update(relGens, text("items"), text("3")),
-			update(relGens, text("items"), text("2")), // behind: ignored
+			update(relGens, text("items"), text("2")),  // behind: ignored
 			update(relGens, text("orders"), text("9")), // not ours
 			update(relGens, text("users"), text("x")),  // not a number
 		),
