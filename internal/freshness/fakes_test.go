@@ -292,11 +292,16 @@ type fakeGenerationStore struct {
 	gens  map[string]int64
 	err   error // returned by Generations and BumpGeneration while set
 	bumps []string
+	// onRead, when set, is called at the start of each Generations.
+	onRead func()
 }
 
 var _ GenerationStore = (*fakeGenerationStore)(nil)
 
 func (s *fakeGenerationStore) Generations(context.Context) (map[string]int64, error) {
+	if s.onRead != nil {
+		s.onRead()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.err != nil {
