@@ -53,6 +53,8 @@ type capture struct {
 	// now and after are the clock: time.Now and time.After.
 	now   func() time.Time
 	after func(time.Duration) <-chan time.Time
+	// dial opens a session on the slot: connect.
+	dial func(ctx context.Context) (slotConn, error)
 
 	byTable   map[string]*warmcache.Namespace
 	relations map[uint32]*pglogrepl.RelationMessage
@@ -66,6 +68,7 @@ type capture struct {
 func newCapture(dsn, slot string, status, retry time.Duration, namespaces []*warmcache.Namespace, apply Applier, gens *Generations, m *metrics, setMode func(string), log *slog.Logger) *capture {
 	c := &capture{dsn: dsn, slot: slot, status: status, retry: retry, namespaces: namespaces, apply: apply,
 		gens: gens, m: m, log: log, setMode: setMode, now: time.Now, after: time.After, byTable: map[string]*warmcache.Namespace{}}
+	c.dial = c.connect
 	for _, ns := range namespaces {
 		c.byTable[ns.Table] = ns
 	}
@@ -138,7 +141,7 @@ func (c *capture) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.retry):
+		case <-c.after(c.retry):
 		}
 	}
 }
@@ -146,19 +149,15 @@ func (c *capture) run(ctx context.Context) {
 // session takes the slot, creating it when it is missing or lost, and
 // streams from it until an error.
 func (c *capture) session(ctx context.Context) error {
-	sqlConn, repl, err := c.connect(ctx)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer sqlConn.Close(context.WithoutCancel(ctx))
-	defer repl.Close(context.WithoutCancel(ctx))
-	if err := c.ensureSlot(ctx, sqlConn, repl); err != nil {
+	defer conn.close(context.WithoutCancel(ctx))
+	if err := c.ensureSlot(ctx, conn); err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, repl, c.slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
-	})
-	if err != nil {
+	if err := conn.startReplication(ctx); err != nil {
 		if pgCode(err) == pgerrcode.ObjectInUse {
 			return errStandby
 		}
@@ -166,7 +165,7 @@ func (c *capture) session(ctx context.Context) error {
 	}
 	c.setMode(ModeCapture)
 	c.log.Info("freshness: holding the replication slot; applying changes", slog.String("slot", c.slot))
-	return c.stream(ctx, &pgSource{repl: repl, sql: sqlConn, slot: c.slot})
+	return c.stream(ctx, conn)
 }
 
 // errIdle means that no message came before the receive deadline.
@@ -188,7 +187,28 @@ type source interface {
 	pruneDeletes(ctx context.Context, age time.Duration) error
 }
 
-var _ source = (*pgSource)(nil)
+// slotConn is one session on the replication slot: what ensureSlot and
+// session ask of the server, and the source that stream reads. *pgSource
+// is the PostgreSQL one. Errors of the server are *pgconn.PgError.
+type slotConn interface {
+	source
+	// slotState reads the slot in the current database: whether it
+	// exists, whether a session streams it, and its wal_status (empty when
+	// null).
+	slotState(ctx context.Context) (found, active bool, walStatus string, err error)
+	// dropLost drops a slot that the server invalidated.
+	dropLost(ctx context.Context) error
+	// createSlot creates the slot with pgoutput.
+	createSlot(ctx context.Context) error
+	// dropCreated drops the slot that createSlot created.
+	dropCreated(ctx context.Context) error
+	// startReplication starts streaming the slot from its confirmed
+	// position over the publication.
+	startReplication(ctx context.Context) error
+	close(ctx context.Context)
+}
+
+var _ slotConn = (*pgSource)(nil)
 
 // pgSource is a replication slot of PostgreSQL: a replication connection
 // streaming it and a plain connection for the catalog.
@@ -196,6 +216,47 @@ type pgSource struct {
 	repl *pgconn.PgConn
 	sql  *pgx.Conn
 	slot string
+}
+
+func (s *pgSource) slotState(ctx context.Context) (found, active bool, walStatus string, err error) {
+	var status *string
+	err = s.sql.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`,
+		s.slot).Scan(&active, &status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, false, "", nil
+	case err != nil:
+		return false, false, "", err
+	case status != nil:
+		walStatus = *status
+	}
+	return true, active, walStatus, nil
+}
+
+func (s *pgSource) dropLost(ctx context.Context) error {
+	_, err := s.sql.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.slot)
+	return err
+}
+
+func (s *pgSource) createSlot(ctx context.Context) error {
+	_, err := pglogrepl.CreateReplicationSlot(ctx, s.repl, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
+	return err
+}
+
+func (s *pgSource) dropCreated(ctx context.Context) error {
+	return pglogrepl.DropReplicationSlot(ctx, s.repl, s.slot, pglogrepl.DropReplicationSlotOptions{})
+}
+
+func (s *pgSource) startReplication(ctx context.Context) error {
+	return pglogrepl.StartReplication(ctx, s.repl, s.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
+	})
+}
+
+func (s *pgSource) close(ctx context.Context) {
+	_ = s.repl.Close(ctx)
+	_ = s.sql.Close(ctx)
 }
 
 func (s *pgSource) receive(ctx context.Context) (pgproto3.BackendMessage, error) {
@@ -227,26 +288,25 @@ func (s *pgSource) pruneDeletes(ctx context.Context, age time.Duration) error {
 // that a new slot's generation bump comes first: it creates the slot when
 // it is missing or lost. errStandby means that another instance holds it.
 func (c *capture) prepare(ctx context.Context) error {
-	sqlConn, repl, err := c.connect(ctx)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer sqlConn.Close(context.WithoutCancel(ctx))
-	defer repl.Close(context.WithoutCancel(ctx))
-	return c.ensureSlot(ctx, sqlConn, repl)
+	defer conn.close(context.WithoutCancel(ctx))
+	return c.ensureSlot(ctx, conn)
 }
 
 // connect opens a plain connection (for the catalog) and a replication
 // connection, both straight to PostgreSQL.
-func (c *capture) connect(ctx context.Context) (*pgx.Conn, *pgconn.PgConn, error) {
+func (c *capture) connect(ctx context.Context) (slotConn, error) {
 	sqlConn, err := connectSQL(ctx, c.dsn)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	replCfg, err := pgconn.ParseConfig(c.dsn)
 	if err != nil {
 		_ = sqlConn.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("parse the replication DSN: %w", err)
+		return nil, fmt.Errorf("parse the replication DSN: %w", err)
 	}
 	replCfg.RuntimeParams["replication"] = "database"
 	if replCfg.ConnectTimeout == 0 {
@@ -255,30 +315,27 @@ func (c *capture) connect(ctx context.Context) (*pgx.Conn, *pgconn.PgConn, error
 	repl, err := pgconn.ConnectConfig(ctx, replCfg)
 	if err != nil {
 		_ = sqlConn.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("replication connection: %w", err)
+		return nil, fmt.Errorf("replication connection: %w", err)
 	}
-	return sqlConn, repl, nil
+	return &pgSource{repl: repl, sql: sqlConn, slot: c.slot}, nil
 }
 
 // ensureSlot creates the slot when it is missing or was invalidated, and
 // then bumps every namespace's generation: what was written before the
 // slot existed was not captured. It returns errStandby when another
 // instance streams the slot.
-func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgconn.PgConn) error {
-	var active bool
-	var walStatus *string
+func (c *capture) ensureSlot(ctx context.Context, conn slotConn) error {
 	reset := ""
-	err := sqlConn.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`,
-		c.slot).Scan(&active, &walStatus)
+	found, active, walStatus, err := conn.slotState(ctx)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		reset = "created"
 	case err != nil:
 		return fmt.Errorf("read the slot: %w", err)
-	case walStatus != nil && *walStatus == "lost":
+	case !found:
+		reset = "created"
+	case walStatus == "lost":
 		c.log.Error("freshness: the replication slot was invalidated (max_slot_wal_keep_size): changes were lost; creating it again",
 			slog.String("slot", c.slot))
-		if _, err := sqlConn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.slot); err != nil {
+		if err := conn.dropLost(ctx); err != nil {
 			return fmt.Errorf("drop the lost slot: %w", err)
 		}
 		reset = "lost"
@@ -288,8 +345,7 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 	if reset == "" {
 		return nil
 	}
-	if _, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
+	if err := conn.createSlot(ctx); err != nil {
 		if pgCode(err) == pgerrcode.DuplicateObject {
 			return errStandby
 		}
@@ -297,7 +353,7 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 	}
 	c.m.slotResets.WithLabelValues(reset).Inc()
 	if err := c.gens.bumpAll(ctx, "replication slot "+reset); err != nil {
-		_ = pglogrepl.DropReplicationSlot(context.WithoutCancel(ctx), repl, c.slot, pglogrepl.DropReplicationSlotOptions{})
+		_ = conn.dropCreated(context.WithoutCancel(ctx))
 		return fmt.Errorf("bump the generations after creating the slot: %w", err)
 	}
 	c.log.Warn("freshness: replication slot created; every namespace moved to a new generation, since earlier changes were not captured",

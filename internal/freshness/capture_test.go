@@ -77,6 +77,7 @@ func newCaptureTest(t *testing.T) *captureTest {
 	}
 	ct.c = newCapture("", "warmcache", time.Second, time.Second, namespaces, ct.apply, gens, ct.m, ct.m.setMode, testLog(ct.log))
 	ct.c.now = ct.clock.Now
+	ct.c.dial = func(context.Context) (slotConn, error) { return nil, errors.New("no server in unit tests") }
 	ct.c.after = func(d time.Duration) <-chan time.Time {
 		ct.waits = append(ct.waits, d)
 		ch := make(chan time.Time, 1)
