@@ -100,6 +100,10 @@ func TestStartFallsBackToPolling(t *testing.T) {
 		{name: "auto on PostgreSQL without a replication DSN", opts: Options{PostgreSQL: true}, level: "WARN", why: "no replication DSN"},
 		{name: "capture without a replication DSN", opts: Options{Mode: Capture, PostgreSQL: true}, level: "ERROR", why: "no replication DSN"},
 		{name: "capture on Greenplum", opts: Options{Mode: Capture, ReplicationDSN: "postgres://gp"}, level: "ERROR", why: "Greenplum"},
+		{name: "capture with a DSN that does not parse", opts: Options{Mode: Capture, PostgreSQL: true, ReplicationDSN: "postgres://%zz"},
+			level: "ERROR", why: "parse the replication DSN"},
+		{name: "auto with a server that refuses connections", opts: Options{PostgreSQL: true, ReplicationDSN: "postgres://warmcache@127.0.0.1:1/warmcache?connect_timeout=5"},
+			level: "WARN", why: "connect"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.opts.PollInterval = time.Hour
