@@ -50,6 +50,11 @@ type capture struct {
 	m          *metrics
 	log        *slog.Logger
 	setMode    func(string)
+	// now and after are the clock: time.Now and time.After.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
+	// dial opens a session on the slot: connect.
+	dial func(ctx context.Context) (slotConn, error)
 
 	byTable   map[string]*warmcache.Namespace
 	relations map[uint32]*pglogrepl.RelationMessage
@@ -62,7 +67,8 @@ type capture struct {
 
 func newCapture(dsn, slot string, status, retry time.Duration, namespaces []*warmcache.Namespace, apply Applier, gens *Generations, m *metrics, setMode func(string), log *slog.Logger) *capture {
 	c := &capture{dsn: dsn, slot: slot, status: status, retry: retry, namespaces: namespaces, apply: apply,
-		gens: gens, m: m, log: log, setMode: setMode, byTable: map[string]*warmcache.Namespace{}}
+		gens: gens, m: m, log: log, setMode: setMode, now: time.Now, after: time.After, byTable: map[string]*warmcache.Namespace{}}
+	c.dial = c.connect
 	for _, ns := range namespaces {
 		c.byTable[ns.Table] = ns
 	}
@@ -135,7 +141,7 @@ func (c *capture) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(c.retry):
+		case <-c.after(c.retry):
 		}
 	}
 }
@@ -143,19 +149,15 @@ func (c *capture) run(ctx context.Context) {
 // session takes the slot, creating it when it is missing or lost, and
 // streams from it until an error.
 func (c *capture) session(ctx context.Context) error {
-	sqlConn, repl, err := c.connect(ctx)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer sqlConn.Close(context.WithoutCancel(ctx))
-	defer repl.Close(context.WithoutCancel(ctx))
-	if err := c.ensureSlot(ctx, sqlConn, repl); err != nil {
+	defer conn.close(context.WithoutCancel(ctx))
+	if err := c.ensureSlot(ctx, conn); err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, repl, c.slot, 0, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
-	})
-	if err != nil {
+	if err := conn.startReplication(ctx); err != nil {
 		if pgCode(err) == pgerrcode.ObjectInUse {
 			return errStandby
 		}
@@ -163,33 +165,148 @@ func (c *capture) session(ctx context.Context) error {
 	}
 	c.setMode(ModeCapture)
 	c.log.Info("freshness: holding the replication slot; applying changes", slog.String("slot", c.slot))
-	return c.stream(ctx, repl, sqlConn)
+	return c.stream(ctx, conn)
+}
+
+// errIdle means that no message came before the receive deadline.
+var errIdle = errors.New("no message before the deadline")
+
+// source is the replication slot as stream reads it: the messages of the
+// replication stream, the confirmation of the position applied, and the
+// catalog queries made on the side. *pgSource is the PostgreSQL one.
+type source interface {
+	// receive returns the next message of the stream, or an error wrapping
+	// errIdle when ctx's deadline passes first.
+	receive(ctx context.Context) (pgproto3.BackendMessage, error)
+	// confirm tells the server that everything up to pos is applied.
+	confirm(ctx context.Context, pos pglogrepl.LSN) error
+	// walRetained returns the WAL that the server keeps for the slot, in
+	// bytes.
+	walRetained(ctx context.Context) (float64, error)
+	// pruneDeletes removes the delete log's rows older than age.
+	pruneDeletes(ctx context.Context, age time.Duration) error
+}
+
+// slotConn is one session on the replication slot: what ensureSlot and
+// session ask of the server, and the source that stream reads. *pgSource
+// is the PostgreSQL one. Errors of the server are *pgconn.PgError.
+type slotConn interface {
+	source
+	// slotState reads the slot in the current database: whether it
+	// exists, whether a session streams it, and its wal_status (empty when
+	// null).
+	slotState(ctx context.Context) (found, active bool, walStatus string, err error)
+	// dropLost drops a slot that the server invalidated.
+	dropLost(ctx context.Context) error
+	// createSlot creates the slot with pgoutput.
+	createSlot(ctx context.Context) error
+	// dropCreated drops the slot that createSlot created.
+	dropCreated(ctx context.Context) error
+	// startReplication starts streaming the slot from its confirmed
+	// position over the publication.
+	startReplication(ctx context.Context) error
+	close(ctx context.Context)
+}
+
+var _ slotConn = (*pgSource)(nil)
+
+// pgSource is a replication slot of PostgreSQL: a replication connection
+// streaming it and a plain connection for the catalog.
+type pgSource struct {
+	repl *pgconn.PgConn
+	sql  *pgx.Conn
+	slot string
+}
+
+func (s *pgSource) slotState(ctx context.Context) (found, active bool, walStatus string, err error) {
+	var status *string
+	err = s.sql.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`,
+		s.slot).Scan(&active, &status)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, false, "", nil
+	case err != nil:
+		return false, false, "", err
+	case status != nil:
+		walStatus = *status
+	}
+	return true, active, walStatus, nil
+}
+
+func (s *pgSource) dropLost(ctx context.Context) error {
+	_, err := s.sql.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, s.slot)
+	return err
+}
+
+func (s *pgSource) createSlot(ctx context.Context) error {
+	_, err := pglogrepl.CreateReplicationSlot(ctx, s.repl, s.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication})
+	return err
+}
+
+func (s *pgSource) dropCreated(ctx context.Context) error {
+	return pglogrepl.DropReplicationSlot(ctx, s.repl, s.slot, pglogrepl.DropReplicationSlotOptions{})
+}
+
+func (s *pgSource) startReplication(ctx context.Context) error {
+	return pglogrepl.StartReplication(ctx, s.repl, s.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + Publication + "'"},
+	})
+}
+
+func (s *pgSource) close(ctx context.Context) {
+	_ = s.repl.Close(ctx)
+	_ = s.sql.Close(ctx)
+}
+
+func (s *pgSource) receive(ctx context.Context) (pgproto3.BackendMessage, error) {
+	msg, err := s.repl.ReceiveMessage(ctx)
+	if err != nil && pgconn.Timeout(err) {
+		return nil, fmt.Errorf("%w: %w", errIdle, err)
+	}
+	return msg, err
+}
+
+func (s *pgSource) confirm(ctx context.Context, pos pglogrepl.LSN) error {
+	return pglogrepl.SendStandbyStatusUpdate(ctx, s.repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos})
+}
+
+func (s *pgSource) walRetained(ctx context.Context) (float64, error) {
+	var retained float64
+	err := s.sql.QueryRow(ctx, `SELECT COALESCE((pg_current_wal_lsn() - restart_lsn)::float8, 0)
+		FROM pg_replication_slots WHERE slot_name = $1`, s.slot).Scan(&retained)
+	return retained, err
+}
+
+func (s *pgSource) pruneDeletes(ctx context.Context, age time.Duration) error {
+	_, err := s.sql.Exec(ctx, `DELETE FROM warmcache_deletes WHERE deleted_at < now() - make_interval(secs => $1::bigint)`,
+		int64(age/time.Second))
+	return err
 }
 
 // prepare makes sure that the slot exists before the instance serves, so
 // that a new slot's generation bump comes first: it creates the slot when
 // it is missing or lost. errStandby means that another instance holds it.
 func (c *capture) prepare(ctx context.Context) error {
-	sqlConn, repl, err := c.connect(ctx)
+	conn, err := c.dial(ctx)
 	if err != nil {
 		return err
 	}
-	defer sqlConn.Close(context.WithoutCancel(ctx))
-	defer repl.Close(context.WithoutCancel(ctx))
-	return c.ensureSlot(ctx, sqlConn, repl)
+	defer conn.close(context.WithoutCancel(ctx))
+	return c.ensureSlot(ctx, conn)
 }
 
 // connect opens a plain connection (for the catalog) and a replication
 // connection, both straight to PostgreSQL.
-func (c *capture) connect(ctx context.Context) (*pgx.Conn, *pgconn.PgConn, error) {
+func (c *capture) connect(ctx context.Context) (slotConn, error) {
 	sqlConn, err := connectSQL(ctx, c.dsn)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	replCfg, err := pgconn.ParseConfig(c.dsn)
 	if err != nil {
 		_ = sqlConn.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("parse the replication DSN: %w", err)
+		return nil, fmt.Errorf("parse the replication DSN: %w", err)
 	}
 	replCfg.RuntimeParams["replication"] = "database"
 	if replCfg.ConnectTimeout == 0 {
@@ -198,30 +315,27 @@ func (c *capture) connect(ctx context.Context) (*pgx.Conn, *pgconn.PgConn, error
 	repl, err := pgconn.ConnectConfig(ctx, replCfg)
 	if err != nil {
 		_ = sqlConn.Close(context.WithoutCancel(ctx))
-		return nil, nil, fmt.Errorf("replication connection: %w", err)
+		return nil, fmt.Errorf("replication connection: %w", err)
 	}
-	return sqlConn, repl, nil
+	return &pgSource{repl: repl, sql: sqlConn, slot: c.slot}, nil
 }
 
 // ensureSlot creates the slot when it is missing or was invalidated, and
 // then bumps every namespace's generation: what was written before the
 // slot existed was not captured. It returns errStandby when another
 // instance streams the slot.
-func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgconn.PgConn) error {
-	var active bool
-	var walStatus *string
+func (c *capture) ensureSlot(ctx context.Context, conn slotConn) error {
 	reset := ""
-	err := sqlConn.QueryRow(ctx, `SELECT active, wal_status FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()`,
-		c.slot).Scan(&active, &walStatus)
+	found, active, walStatus, err := conn.slotState(ctx)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		reset = "created"
 	case err != nil:
 		return fmt.Errorf("read the slot: %w", err)
-	case walStatus != nil && *walStatus == "lost":
+	case !found:
+		reset = "created"
+	case walStatus == "lost":
 		c.log.Error("freshness: the replication slot was invalidated (max_slot_wal_keep_size): changes were lost; creating it again",
 			slog.String("slot", c.slot))
-		if _, err := sqlConn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, c.slot); err != nil {
+		if err := conn.dropLost(ctx); err != nil {
 			return fmt.Errorf("drop the lost slot: %w", err)
 		}
 		reset = "lost"
@@ -231,8 +345,7 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 	if reset == "" {
 		return nil
 	}
-	if _, err := pglogrepl.CreateReplicationSlot(ctx, repl, c.slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication}); err != nil {
+	if err := conn.createSlot(ctx); err != nil {
 		if pgCode(err) == pgerrcode.DuplicateObject {
 			return errStandby
 		}
@@ -240,7 +353,7 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 	}
 	c.m.slotResets.WithLabelValues(reset).Inc()
 	if err := c.gens.bumpAll(ctx, "replication slot "+reset); err != nil {
-		_ = pglogrepl.DropReplicationSlot(context.WithoutCancel(ctx), repl, c.slot, pglogrepl.DropReplicationSlotOptions{})
+		_ = conn.dropCreated(context.WithoutCancel(ctx))
 		return fmt.Errorf("bump the generations after creating the slot: %w", err)
 	}
 	c.log.Warn("freshness: replication slot created; every namespace moved to a new generation, since earlier changes were not captured",
@@ -251,34 +364,34 @@ func (c *capture) ensureSlot(ctx context.Context, sqlConn *pgx.Conn, repl *pgcon
 // stream applies the slot's transactions until an error. The slot's
 // confirmed position moves only to the end of a transaction that is applied,
 // or, between transactions, to the server's WAL end.
-func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.Conn) error {
+func (c *capture) stream(ctx context.Context, src source) error {
 	c.relations = map[uint32]*pglogrepl.RelationMessage{}
 	c.resetBuffer()
 	var confirmed pglogrepl.LSN
 	inTxn := false
 	var nextStatus, nextWAL time.Time
-	nextPrune := time.Now().Add(time.Minute)
+	nextPrune := c.now().Add(time.Minute)
 	for {
-		now := time.Now()
+		now := c.now()
 		if !now.Before(nextStatus) {
-			if err := c.confirm(ctx, repl, confirmed); err != nil {
+			if err := c.confirm(ctx, src, confirmed); err != nil {
 				return err
 			}
 			nextStatus = now.Add(c.status)
 		}
 		if !now.Before(nextWAL) {
-			c.reportWAL(ctx, sqlConn)
+			c.reportWAL(ctx, src)
 			nextWAL = now.Add(5 * time.Second)
 		}
 		if !now.Before(nextPrune) {
-			c.pruneDeletes(ctx, sqlConn)
+			c.pruneDeletes(ctx, src)
 			nextPrune = now.Add(pruneEvery)
 		}
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
-		raw, err := repl.ReceiveMessage(rctx)
+		raw, err := src.receive(rctx)
 		cancel()
 		if err != nil {
-			if pgconn.Timeout(err) && ctx.Err() == nil {
+			if errors.Is(err, errIdle) && ctx.Err() == nil {
 				continue
 			}
 			return fmt.Errorf("receive: %w", err)
@@ -333,7 +446,7 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 				// same transaction. A truncate's trigger bumps the
 				// namespace's generation in the same transaction.
 			case *pglogrepl.CommitMessage:
-				if err := c.flush(ctx, repl, confirmed); err != nil {
+				if err := c.flush(ctx, src, confirmed); err != nil {
 					return err
 				}
 				confirmed = msg.TransactionEndLSN
@@ -341,7 +454,7 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 				c.m.applied(msg.CommitTime)
 			}
 			if c.buffered >= maxBuffered || c.bufferedBytes >= maxBufferedBytes {
-				if err := c.flush(ctx, repl, confirmed); err != nil {
+				if err := c.flush(ctx, src, confirmed); err != nil {
 					return err
 				}
 			}
@@ -350,23 +463,21 @@ func (c *capture) stream(ctx context.Context, repl *pgconn.PgConn, sqlConn *pgx.
 }
 
 // confirm tells the server that everything up to pos is applied.
-func (c *capture) confirm(ctx context.Context, repl *pgconn.PgConn, pos pglogrepl.LSN) error {
+func (c *capture) confirm(ctx context.Context, src source, pos pglogrepl.LSN) error {
 	if pos == 0 {
 		return nil
 	}
-	if err := pglogrepl.SendStandbyStatusUpdate(ctx, repl, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos}); err != nil {
+	if err := src.confirm(ctx, pos); err != nil {
 		return fmt.Errorf("confirm %s: %w", pos, err)
 	}
 	return nil
 }
 
 // reportWAL sets the WAL retained for the slot.
-func (c *capture) reportWAL(ctx context.Context, sqlConn *pgx.Conn) {
+func (c *capture) reportWAL(ctx context.Context, src source) {
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var retained float64
-	err := sqlConn.QueryRow(qctx, `SELECT COALESCE((pg_current_wal_lsn() - restart_lsn)::float8, 0)
-		FROM pg_replication_slots WHERE slot_name = $1`, c.slot).Scan(&retained)
+	retained, err := src.walRetained(qctx)
 	if err != nil {
 		c.log.Debug("freshness: WAL retained not read", slog.Any("err", err))
 		return
@@ -376,11 +487,10 @@ func (c *capture) reportWAL(ctx context.Context, sqlConn *pgx.Conn) {
 
 // pruneDeletes removes the delete log's rows that are older than an hour:
 // applied long ago.
-func (c *capture) pruneDeletes(ctx context.Context, sqlConn *pgx.Conn) {
+func (c *capture) pruneDeletes(ctx context.Context, src source) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := sqlConn.Exec(qctx, `DELETE FROM warmcache_deletes WHERE deleted_at < now() - make_interval(secs => $1::bigint)`,
-		int64(deleteLogAge/time.Second)); err != nil {
+	if err := src.pruneDeletes(qctx, deleteLogAge); err != nil {
 		c.log.Warn("freshness: delete log not pruned", slog.Any("err", err))
 	}
 }
@@ -497,7 +607,7 @@ func (c *capture) resetBuffer() {
 // flush applies the buffered changes, trying again until they are applied
 // or ctx ends; meanwhile it keeps confirming the last applied position, so
 // that the server keeps the connection and the slot's position is held.
-func (c *capture) flush(ctx context.Context, repl *pgconn.PgConn, confirmed pglogrepl.LSN) error {
+func (c *capture) flush(ctx context.Context, src source, confirmed pglogrepl.LSN) error {
 	if c.buffered == 0 {
 		return nil
 	}
@@ -517,13 +627,13 @@ func (c *capture) flush(ctx context.Context, repl *pgconn.PgConn, confirmed pglo
 		if attempt == 0 {
 			c.log.Warn("freshness: applying changes failed; retrying, the slot's position is held", slog.Any("err", err))
 		}
-		if err := c.confirm(ctx, repl, confirmed); err != nil {
+		if err := c.confirm(ctx, src, confirmed); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(wait):
+		case <-c.after(wait):
 		}
 		wait = min(2*wait, time.Second)
 	}

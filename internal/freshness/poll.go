@@ -60,6 +60,7 @@ type Poller struct {
 	interval   time.Duration
 	overlap    time.Duration
 	log        *slog.Logger
+	now        func() time.Time
 
 	marks     map[string]*watermark // by namespace name; deletes under ""
 	lastRound atomic.Int64          // unix nanoseconds when the last complete round started
@@ -74,6 +75,18 @@ type watermark struct {
 	high    int64 // the highest version applied
 	history []mark
 	seen    map[string]int64 // key -> version applied within the window
+	// maxSeen bounds seen; a key applied beyond it is applied again when
+	// the overlap window reads it again.
+	maxSeen int
+}
+
+func newWatermark() *watermark { return &watermark{seen: map[string]int64{}, maxSeen: maxSeen} }
+
+// start sets the watermark to high, the newest version when polling starts,
+// as of now: the overlap window reads again from there until it has passed.
+func (w *watermark) start(now time.Time, high int64) {
+	w.high, w.started = high, true
+	w.record(now)
 }
 
 type mark struct {
@@ -114,7 +127,7 @@ func (w *watermark) applied(key string, version int64) bool {
 }
 
 func (w *watermark) remember(key string, version int64) {
-	if len(w.seen) < maxSeen {
+	if _, ok := w.seen[key]; ok || len(w.seen) < w.maxSeen {
 		w.seen[key] = max(w.seen[key], version)
 	}
 	w.high = max(w.high, version)
@@ -130,23 +143,23 @@ func newPoller(store PollStore, apply Applier, namespaces []*warmcache.Namespace
 		overlap = 10 * time.Second
 	}
 	p := &Poller{store: store, apply: apply, namespaces: namespaces, byName: map[string]*warmcache.Namespace{},
-		interval: interval, overlap: overlap, log: log, marks: map[string]*watermark{}, m: m}
+		interval: interval, overlap: overlap, log: log, now: time.Now, marks: map[string]*watermark{}, m: m}
 	for _, ns := range namespaces {
 		p.byName[ns.Name] = ns
-		p.marks[ns.Name] = &watermark{seen: map[string]int64{}}
+		p.marks[ns.Name] = newWatermark()
 	}
-	p.marks[""] = &watermark{seen: map[string]int64{}}
+	p.marks[""] = newWatermark()
 	return p
 }
 
 // Run polls every interval until ctx ends.
 func (p *Poller) Run(ctx context.Context) {
-	p.lastRound.Store(time.Now().UnixNano())
-	p.m.pollAge(func() float64 { return time.Since(time.Unix(0, p.lastRound.Load())).Seconds() })
+	p.lastRound.Store(p.now().UnixNano())
+	p.m.pollAge(func() float64 { return p.now().Sub(time.Unix(0, p.lastRound.Load())).Seconds() })
 	t := time.NewTicker(p.interval)
 	defer t.Stop()
 	for {
-		start := time.Now()
+		start := p.now()
 		if err := p.Round(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -167,7 +180,7 @@ func (p *Poller) Run(ctx context.Context) {
 // changed. On an error it stops; the watermarks of what was not applied
 // stay where they were, so the next round reads it again.
 func (p *Poller) Round(ctx context.Context) error {
-	now := time.Now()
+	now := p.now()
 	ctx, cancel := context.WithTimeout(ctx, max(10*p.interval, 30*time.Second))
 	defer cancel()
 	for _, ns := range p.namespaces {
@@ -177,7 +190,7 @@ func (p *Poller) Round(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			w.high, w.started = v, true
+			w.start(now, v)
 		}
 		after := w.from(now, p.overlap)
 		for {
@@ -233,7 +246,7 @@ func (p *Poller) deletes(ctx context.Context, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		w.high, w.started = v, true
+		w.start(now, v)
 	}
 	after := w.from(now, p.overlap)
 	for {
