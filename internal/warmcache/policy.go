@@ -73,6 +73,26 @@ func (s *Service) servableStale(ns *Namespace, e Entry) bool {
 	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
 }
 
+// nearLife returns how long the near cache keeps e of ns: the namespace's
+// NearTTL, cut short at e's FreshUntil when that comes first, so that the
+// near cache never serves an entry the hot tier holds as expired. Zero or
+// less means not at all.
+func (s *Service) nearLife(ns *Namespace, e Entry) time.Duration {
+	d := ns.NearTTL
+	if !e.FreshUntil.IsZero() {
+		d = min(d, e.FreshUntil.Sub(s.opts.Now()))
+	}
+	return d
+}
+
+// keepNear stores e for key in near for its nearLife, when that is
+// positive.
+func (s *Service) keepNear(near Near, ns *Namespace, key Key, e Entry) {
+	if d := s.nearLife(ns, e); d > 0 {
+		near.Set(ns, key, e, d)
+	}
+}
+
 // near returns the near cache if ns uses one.
 func (s *Service) near(ns *Namespace) Near {
 	if s.opts.Near == nil || ns.NearTTL <= 0 {

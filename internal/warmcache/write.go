@@ -230,7 +230,7 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 		for _, f := range fills {
 			near.Invalidate(ns, f.Key, f.Entry.Version)
 			if reason == retireWrite && f.Entry.Found {
-				near.Set(ns, f.Key, f.Entry)
+				s.keepNear(near, ns, f.Key, f.Entry)
 			}
 		}
 	}
@@ -269,7 +269,7 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 		s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
 	}
 	if near := s.near(ns); near != nil {
-		near.Set(ns, key, e)
+		s.keepNear(near, ns, key, e)
 	}
 	return s.answer(ns, Item{Key: key, Entry: e, Source: SourceWarm})
 }
