@@ -65,10 +65,15 @@ type Options struct {
 	Instrument func(redis.UniversalClient) error
 }
 
+// The defaults of Options that the service's flags also use (see package
+// config).
 const (
-	defaultAddr         = "127.0.0.1:6379"
-	defaultPrefix       = "wc:"
-	defaultDialTimeout  = 200 * time.Millisecond
+	DefaultAddr        = "127.0.0.1:6379"
+	DefaultPrefix      = "wc:"
+	DefaultDialTimeout = 200 * time.Millisecond
+)
+
+const (
 	defaultReadTimeout  = 100 * time.Millisecond
 	defaultWriteTimeout = 100 * time.Millisecond
 )
@@ -80,12 +85,12 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if len(o.Addrs) == 0 {
-		o.Addrs = []string{defaultAddr}
+		o.Addrs = []string{DefaultAddr}
 	}
 	if o.Prefix == "" {
-		o.Prefix = defaultPrefix
+		o.Prefix = DefaultPrefix
 	}
-	dur(&o.DialTimeout, defaultDialTimeout)
+	dur(&o.DialTimeout, DefaultDialTimeout)
 	dur(&o.ReadTimeout, defaultReadTimeout)
 	dur(&o.WriteTimeout, defaultWriteTimeout)
 	return o

@@ -5,10 +5,15 @@ import (
 	"time"
 )
 
-// The lifetimes of hot-tier entries when a namespace sets none.
+// The namespace defaults. A Namespace whose TTL or NegativeTTL is zero
+// gets DefaultTTL or DefaultNegativeTTL. A namespace declared without
+// max_stale or ttl_jitter (see config.ParseNamespaces) gets DefaultMaxStale
+// and DefaultTTLJitter; in a Namespace, zero means none.
 const (
-	defaultTTL         = 5 * time.Minute
-	defaultNegativeTTL = 30 * time.Second
+	DefaultTTL         = 5 * time.Minute
+	DefaultNegativeTTL = 30 * time.Second
+	DefaultMaxStale    = time.Minute
+	DefaultTTLJitter   = 0.1
 )
 
 // fresh returns how long e stays fresh in the hot tier of ns: the
@@ -21,14 +26,14 @@ const (
 func (s *Service) fresh(ns *Namespace, e Entry) time.Duration {
 	negative := ns.NegativeTTL
 	if negative <= 0 {
-		negative = defaultNegativeTTL
+		negative = DefaultNegativeTTL
 	}
 	var base, floor time.Duration
 	switch {
 	case e.Found:
 		base = ns.TTL
 		if base <= 0 {
-			base = defaultTTL
+			base = DefaultTTL
 		}
 	case e.Version == 0:
 		base = negative
