@@ -76,7 +76,7 @@ var _ warmcachev1.CacheServer = (*API)(nil)
 func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, log *slog.Logger, opts Options) (*API, error) {
 	m, err := newMetrics(reg)
 	if err != nil {
-		return nil, fmt.Errorf("grpcapi: %w", err)
+		return nil, err
 	}
 	return &API{svc: svc, keys: keys, open: keys == nil || keys.Open(), log: log, metrics: m, opts: opts.withDefaults()}, nil
 }

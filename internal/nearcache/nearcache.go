@@ -8,6 +8,7 @@ import (
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -149,15 +150,8 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 				Help: "Entries in the near cache, including invalidation marks; an estimate.",
 			}, func() float64 { return float64(c.cache.EstimatedSize()) }),
 		}
-		var done []prometheus.Collector
-		for _, m := range collectors {
-			if err := reg.Register(m); err != nil {
-				for _, d := range done {
-					reg.Unregister(d)
-				}
-				return nil, fmt.Errorf("nearcache: register metrics: %w", err)
-			}
-			done = append(done, m)
+		if err := promreg.Register(reg, "nearcache", collectors...); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -165,7 +166,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 		c.durations[o] = c.duration.WithLabelValues(o.String())
 	}
 	if reg != nil {
-		if err := registerAll(reg, c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes); err != nil {
+		if err := promreg.Register(reg, "rediscache", c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -199,20 +200,6 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 	log.Info("redis hot tier configured",
 		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
 	return c, nil
-}
-
-// registerAll registers cs on reg, or none of them: on a failure it
-// unregisters those it registered.
-func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for i, m := range cs {
-		if err := reg.Register(m); err != nil {
-			for _, d := range cs[:i] {
-				reg.Unregister(d)
-			}
-			return fmt.Errorf("rediscache: register metrics: %w", err)
-		}
-	}
-	return nil
 }
 
 // mode names the kind of client that go-redis builds for opts.
