@@ -90,6 +90,15 @@ func (s *Service) nearLife(ns *Namespace, e Entry) time.Duration {
 	return d
 }
 
+// NearMarkTTL returns how long a near cache remembers an invalidation
+// (nearcache's MarkTTL) in a service with these tier deadlines: twice the
+// longest read, a hot-tier miss followed by a warehouse read, so that a
+// read which began before a write cannot cache the replaced version when
+// it ends.
+func NearMarkTTL(hotTimeout, warmTimeout time.Duration) time.Duration {
+	return 2 * (hotTimeout + warmTimeout)
+}
+
 // keepNear stores e for key in near for its nearLife, when that is
 // positive.
 func (s *Service) keepNear(near Near, ns *Namespace, key Key, e Entry) {

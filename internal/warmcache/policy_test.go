@@ -137,4 +137,10 @@ func TestNearLifetime(t *testing.T) {
 			}
 		})
 	}
+	t.Run("marks outlive the longest read", func(t *testing.T) {
+		hot, warm := warmcache.DefaultHotTimeout, warmcache.DefaultWarmTimeout
+		if got := warmcache.NearMarkTTL(hot, warm); got <= hot+warm {
+			t.Errorf("NearMarkTTL(%v, %v) = %v, want more than a hot-tier miss and a warehouse read", hot, warm, got)
+		}
+	})
 }
