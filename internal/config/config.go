@@ -15,10 +15,26 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/freshness"
+	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// The defaults that belong to no other package. Every other flag's default
+// is its package's constant (warmcache.DefaultHotTimeout,
+// pgstore.DefaultMaxConns and so on); the flags not named here or there
+// default to the zero value, which means "none" or "off".
+const (
+	DefaultHTTPAddr          = "127.0.0.1:8080"
+	DefaultGRPCAddr          = "127.0.0.1:9090"
+	DefaultPostgresDSN       = "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable"
+	DefaultNearCacheTracking = "bcast"
+	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultLogLevel          = "info"
 )
 
 // Config is everything the service and its subcommands need, in groups. A
@@ -401,13 +417,13 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 }
 
 func (h *HTTP) register(s *settings) {
-	s.str(&h.Addr, "http-addr", "WARMCACHE_HTTP_ADDR", "127.0.0.1:8080", "REST listen address")
+	s.str(&h.Addr, "http-addr", "WARMCACHE_HTTP_ADDR", DefaultHTTPAddr, "REST listen address")
 	s.str(&h.Socket, "http-socket", "WARMCACHE_HTTP_SOCKET", "", "unix socket path to also serve REST on")
-	s.positive(&h.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", 1024, "REST requests served at once")
+	s.positive(&h.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", httpapi.DefaultMaxInflight, "REST requests served at once")
 }
 
 func (g *GRPC) register(s *settings) {
-	s.str(&g.Addr, "grpc-addr", "WARMCACHE_GRPC_ADDR", "127.0.0.1:9090", "gRPC listen address; empty: no gRPC TCP listener")
+	s.str(&g.Addr, "grpc-addr", "WARMCACHE_GRPC_ADDR", DefaultGRPCAddr, "gRPC listen address; empty: no gRPC TCP listener")
 	s.str(&g.Socket, "grpc-socket", "WARMCACHE_GRPC_SOCKET", "", "unix socket path to also serve gRPC on")
 }
 
@@ -434,9 +450,9 @@ func (a *Access) register(s *settings) {
 // registerConn registers how the warehouse is reached.
 func (p *Postgres) registerConn(s *settings) {
 	p.registerDSN(s)
-	s.enum(enumOf(&p.ExecMode, pgstore.ParseExecMode), "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", string(pgstore.ExecModeAuto),
+	s.enum(enumOf(&p.ExecMode, pgstore.ParseExecMode), "pg-exec-mode", "WARMCACHE_PG_EXEC_MODE", string(pgstore.DefaultExecMode),
 		"pgx exec `mode`: "+strings.Join(names(pgstore.AllExecModes()), ", "))
-	s.enum(enumOf(&p.Pooler, pgstore.ParsePooler), "pg-pooler", "WARMCACHE_PG_POOLER", string(pgstore.PoolerNone),
+	s.enum(enumOf(&p.Pooler, pgstore.ParsePooler), "pg-pooler", "WARMCACHE_PG_POOLER", string(pgstore.DefaultPooler),
 		"`pooler` between the service and the warehouse: "+strings.Join(names(pgstore.AllPoolers()), " or "))
 	s.check(func() error {
 		if err := p.ExecMode.Through(p.Pooler); err != nil {
@@ -447,7 +463,7 @@ func (p *Postgres) registerConn(s *settings) {
 }
 
 func (p *Postgres) registerDSN(s *settings) {
-	s.str(&p.DSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", "postgres://postgres@127.0.0.1:5432/warmcache?sslmode=disable", "warehouse connection string")
+	s.str(&p.DSN, "postgres-dsn", "WARMCACHE_POSTGRES_DSN", DefaultPostgresDSN, "warehouse connection string")
 	s.check(func() error {
 		if p.DSN == "" {
 			return errors.New("postgres-dsn: must not be empty")
@@ -457,8 +473,8 @@ func (p *Postgres) registerDSN(s *settings) {
 }
 
 func (p *Postgres) registerPool(s *settings) {
-	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", 8, "warehouse pool size")
-	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.LookupFunctionAuto),
+	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
+	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
 		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
 }
 
@@ -468,12 +484,12 @@ func (p *Postgres) registerDialect(s *settings) {
 }
 
 func (r *Redis) register(s *settings) {
-	s.list(&r.Addrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", []string{"127.0.0.1:6379"}, "comma-separated Redis `addresses` (several for a Cluster)")
+	s.list(&r.Addrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", []string{rediscache.DefaultAddr}, "comma-separated Redis `addresses` (several for a Cluster)")
 	s.str(&r.MasterName, "redis-master", "WARMCACHE_REDIS_MASTER", "", "Sentinel master name")
 	s.str(&r.Password, "redis-password", "WARMCACHE_REDIS_PASSWORD", "", "Redis password")
 	s.nonNegative(&r.DB, "redis-db", "WARMCACHE_REDIS_DB", 0, "Redis database number")
-	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", "wc:", "prefix of every Redis key")
-	s.duration(&r.DialTimeout, "redis-dial-timeout", "WARMCACHE_REDIS_DIAL_TIMEOUT", 200*time.Millisecond, "deadline of opening one Redis connection")
+	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", rediscache.DefaultPrefix, "prefix of every Redis key")
+	s.duration(&r.DialTimeout, "redis-dial-timeout", "WARMCACHE_REDIS_DIAL_TIMEOUT", rediscache.DefaultDialTimeout, "deadline of opening one Redis connection")
 	s.check(func() error {
 		if len(r.Addrs) == 0 {
 			return errors.New("redis-addrs: at least one address is needed")
@@ -484,16 +500,16 @@ func (r *Redis) register(s *settings) {
 
 func (n *Near) register(s *settings) {
 	s.nonNegative64(&n.Bytes, "near-cache-bytes", "WARMCACHE_NEAR_CACHE_BYTES", 0, "bytes of the in-process near cache for namespaces with near_ttl; 0: off")
-	s.str(&n.Tracking, "near-cache-tracking", "WARMCACHE_NEAR_CACHE_TRACKING", "bcast", "Redis key tracking that drops near-cache entries changed by any client: bcast or off")
+	s.str(&n.Tracking, "near-cache-tracking", "WARMCACHE_NEAR_CACHE_TRACKING", DefaultNearCacheTracking, "Redis key tracking that drops near-cache entries changed by any client: bcast or off")
 	s.check(func() error { return oneOf("near-cache-tracking", n.Tracking, "bcast", "off") })
 }
 
 func (f *Freshness) register(s *settings) {
-	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", "auto", "how writes that bypass the cache are seen: auto, capture, poll or off")
+	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", freshness.DefaultMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
-	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "warmcache", "replication slot of this deployment")
-	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", time.Second, "time between two polls for writes that bypass the cache")
-	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", 10*time.Second, "how far back each poll reads again")
+	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", freshness.DefaultSlot, "replication slot of this deployment")
+	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", freshness.DefaultPollInterval, "time between two polls for writes that bypass the cache")
+	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", freshness.DefaultPollOverlap, "how far back each poll reads again")
 	s.check(func() error {
 		if err := oneOf("freshness", f.Mode, "auto", "capture", "poll", "off"); err != nil {
 			return err
@@ -509,41 +525,41 @@ func (f *Freshness) register(s *settings) {
 
 // registerTimeouts registers the tiers' deadlines.
 func (t *Tiers) registerTimeouts(s *settings) {
-	s.duration(&t.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", 50*time.Millisecond, "deadline of one Redis call")
-	s.duration(&t.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", 2*time.Second, "deadline of one warehouse call")
+	s.duration(&t.HotTimeout, "hot-timeout", "WARMCACHE_HOT_TIMEOUT", warmcache.DefaultHotTimeout, "deadline of one Redis call")
+	s.duration(&t.WarmTimeout, "warm-timeout", "WARMCACHE_WARM_TIMEOUT", warmcache.DefaultWarmTimeout, "deadline of one warehouse call")
 }
 
 // registerProtection registers what guards the warehouse of a server.
 func (t *Tiers) registerProtection(s *settings) {
-	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", 32, "concurrent warehouse reads")
-	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", 1, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
-	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", 2, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
-	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", 5, "consecutive warehouse failures that open the circuit breaker")
-	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", time.Second, "first wait of an open circuit breaker")
+	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", warmcache.DefaultMaxWarmInflight, "concurrent warehouse reads")
+	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", warmcache.DefaultWarmLanes, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
+	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
+	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", warmcache.DefaultBreakerThreshold, "consecutive warehouse failures that open the circuit breaker")
+	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", warmcache.DefaultBreakerCooldown, "first wait of an open circuit breaker")
 }
 
 func (l *Limits) register(s *settings) {
 	l.registerBody(s)
-	s.positive(&l.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", 1000, "most keys in one _mget")
-	s.positive(&l.MaxResponseBytes, "max-response-bytes", "WARMCACHE_MAX_RESPONSE_BYTES", 16<<20, "largest sum of values in one _mget answer")
+	s.positive(&l.MaxBatchKeys, "max-batch-keys", "WARMCACHE_MAX_BATCH_KEYS", warmcache.DefaultMaxBatchKeys, "most keys in one _mget")
+	s.positive(&l.MaxResponseBytes, "max-response-bytes", "WARMCACHE_MAX_RESPONSE_BYTES", warmcache.DefaultMaxResponseBytes, "largest sum of values in one _mget answer")
 }
 
 // registerBody registers the bound of a request body, which is also the
 // bound of a value.
 func (l *Limits) registerBody(s *settings) {
-	s.positive64(&l.MaxBodyBytes, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", 1<<20, "largest request body")
+	s.positive64(&l.MaxBodyBytes, "max-body-bytes", "WARMCACHE_MAX_BODY_BYTES", warmcache.DefaultMaxValueBytes, "largest request body")
 }
 
 func (l *Loads) register(s *settings) {
-	s.positive64(&l.MaxBytes, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", 64<<20, "largest _load body (streamed)")
-	s.positive(&l.Max, "max-loads", "WARMCACHE_MAX_LOADS", 4, "bulk loads in progress at once, REST and gRPC together")
-	s.duration(&l.IdleTimeout, "load-idle-timeout", "WARMCACHE_LOAD_IDLE_TIMEOUT", 30*time.Second, "cut off a load that sends nothing for this long")
+	s.positive64(&l.MaxBytes, "max-load-bytes", "WARMCACHE_MAX_LOAD_BYTES", warmcache.DefaultMaxLoadBytes, "largest _load body (streamed)")
+	s.positive(&l.Max, "max-loads", "WARMCACHE_MAX_LOADS", warmcache.DefaultMaxLoads, "bulk loads in progress at once, REST and gRPC together")
+	s.duration(&l.IdleTimeout, "load-idle-timeout", "WARMCACHE_LOAD_IDLE_TIMEOUT", warmcache.DefaultLoadIdleTimeout, "cut off a load that sends nothing for this long")
 	s.str(&l.SpoolDir, "spool-dir", "WARMCACHE_SPOOL_DIR", "", "directory where loads are spooled; empty: the system's temporary directory")
 }
 
 func (v *Server) register(s *settings) {
 	s.str(&v.CursorKey, "cursor-key", "WARMCACHE_CURSOR_KEY", "", "secret that signs _query cursors; empty: random per process")
-	s.duration(&v.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", 15*time.Second, "drain deadline on SIGTERM")
+	s.duration(&v.ShutdownTimeout, "shutdown-timeout", "WARMCACHE_SHUTDOWN_TIMEOUT", DefaultShutdownTimeout, "drain deadline on SIGTERM")
 	s.str(&v.PprofAddr, "pprof", "WARMCACHE_PPROF_ADDR", "", "loopback address serving net/http/pprof; empty: off")
 	s.nonNegative64(&v.GCHeapFloor, "gc-heap-floor", "WARMCACHE_GC_HEAP_FLOOR", 0, "bytes of heap goal below which GOGC is raised, such as 67108864; 0: GOGC alone decides")
 	s.check(func() error {
@@ -555,7 +571,7 @@ func (v *Server) register(s *settings) {
 }
 
 func (c *Config) registerLog(s *settings) {
-	s.str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", "info", "debug, info, warn or error")
+	s.str(&c.LogLevel, "log-level", "WARMCACHE_LOG_LEVEL", DefaultLogLevel, "debug, info, warn or error")
 	s.check(func() error { return oneOf("log-level", c.LogLevel, "debug", "info", "warn", "error") })
 }
 

@@ -19,7 +19,8 @@ import (
 
 // HTTPOptions bound the HTTP form.
 type HTTPOptions struct {
-	// MaxBodyBytes bounds a request body. Zero means 1 MiB.
+	// MaxBodyBytes bounds a request body. Zero means
+	// warmcache.DefaultMaxValueBytes, 1 MiB.
 	MaxBodyBytes int64
 	// Keys checks the dapr-api-token header of every state request. Nil,
 	// or a Keyring without keys, lets every request through.
@@ -38,7 +39,7 @@ type httpAPI struct {
 func NewHTTP(svc *warmcache.Service, log *slog.Logger, opts HTTPOptions) http.Handler {
 	a := &httpAPI{state: state{svc: svc, keys: opts.Keys, log: log}, maxBody: opts.MaxBodyBytes}
 	if a.maxBody <= 0 {
-		a.maxBody = 1 << 20
+		a.maxBody = warmcache.DefaultMaxValueBytes
 	}
 	r := chi.NewRouter()
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

@@ -38,6 +38,15 @@ const (
 	Off = "off"
 )
 
+// The defaults of Options that the service's flags also use (see package
+// config).
+const (
+	DefaultMode         = Auto
+	DefaultSlot         = "warmcache"
+	DefaultPollInterval = time.Second
+	DefaultPollOverlap  = 10 * time.Second
+)
+
 // Options configure a Runner. The zero value of each field selects the
 // default in its comment.
 type Options struct {
@@ -85,13 +94,13 @@ type Runner struct {
 // registered.
 func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
 	if opts.Mode == "" {
-		opts.Mode = Auto
+		opts.Mode = DefaultMode
 	}
 	if opts.Slot == "" {
-		opts.Slot = "warmcache"
+		opts.Slot = DefaultSlot
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = time.Second
+		opts.PollInterval = DefaultPollInterval
 	}
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = time.Second

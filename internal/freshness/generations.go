@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -56,8 +57,8 @@ func NewGenerations(store GenerationStore, namespaces []*warmcache.Namespace, mo
 		g.names[ns.Name] = true
 		g.gauge.WithLabelValues(ns.Name).Set(0)
 	}
-	if err := reg.Register(g.gauge); err != nil {
-		return nil, fmt.Errorf("freshness: register metrics: %w", err)
+	if err := promreg.Register(reg, "freshness", g.gauge); err != nil {
+		return nil, err
 	}
 	return g, nil
 }

@@ -1,12 +1,13 @@
 package freshness
 
 import (
-	"fmt"
 	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/promreg"
 )
 
 // The modes a Runner reports in warmcache_freshness_mode.
@@ -75,10 +76,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, mode := range modes {
 		m.mode.WithLabelValues(mode).Set(0)
 	}
-	for _, c := range []prometheus.Collector{m.changes, m.applyLag, m.walRetained, m.mode, m.slotResets, lag, poll} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("freshness: register metrics: %w", err)
-		}
+	if err := promreg.Register(reg, "freshness", m.changes, m.applyLag, m.walRetained, m.mode, m.slotResets, lag, poll); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -486,12 +487,7 @@ func buildVersion() string {
 }
 
 func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register metrics: %w", err)
-		}
-	}
-	return nil
+	return promreg.Register(reg, "gateway", cs...)
 }
 
 // NewLogger returns a JSON logger on w at level (debug, info, warn or

@@ -55,7 +55,7 @@ func startNear(cfg config.Config, cache *rediscache.Cache, reg prometheus.Regist
 	}
 	near, err := nearcache.New(nearcache.Options{
 		MaxBytes: uint64(cfg.Near.Bytes),
-		MarkTTL:  2 * (cfg.Tiers.HotTimeout + cfg.Tiers.WarmTimeout),
+		MarkTTL:  warmcache.NearMarkTTL(cfg.Tiers.HotTimeout, cfg.Tiers.WarmTimeout),
 	}, reg)
 	if err != nil {
 		return t, err

@@ -76,7 +76,7 @@ var _ warmcachev1.CacheServer = (*API)(nil)
 func New(svc *warmcache.Service, keys *auth.Keyring, reg prometheus.Registerer, log *slog.Logger, opts Options) (*API, error) {
 	m, err := newMetrics(reg)
 	if err != nil {
-		return nil, fmt.Errorf("grpcapi: %w", err)
+		return nil, err
 	}
 	return &API{svc: svc, keys: keys, open: keys == nil || keys.Open(), log: log, metrics: m, opts: opts.withDefaults()}, nil
 }
@@ -87,13 +87,13 @@ func (o Options) withDefaults() Options {
 		o.MaxMessageBytes = 4 << 20
 	}
 	if o.MaxSendBytes <= 0 {
-		o.MaxSendBytes = 16<<20 + 64<<10
+		o.MaxSendBytes = warmcache.DefaultMaxResponseBytes + 64<<10
 	}
 	if o.MaxLoadBytes <= 0 {
-		o.MaxLoadBytes = 64 << 20
+		o.MaxLoadBytes = warmcache.DefaultMaxLoadBytes
 	}
 	if o.LoadIdleTimeout <= 0 {
-		o.LoadIdleTimeout = 30 * time.Second
+		o.LoadIdleTimeout = warmcache.DefaultLoadIdleTimeout
 	}
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = 256

@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/cowmap"
+	"github.com/warmcache/warmcache/internal/promreg"
 )
 
 type metrics struct {
@@ -50,10 +51,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "warmcache_grpc_requests_in_flight",
 		Help: "gRPC calls being served.",
 	}, func() float64 { return float64(m.inflight.Load()) })
-	for _, c := range []prometheus.Collector{m.duration, inflight} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := promreg.Register(reg, "grpcapi", m.duration, inflight); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -23,7 +23,8 @@ import (
 
 // Options bound the transport.
 type Options struct {
-	// MaxBodyBytes bounds a request body. Zero means 1 MiB.
+	// MaxBodyBytes bounds a request body. Zero means
+	// warmcache.DefaultMaxValueBytes, 1 MiB.
 	MaxBodyBytes int64
 	// MaxLoadBytes bounds the streamed body of a _load (bulk load), which
 	// is not held in memory. Zero means 64 MiB.
@@ -31,12 +32,17 @@ type Options struct {
 	// LoadIdleTimeout cuts off a _load whose body sends nothing for this
 	// long (408); nothing of it is written. Zero means 30s.
 	LoadIdleTimeout time.Duration
-	// MaxInflight bounds the /v1 requests served at once. Zero means 1024.
+	// MaxInflight bounds the /v1 requests served at once. Zero means
+	// DefaultMaxInflight.
 	MaxInflight int
 	// Keys checks the API key of every /v1/kv request. Nil, or a Keyring
 	// without keys, lets every request through unauthenticated.
 	Keys *auth.Keyring
 }
+
+// DefaultMaxInflight is the default of Options.MaxInflight, which the
+// service's flag also uses (see package config).
+const DefaultMaxInflight = 1024
 
 type api struct {
 	svc     *warmcache.Service
@@ -53,7 +59,7 @@ type api struct {
 func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Registerer, log *slog.Logger, opts Options) (http.Handler, error) {
 	a := &api{svc: svc, log: log, maxBody: opts.MaxBodyBytes}
 	if a.maxBody <= 0 {
-		a.maxBody = 1 << 20
+		a.maxBody = warmcache.DefaultMaxValueBytes
 	}
 	m, err := newMetrics(reg)
 	if err != nil {
@@ -62,7 +68,7 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 	r := chi.NewRouter()
 	a.mux = r
 	if opts.MaxInflight <= 0 {
-		opts.MaxInflight = 1024
+		opts.MaxInflight = DefaultMaxInflight
 	}
 	r.Use(routeEscaped, m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
 	r.NotFound(a.noRoute)

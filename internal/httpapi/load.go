@@ -12,9 +12,6 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// defaultMaxLoadBytes bounds a _load body when Options.MaxLoadBytes is zero.
-const defaultMaxLoadBytes = 64 << 20
-
 // loadDeadline bounds reading a _load body and writing its answer; the
 // server's own read and write timeouts are sized for single requests.
 const loadDeadline = 10 * time.Minute
@@ -44,10 +41,10 @@ type loadResponse struct {
 // invalid_value with the first bad lines by number.
 func (a *api) load(maxBytes int64, idle time.Duration) http.HandlerFunc {
 	if maxBytes <= 0 {
-		maxBytes = defaultMaxLoadBytes
+		maxBytes = warmcache.DefaultMaxLoadBytes
 	}
 	if idle <= 0 {
-		idle = defaultLoadIdle
+		idle = warmcache.DefaultLoadIdleTimeout
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		name, err := pathParam(r, "namespace")
@@ -95,10 +92,6 @@ func (a *api) load(maxBytes int64, idle time.Duration) http.HandlerFunc {
 		}))
 	}
 }
-
-// defaultLoadIdle cuts off a _load body that sends nothing for this long
-// when Options.LoadIdleTimeout is zero.
-const defaultLoadIdle = 30 * time.Second
 
 // idleReader reads a request body with a read deadline renewed before each
 // read: idle from now, never past deadline. It keeps the first read error

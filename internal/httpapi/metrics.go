@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/cowmap"
+	"github.com/warmcache/warmcache/internal/promreg"
 )
 
 type metrics struct {
@@ -101,10 +102,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "REST requests being served.",
 	}, func() float64 { return float64(m.inflight.Load()) })
 	m.routes.unmatched.pattern = "unmatched"
-	for _, c := range []prometheus.Collector{m.duration, inflight} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
+	if err := promreg.Register(reg, "httpapi", m.duration, inflight); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

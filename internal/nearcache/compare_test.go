@@ -87,7 +87,7 @@ func (n nearCache) get(k string) bool {
 	return ok
 }
 func (n nearCache) set(k string, v []byte) {
-	n.c.Set(n.ns, warmcache.Key{Text: k}, warmcache.Entry{Value: v, Version: 1, Found: true})
+	n.c.Set(n.ns, warmcache.Key{Text: k}, warmcache.Entry{Value: v, Version: 1, Found: true}, n.ns.NearTTL)
 }
 
 func newNear(tb testing.TB) contender {

@@ -1,9 +1,9 @@
 // Package nearcache is the in-process near cache (L1) in front of the hot
 // tier: bounded by bytes, with W-TinyLFU admission so that a one-pass scan of
-// cold keys does not flush the hot set, entries that live their namespace's
-// NearTTL, and version rules that keep a replaced value from being cached
-// again. Other instances' writes reach it through InvalidateKey, carried over
-// Redis pub/sub by rediscache.Invalidations. Every change of a key in Redis,
+// cold keys does not flush the hot set, entries that live as long as the core
+// tells it (the namespace's NearTTL, see warmcache), and version rules that
+// keep a replaced value from being cached again. Other instances' writes
+// reach it through InvalidateKey, carried over Redis pub/sub by rediscache.Invalidations. Every change of a key in Redis,
 // whoever made it, reaches it through Drop, carried by Redis's key tracking
 // (rediscache.Tracking). Clear drops everything when either channel may
 // have lost messages.

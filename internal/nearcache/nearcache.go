@@ -8,6 +8,7 @@ import (
 	"github.com/maypok86/otter/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -57,7 +58,7 @@ type item struct {
 }
 
 // Cache is the in-process near cache (L1): a W-TinyLFU cache bounded by bytes
-// whose entries live their namespace's NearTTL. It implements warmcache.Near
+// whose entries live as long as Set is told. It implements warmcache.Near
 // and is safe for concurrent use; no call blocks on I/O or returns an error.
 //
 // Entries are ordered by version: Set never replaces a newer version, and
@@ -68,7 +69,6 @@ type item struct {
 // value after Set or after Get returned it.
 type Cache struct {
 	cache   *otter.Cache[mapKey, item]
-	now     func() time.Time
 	markTTL time.Duration
 
 	evictions *prometheus.CounterVec
@@ -93,7 +93,6 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		Help: "Invalidations the near cache received, by source (versioned: a write, this instance's or another's over pub/sub; tracking: Redis reported the key changed) and result (dropped: an entry was removed; none: no older entry was cached).",
 	}, []string{"source", "result"})
 	c := &Cache{
-		now:              opts.Now,
 		markTTL:          opts.MarkTTL,
 		versionedDropped: invalidations.WithLabelValues("versioned", "dropped"),
 		versionedNone:    invalidations.WithLabelValues("versioned", "none"),
@@ -101,15 +100,12 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		trackingNone:     invalidations.WithLabelValues("tracking", "none"),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_near_cache_evictions_total",
-			Help: "Near-cache entries removed by the cache itself, by reason: size (the byte bound) or expired (NearTTL).",
+			Help: "Near-cache entries removed by the cache itself, by reason: size (the byte bound) or expired (the lifetime it was stored for).",
 		}, []string{"reason"}),
 		refused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "warmcache_near_cache_refused_total",
 			Help: "Near-cache stores refused because a newer version, or an invalidation at a newer version, was cached.",
 		}),
-	}
-	if c.now == nil {
-		c.now = time.Now
 	}
 	// The two series exist from the start, and an eviction counts without
 	// looking its label up.
@@ -154,15 +150,8 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 				Help: "Entries in the near cache, including invalidation marks; an estimate.",
 			}, func() float64 { return float64(c.cache.EstimatedSize()) }),
 		}
-		var done []prometheus.Collector
-		for _, m := range collectors {
-			if err := reg.Register(m); err != nil {
-				for _, d := range done {
-					reg.Unregister(d)
-				}
-				return nil, fmt.Errorf("nearcache: register metrics: %w", err)
-			}
-			done = append(done, m)
+		if err := promreg.Register(reg, "nearcache", collectors...); err != nil {
+			return nil, err
 		}
 	}
 	return c, nil
@@ -184,16 +173,13 @@ func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry
 	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found}, true
 }
 
-// Set caches e for key in ns for the namespace's NearTTL, cut short at e's
-// FreshUntil when that comes first. It does nothing when ns has no NearTTL,
-// and it refuses e when the cache holds a newer version, an absent entry at
-// the same version, or an invalidation at a newer version; an absent e of
-// version zero (a key never written) is cached only when nothing is.
-func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
-	ttl := ns.NearTTL
-	if !e.FreshUntil.IsZero() {
-		ttl = min(ttl, e.FreshUntil.Sub(c.now()))
-	}
+// Set caches e for key in ns for ttl, as the core decides it (the near
+// cache keeps what it is told for as long as it is told). It does nothing
+// when ttl is not positive, and it refuses e when the cache holds a newer
+// version, an absent entry at the same version, or an invalidation at a
+// newer version; an absent e of version zero (a key never written) is
+// cached only when nothing is.
+func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry, ttl time.Duration) {
 	if ttl <= 0 {
 		return
 	}

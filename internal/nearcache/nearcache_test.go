@@ -54,7 +54,7 @@ func TestByteBoundHoldsUnderFlood(t *testing.T) {
 		wg.Go(func() {
 			for i := range perWriter {
 				k := key(w*perWriter + i)
-				c.Set(ns, k, present(1, string(value)))
+				c.Set(ns, k, present(1, string(value)), ns.NearTTL)
 				c.Get(ns, k)
 			}
 		})
@@ -94,18 +94,18 @@ func TestEntriesExpireAfterNearTTL(t *testing.T) {
 	ns := &warmcache.Namespace{Name: "ttl", NearTTL: time.Second}
 	off := &warmcache.Namespace{Name: "off"}
 
-	c.Set(ns, key(1), present(1, `{"a":1}`))
-	// An entry whose hot-tier freshness ends first lives only until then.
-	c.Set(ns, key(2), warmcache.Entry{Value: []byte(`{}`), Version: 1, Found: true,
-		FreshUntil: clock.Now().Add(100 * time.Millisecond)})
-	c.Set(off, key(1), present(1, `{}`))
+	c.Set(ns, key(1), present(1, `{"a":1}`), ns.NearTTL)
+	// An entry the core gives a shorter life (its hot-tier freshness ends
+	// first, see warmcache's nearLife) lives only that long.
+	c.Set(ns, key(2), present(1, `{}`), 100*time.Millisecond)
+	c.Set(off, key(1), present(1, `{}`), off.NearTTL)
 
 	if _, ok := c.Get(off, key(1)); ok {
 		t.Error("a namespace without NearTTL was cached")
 	}
 	clock.Advance(100*time.Millisecond + time.Nanosecond)
 	if _, ok := c.Get(ns, key(2)); ok {
-		t.Error("key 2 served after its FreshUntil")
+		t.Error("key 2 served after the lifetime it was stored for")
 	}
 	clock.Advance(900*time.Millisecond - 2*time.Nanosecond)
 	if e, ok := c.Get(ns, key(1)); !ok || string(e.Value) != `{"a":1}` {
@@ -134,8 +134,8 @@ func TestInvalidationsCountedBySource(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c := newCache(t, nearcache.Options{}, reg)
 	ns := &warmcache.Namespace{Name: "m", NearTTL: time.Minute}
-	c.Set(ns, key(1), present(1, "1"))
-	c.Set(ns, key(2), present(1, "1"))
+	c.Set(ns, key(1), present(1, "1"), ns.NearTTL)
+	c.Set(ns, key(2), present(1, "1"), ns.NearTTL)
 	c.InvalidateKey("m", "1", 2) // drops key 1
 	c.InvalidateKey("m", "9", 2) // nothing cached
 	c.Drop("m", "2")             // drops key 2
@@ -187,13 +187,13 @@ func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[st
 func TestClearDropsEntriesAndMarks(t *testing.T) {
 	c := newCache(t, nearcache.Options{}, nil)
 	ns := &warmcache.Namespace{Name: "c", NearTTL: time.Minute}
-	c.Set(ns, key(1), present(1, "1"))
+	c.Set(ns, key(1), present(1, "1"), ns.NearTTL)
 	c.InvalidateKey("c", "2", 5)
 	c.Clear()
 	if _, ok := c.Get(ns, key(1)); ok {
 		t.Error("entry served after Clear")
 	}
-	c.Set(ns, key(2), present(1, "1"))
+	c.Set(ns, key(2), present(1, "1"), ns.NearTTL)
 	if _, ok := c.Get(ns, key(2)); !ok {
 		t.Error("an invalidation mark outlived Clear")
 	}
@@ -215,7 +215,7 @@ func TestHotSetSurvivesScan(t *testing.T) {
 	value := string(make([]byte, 900))
 	read := func(k warmcache.Key) {
 		if _, ok := c.Get(ns, k); !ok {
-			c.Set(ns, k, present(1, value))
+			c.Set(ns, k, present(1, value), ns.NearTTL)
 		}
 	}
 	for range 20 {
@@ -275,7 +275,7 @@ func BenchmarkDrop(b *testing.B) {
 		// Past the first pass over the keys, a drop finds nothing.
 		c := newCache(b, nearcache.Options{MaxBytes: 64 << 20}, nil)
 		for k := range keys {
-			c.Set(ns, key(k), present(1, "v"))
+			c.Set(ns, key(k), present(1, "v"), ns.NearTTL)
 		}
 		for i := 0; b.Loop(); i++ {
 			c.Drop(ns.Name, texts[i%keys])

@@ -164,8 +164,16 @@ func ParsePooler(s string) (Pooler, error) {
 	return "", fmt.Errorf("pooler %q is not none or pgbouncer", s)
 }
 
+// The defaults of Options that the service's flags also use (see package
+// config).
 const (
-	defaultMaxConns        = 8
+	DefaultExecMode       = ExecModeAuto
+	DefaultPooler         = PoolerNone
+	DefaultLookupFunction = LookupFunctionAuto
+	DefaultMaxConns       = 8
+)
+
+const (
 	defaultMaxConnLifetime = time.Hour
 	defaultMaxConnIdleTime = 30 * time.Minute
 	defaultConnectTimeout  = 5 * time.Second
@@ -215,16 +223,16 @@ func validMemory(s string) bool {
 // an error naming the first invalid option.
 func (o Options) withDefaults() (Options, error) {
 	if o.ExecMode == "" {
-		o.ExecMode = ExecModeAuto
+		o.ExecMode = DefaultExecMode
 	}
 	if _, err := ParseExecMode(string(o.ExecMode)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)
 	}
 	if o.Pooler == "" {
-		o.Pooler = PoolerNone
+		o.Pooler = DefaultPooler
 	}
 	if o.LookupFunction == "" {
-		o.LookupFunction = LookupFunctionAuto
+		o.LookupFunction = DefaultLookupFunction
 	}
 	if _, err := ParseLookupFunction(string(o.LookupFunction)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)
@@ -239,7 +247,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("pgstore: MaxConns and MinConns must not be negative")
 	}
 	if o.MaxConns == 0 {
-		o.MaxConns = defaultMaxConns
+		o.MaxConns = DefaultMaxConns
 	}
 	if o.MinConns > o.MaxConns {
 		return o, fmt.Errorf("pgstore: MinConns %d exceeds MaxConns %d", o.MinConns, o.MaxConns)

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -130,13 +131,12 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 	for name, t := range s.tables {
 		t.metrics = m.forNamespace(name)
 	}
-	for _, c := range []prometheus.Collector{m.queries, m.duration, newPoolCollector(pool)} {
-		if err := reg.Register(c); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("pgstore: register metrics: %w", err)
-		}
-		s.collectors = append(s.collectors, c)
+	collectors := []prometheus.Collector{m.queries, m.duration, newPoolCollector(pool)}
+	if err := promreg.Register(reg, "pgstore", collectors...); err != nil {
+		s.Close()
+		return nil, err
 	}
+	s.collectors = collectors
 	log.Info("pgstore: opened warehouse pool",
 		"dialect", probe.dialect.String(),
 		"pooler", opts.Pooler,

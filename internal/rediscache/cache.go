@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -65,10 +66,15 @@ type Options struct {
 	Instrument func(redis.UniversalClient) error
 }
 
+// The defaults of Options that the service's flags also use (see package
+// config).
 const (
-	defaultAddr         = "127.0.0.1:6379"
-	defaultPrefix       = "wc:"
-	defaultDialTimeout  = 200 * time.Millisecond
+	DefaultAddr        = "127.0.0.1:6379"
+	DefaultPrefix      = "wc:"
+	DefaultDialTimeout = 200 * time.Millisecond
+)
+
+const (
 	defaultReadTimeout  = 100 * time.Millisecond
 	defaultWriteTimeout = 100 * time.Millisecond
 )
@@ -80,12 +86,12 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if len(o.Addrs) == 0 {
-		o.Addrs = []string{defaultAddr}
+		o.Addrs = []string{DefaultAddr}
 	}
 	if o.Prefix == "" {
-		o.Prefix = defaultPrefix
+		o.Prefix = DefaultPrefix
 	}
-	dur(&o.DialTimeout, defaultDialTimeout)
+	dur(&o.DialTimeout, DefaultDialTimeout)
 	dur(&o.ReadTimeout, defaultReadTimeout)
 	dur(&o.WriteTimeout, defaultWriteTimeout)
 	return o
@@ -160,7 +166,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 		c.durations[o] = c.duration.WithLabelValues(o.String())
 	}
 	if reg != nil {
-		if err := registerAll(reg, c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes); err != nil {
+		if err := promreg.Register(reg, "rediscache", c.errs, c.duration, c.unknownFormat, c.undecodable, c.fillBytes); err != nil {
 			return nil, err
 		}
 	}
@@ -194,20 +200,6 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 	log.Info("redis hot tier configured",
 		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
 	return c, nil
-}
-
-// registerAll registers cs on reg, or none of them: on a failure it
-// unregisters those it registered.
-func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for i, m := range cs {
-		if err := reg.Register(m); err != nil {
-			for _, d := range cs[:i] {
-				reg.Unregister(d)
-			}
-			return fmt.Errorf("rediscache: register metrics: %w", err)
-		}
-	}
-	return nil
 }
 
 // mode names the kind of client that go-redis builds for opts.

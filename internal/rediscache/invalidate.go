@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -64,17 +65,8 @@ func NewInvalidations(c *Cache, reg prometheus.Registerer, log *slog.Logger) (*I
 			Help: "Subscriptions to the invalidation channel, the first and each one after a reconnect; each drops the near cache.",
 		}),
 	}
-	if reg != nil {
-		var done []prometheus.Collector
-		for _, m := range []prometheus.Collector{inv.published, inv.received, inv.resyncs} {
-			if err := reg.Register(m); err != nil {
-				for _, d := range done {
-					reg.Unregister(d)
-				}
-				return nil, fmt.Errorf("rediscache: register metrics: %w", err)
-			}
-			done = append(done, m)
-		}
+	if err := promreg.Register(reg, "rediscache", inv.published, inv.received, inv.resyncs); err != nil {
+		return nil, err
 	}
 	return inv, nil
 }

@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/warmcache/warmcache/internal/promreg"
 )
 
 // trackingChannel is the channel on which Redis delivers key-tracking
@@ -129,7 +131,7 @@ func NewTracking(c *Cache, namespaces []string, reg prometheus.Registerer, log *
 	}
 	slices.Sort(t.prefixes)
 	if reg != nil {
-		if err := registerAll(reg, t.keys, t.flushes, t.resyncs, t.connected); err != nil {
+		if err := promreg.Register(reg, "rediscache", t.keys, t.flushes, t.resyncs, t.connected); err != nil {
 			return nil, err
 		}
 	}

@@ -12,15 +12,10 @@ import (
 func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, error) {
 	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
 	defer cancel()
-	select {
-	case s.warmSlots <- struct{}{}:
-	case <-wctx.Done():
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("%w: too many warehouse reads in flight", ErrOverloaded)
+	if err := s.takeWarmSlot(ctx, wctx); err != nil {
+		return nil, err
 	}
-	defer func() { <-s.warmSlots }()
+	defer s.freeWarmSlot()
 	if ok, wait := s.breaker.allow(); !ok {
 		return nil, fmt.Errorf("%w: warehouse circuit breaker open for %v", ErrUnavailable, wait.Round(time.Millisecond))
 	}
@@ -45,6 +40,26 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 	}
 	return entries, nil
 }
+
+// takeWarmSlot takes one of the MaxWarmInflight slots of warehouse reads,
+// waiting until wctx, the read's deadline, is done. It returns ctx's error
+// when the caller went away meanwhile, and ErrOverloaded when no slot
+// freed in time. The caller frees the slot with freeWarmSlot once the
+// read is over.
+func (s *Service) takeWarmSlot(ctx, wctx context.Context) error {
+	select {
+	case s.warmSlots <- struct{}{}:
+		return nil
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("%w: too many warehouse reads in flight", ErrOverloaded)
+	}
+}
+
+// freeWarmSlot frees a slot that takeWarmSlot took.
+func (s *Service) freeWarmSlot() { <-s.warmSlots }
 
 // fill stores fills in the hot tier in one round trip. A failure is
 // counted and logged but not returned: the warehouse already answered, and

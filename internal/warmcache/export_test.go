@@ -1,5 +1,7 @@
 package warmcache
 
+import "time"
+
 // CheckValue exposes checkValue to the external tests.
 var CheckValue = checkValue
 
@@ -25,3 +27,6 @@ func Waiters(s *Service, key string) int {
 	}
 	return c.waiters
 }
+
+// NearLife exposes nearLife to the external tests.
+func NearLife(s *Service, ns *Namespace, e Entry) time.Duration { return s.nearLife(ns, e) }

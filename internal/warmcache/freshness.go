@@ -73,7 +73,7 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 		}
 		keys, entries = append(keys, c.Key), append(entries, c.Entry)
 	}
-	if err := s.fillChanges(ctx, ns, keys, entries); err != nil {
+	if err := s.retire(ctx, ns, retireChange, s.fills(ns, keys, entries)); err != nil {
 		return err
 	}
 	// Changed keys whose values are unknown are read from the warehouse in
@@ -98,20 +98,12 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 				found, values = append(found, part[i]), append(values, e)
 			}
 		}
-		if err := s.fillChanges(ctx, ns, found, values); err != nil {
+		if err := s.retire(ctx, ns, retireChange, s.fills(ns, found, values)); err != nil {
 			return err
 		}
 		n = max(1, min(applyChunk, refreshBytes/(size/len(part)+1)))
 	}
 	return nil
-}
-
-// fillChanges brings the caches up to changed entries (see retire).
-func (s *Service) fillChanges(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	return s.retire(ctx, ns, retireChange, s.fills(ns, keys, entries))
 }
 
 // Invalidate makes the caches answer the given keys of a namespace from the
@@ -178,13 +170,6 @@ func (s *Service) Invalidate(ctx context.Context, namespace string, rawKeys []st
 	}
 	if err := s.retire(ctx, ns, retireInvalidate, s.fills(ns, keys, entries)); err != nil {
 		return 0, err
-	}
-	// Rows rewritten at their old versions are refused by versions alone:
-	// this instance's near cache caches none of the keys for a while.
-	if near := s.near(ns); near != nil {
-		for _, k := range keys {
-			near.Invalidate(ns, k, 1<<62)
-		}
 	}
 	return len(keys), nil
 }

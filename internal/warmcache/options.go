@@ -93,6 +93,34 @@ type Options struct {
 	HotLanes int
 }
 
+// The defaults of Options: what a zero field means. The exported ones are
+// also the defaults of the service's flags (see package config) and of
+// the transports' bounds.
+const (
+	DefaultHotTimeout       = 50 * time.Millisecond
+	DefaultWarmTimeout      = 2 * time.Second
+	DefaultMaxWarmInflight  = 32
+	DefaultMaxBatchKeys     = 1000
+	DefaultMaxResponseBytes = 16 << 20
+	DefaultMaxValueBytes    = 1 << 20
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = time.Second
+	DefaultMaxLoads         = 4
+	DefaultMaxLoadBytes     = 64 << 20
+	DefaultWarmLanes        = 1
+	DefaultHotLanes         = 2
+	defaultMaxValueDepth    = 64
+	defaultMaxRefreshes     = 8
+	defaultMaxBatchFold     = 64
+	defaultMaxLoadWrites    = 2
+	defaultTombstoneTTL     = 30 * time.Second
+)
+
+// DefaultLoadIdleTimeout is how long the transports wait for the next
+// part of a load's body before they cut it off, when they are given no
+// bound of their own.
+const DefaultLoadIdleTimeout = 30 * time.Second
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -100,31 +128,31 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if o.HotTimeout <= 0 {
-		o.HotTimeout = 50 * time.Millisecond
+		o.HotTimeout = DefaultHotTimeout
 	}
 	if o.WarmTimeout <= 0 {
-		o.WarmTimeout = 2 * time.Second
+		o.WarmTimeout = DefaultWarmTimeout
 	}
-	def(&o.MaxWarmInflight, 32)
-	def(&o.MaxBatchKeys, 1000)
-	def(&o.MaxValueBytes, 1<<20)
-	def(&o.MaxResponseBytes, 16<<20)
-	def(&o.MaxValueDepth, 64)
-	def(&o.BreakerThreshold, 5)
-	def(&o.MaxRefreshes, 8)
-	def(&o.MaxBatchFold, 64)
-	def(&o.WarmLanes, 1)
-	def(&o.HotLanes, 2)
-	def(&o.MaxLoads, 4)
-	def(&o.MaxLoadWrites, 2)
+	def(&o.MaxWarmInflight, DefaultMaxWarmInflight)
+	def(&o.MaxBatchKeys, DefaultMaxBatchKeys)
+	def(&o.MaxValueBytes, DefaultMaxValueBytes)
+	def(&o.MaxResponseBytes, DefaultMaxResponseBytes)
+	def(&o.MaxValueDepth, defaultMaxValueDepth)
+	def(&o.BreakerThreshold, DefaultBreakerThreshold)
+	def(&o.MaxRefreshes, defaultMaxRefreshes)
+	def(&o.MaxBatchFold, defaultMaxBatchFold)
+	def(&o.WarmLanes, DefaultWarmLanes)
+	def(&o.HotLanes, DefaultHotLanes)
+	def(&o.MaxLoads, DefaultMaxLoads)
+	def(&o.MaxLoadWrites, defaultMaxLoadWrites)
 	if o.MaxLoadBytes == 0 {
-		o.MaxLoadBytes = 64 << 20
+		o.MaxLoadBytes = DefaultMaxLoadBytes
 	}
 	if o.TombstoneTTL <= 0 {
-		o.TombstoneTTL = 30 * time.Second
+		o.TombstoneTTL = defaultTombstoneTTL
 	}
 	if o.BreakerCooldown <= 0 {
-		o.BreakerCooldown = time.Second
+		o.BreakerCooldown = DefaultBreakerCooldown
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -5,10 +5,15 @@ import (
 	"time"
 )
 
-// The lifetimes of hot-tier entries when a namespace sets none.
+// The namespace defaults. A Namespace whose TTL or NegativeTTL is zero
+// gets DefaultTTL or DefaultNegativeTTL. A namespace declared without
+// max_stale or ttl_jitter (see config.ParseNamespaces) gets DefaultMaxStale
+// and DefaultTTLJitter; in a Namespace, zero means none.
 const (
-	defaultTTL         = 5 * time.Minute
-	defaultNegativeTTL = 30 * time.Second
+	DefaultTTL         = 5 * time.Minute
+	DefaultNegativeTTL = 30 * time.Second
+	DefaultMaxStale    = time.Minute
+	DefaultTTLJitter   = 0.1
 )
 
 // fresh returns how long e stays fresh in the hot tier of ns: the
@@ -21,14 +26,14 @@ const (
 func (s *Service) fresh(ns *Namespace, e Entry) time.Duration {
 	negative := ns.NegativeTTL
 	if negative <= 0 {
-		negative = defaultNegativeTTL
+		negative = DefaultNegativeTTL
 	}
 	var base, floor time.Duration
 	switch {
 	case e.Found:
 		base = ns.TTL
 		if base <= 0 {
-			base = defaultTTL
+			base = DefaultTTL
 		}
 	case e.Version == 0:
 		base = negative
@@ -71,6 +76,35 @@ func (s *Service) expired(e Entry) bool {
 // present and within the namespace's MaxStale of its freshness.
 func (s *Service) servableStale(ns *Namespace, e Entry) bool {
 	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
+}
+
+// nearLife returns how long the near cache keeps e of ns: the namespace's
+// NearTTL, cut short at e's FreshUntil when that comes first, so that the
+// near cache never serves an entry the hot tier holds as expired. Zero or
+// less means not at all.
+func (s *Service) nearLife(ns *Namespace, e Entry) time.Duration {
+	d := ns.NearTTL
+	if !e.FreshUntil.IsZero() {
+		d = min(d, e.FreshUntil.Sub(s.opts.Now()))
+	}
+	return d
+}
+
+// NearMarkTTL returns how long a near cache remembers an invalidation
+// (nearcache's MarkTTL) in a service with these tier deadlines: twice the
+// longest read, a hot-tier miss followed by a warehouse read, so that a
+// read which began before a write cannot cache the replaced version when
+// it ends.
+func NearMarkTTL(hotTimeout, warmTimeout time.Duration) time.Duration {
+	return 2 * (hotTimeout + warmTimeout)
+}
+
+// keepNear stores e for key in near for its nearLife, when that is
+// positive.
+func (s *Service) keepNear(near Near, ns *Namespace, key Key, e Entry) {
+	if d := s.nearLife(ns, e); d > 0 {
+		near.Set(ns, key, e, d)
+	}
 }
 
 // near returns the near cache if ns uses one.

@@ -99,3 +99,48 @@ func TestLifetimes(t *testing.T) {
 		})
 	}
 }
+
+// TestNearLifetime: the core decides how long the near cache keeps an
+// entry: the namespace's NearTTL, cut short at the entry's hot-tier
+// freshness, and not at all for a namespace without NearTTL.
+func TestNearLifetime(t *testing.T) {
+	clk := memtier.NewClock()
+	near := widgets()
+	near.NearTTL = time.Second
+	off := widgets()
+	off.Name = "off"
+	svc, err := warmcache.NewService(memtier.NewHot(clk.Now), memtier.NewWarm(), []*warmcache.Namespace{near, off}, prometheus.NewRegistry(),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := warmcache.Entry{Value: []byte(`1`), Version: 1, Found: true}
+	soon := row
+	soon.FreshUntil = clk.Now().Add(100 * time.Millisecond)
+	later := row
+	later.FreshUntil = clk.Now().Add(time.Hour)
+	for _, tt := range []struct {
+		name string
+		ns   *warmcache.Namespace
+		e    warmcache.Entry
+		want time.Duration
+	}{
+		{"NearTTL", near, row, time.Second},
+		{"NearTTL before freshness ends", near, later, time.Second},
+		{"cut at freshness", near, soon, 100 * time.Millisecond},
+		{"namespace without NearTTL", off, row, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := warmcache.NearLife(svc, tt.ns, tt.e)
+			if tt.want == 0 && got > 0 || tt.want != 0 && got != tt.want {
+				t.Errorf("nearLife = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	t.Run("marks outlive the longest read", func(t *testing.T) {
+		hot, warm := warmcache.DefaultHotTimeout, warmcache.DefaultWarmTimeout
+		if got := warmcache.NearMarkTTL(hot, warm); got <= hot+warm {
+			t.Errorf("NearMarkTTL(%v, %v) = %v, want more than a hot-tier miss and a warehouse read", hot, warm, got)
+		}
+	})
+}

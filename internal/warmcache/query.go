@@ -103,15 +103,10 @@ func (s *Service) Query(ctx context.Context, namespace string, match []byte, lim
 
 	wctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
 	defer cancel()
-	select {
-	case s.warmSlots <- struct{}{}:
-	case <-wctx.Done():
-		if ctx.Err() != nil {
-			return QueryPage{}, ctx.Err()
-		}
-		return QueryPage{}, fmt.Errorf("%w: too many warehouse reads in flight", ErrOverloaded)
+	if err := s.takeWarmSlot(ctx, wctx); err != nil {
+		return QueryPage{}, err
 	}
-	defer func() { <-s.warmSlots }()
+	defer s.freeWarmSlot()
 	// One row more than the page tells whether another page follows.
 	rows, err := searcher.Query(wctx, ns, match, limit+1, after)
 	if err != nil {

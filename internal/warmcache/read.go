@@ -174,7 +174,7 @@ func (r *reading) fromHot(ctx context.Context, probe []int) ([]miss, []int, erro
 				it.Entry, it.Source = e, SourceHot
 				r.size += len(e.Value)
 				if r.near != nil {
-					r.near.Set(ns, it.Key, e)
+					s.keepNear(r.near, ns, it.Key, e)
 				}
 			case hit && s.servableStale(ns, e):
 				s.serveStale(ns, it.Key, e)
@@ -216,7 +216,7 @@ func (r *reading) fromWarm(ctx context.Context, missed []miss, at []int) error {
 			it.Entry, it.Source = entries[j], SourceWarm
 			r.size += len(it.Entry.Value)
 			if r.near != nil {
-				r.near.Set(ns, it.Key, it.Entry)
+				s.keepNear(r.near, ns, it.Key, it.Entry)
 			}
 		}
 		if err := r.check(); err != nil {

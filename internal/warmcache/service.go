@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/promreg"
 )
 
 // Service answers reads from the hot tier and falls through to the warehouse
@@ -115,12 +117,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		}
 		return 0
 	})
-	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys} {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("warmcache: register metrics: %w", err)
-		}
-	}
-	return nil
+	return promreg.Register(reg, "warmcache", s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into

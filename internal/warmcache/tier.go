@@ -101,9 +101,11 @@ type Write struct {
 type Near interface {
 	// Get returns the entry cached for key, if any and still live.
 	Get(ns *Namespace, key Key) (Entry, bool)
-	// Set caches e for key unless a newer version is cached. It may decline
-	// to cache (admission policy, size bound).
-	Set(ns *Namespace, key Key, e Entry)
+	// Set caches e for key for ttl, which the core decides (see
+	// Service.nearLife), unless a newer version is cached. It does nothing
+	// when ttl is not positive, and it may decline to cache (admission
+	// policy, size bound).
+	Set(ns *Namespace, key Key, e Entry, ttl time.Duration)
 	// Invalidate drops the entry for key unless it is at least version.
 	Invalidate(ns *Namespace, key Key, version int64)
 }

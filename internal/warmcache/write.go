@@ -194,12 +194,17 @@ const (
 	// polling): its update may take applyTimeout, and fails the Apply
 	// that retries it.
 	retireChange retireReason = "change"
-	// retireInvalidate is an explicit invalidation.
+	// retireInvalidate is an explicit invalidation: this instance's near
+	// cache refuses every version of the keys for a while.
 	retireInvalidate retireReason = "invalidate"
 	// retireLoad is the keys a bulk load changed, read back once it
 	// committed.
 	retireLoad retireReason = "load"
 )
+
+// invalidateAll is the version of the near-cache mark of an explicit
+// invalidation, above any version a row can have.
+const invalidateAll = 1 << 62
 
 // retire brings every cache up to committed changes, under one rule: the
 // hot tier takes each fill unless it holds a newer version (FillMany's
@@ -228,9 +233,16 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 	}
 	if near := s.near(ns); near != nil {
 		for _, f := range fills {
-			near.Invalidate(ns, f.Key, f.Entry.Version)
+			version := f.Entry.Version
+			if reason == retireInvalidate {
+				// Rows rewritten at their old versions are not refused by
+				// versions alone: this instance's near cache caches none
+				// of the keys for its MarkTTL.
+				version = invalidateAll
+			}
+			near.Invalidate(ns, f.Key, version)
 			if reason == retireWrite && f.Entry.Found {
-				near.Set(ns, f.Key, f.Entry)
+				s.keepNear(near, ns, f.Key, f.Entry)
 			}
 		}
 	}
@@ -269,7 +281,7 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 		s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
 	}
 	if near := s.near(ns); near != nil {
-		near.Set(ns, key, e)
+		s.keepNear(near, ns, key, e)
 	}
 	return s.answer(ns, Item{Key: key, Entry: e, Source: SourceWarm})
 }

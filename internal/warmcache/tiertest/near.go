@@ -18,11 +18,15 @@ type Dropper interface {
 // an invalidation, or a drop, refuses older versions.
 const NearMarkTTL = 5 * time.Second
 
+// NearLife is the lifetime that Near gives every Set: longer than the
+// suite, so that only the version rules decide what a Get returns.
+const NearLife = time.Hour
+
 // Near runs the contract of warmcache.Near on the near caches that newNear
 // returns: each remembers its marks for markTTL, on the Clock returned with
 // it (required: marks expire on the near cache's clock). A near cache may
 // decline to cache (admission, size bound), but the suite's few entries
-// must all be admitted. Entries live the namespace's NearTTL, an hour.
+// must all be admitted. Every Set is for NearLife.
 //
 // The rules (nearRules):
 //   - Set: a newer version replaces an older one, an older one is refused,
@@ -57,7 +61,7 @@ func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmc
 			for _, o := range r.ops {
 				switch o.kind {
 				case opSet:
-					n.Set(ns, key, o.entry)
+					n.Set(ns, key, o.entry, NearLife)
 				case opInvalidate:
 					n.Invalidate(ns, key, o.version)
 				case opDrop:
@@ -83,10 +87,10 @@ func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmc
 	t.Run("namespaces are apart", func(t *testing.T) {
 		n, _ := open(t)
 		other := &warmcache.Namespace{Name: ns.Name + "-other", NearTTL: time.Hour}
-		n.Set(ns, key, present(5, `"v5"`))
-		n.Set(other, key, present(3, `"other"`))
+		n.Set(ns, key, present(5, `"v5"`), NearLife)
+		n.Set(other, key, present(3, `"other"`), NearLife)
 		n.Invalidate(other, warmcache.Key{Text: "8", Int: 8}, 9)
-		n.Set(ns, warmcache.Key{Text: "8", Int: 8}, present(1, `"v1"`))
+		n.Set(ns, warmcache.Key{Text: "8", Int: 8}, present(1, `"v1"`), NearLife)
 		n.Invalidate(ns, key, 9)
 		if got, ok := n.Get(other, key); !ok || !sameEntry(got, present(3, `"other"`)) {
 			t.Errorf("the other namespace: Get = %s, %v; want its own entry, kept by an invalidation of this one", show(got), ok)
