@@ -108,7 +108,8 @@ type LoadStatements struct {
 // BuildLoadStatements returns the SQL of ns's bulk load on dialect d. On
 // Greenplum the temporary tables are distributed by the key, so that the
 // merge joins rows on the segment that holds them. It needs no database and
-// fails when the namespace is incomplete.
+// fails when the namespace is incomplete, or stores opaque bytes (an error
+// that wraps warmcache.ErrInvalidValue): load files carry JSON.
 //
 // The columns layout reads each source row's record with
 // json_populate_record in the select list of a subquery that OFFSET 0
@@ -120,6 +121,9 @@ type LoadStatements struct {
 func BuildLoadStatements(d dialect.Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return LoadStatements{}, err
+	}
+	if ns.Layout == warmcache.LayoutBytes {
+		return LoadStatements{}, fmt.Errorf("pgstore: namespace %q: %w: bulk loads carry JSON values, not opaque bytes", ns.Name, warmcache.ErrInvalidValue)
 	}
 	var (
 		table   = tableIdent(ns.Table)

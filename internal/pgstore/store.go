@@ -619,9 +619,9 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 	}
 	var row pgx.Row
 	if w.IfMatch == nil {
-		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
 	} else {
-		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), *w.IfMatch, version)
+		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), *w.IfMatch, version)
 	}
 	var e warmcache.Entry
 	err := row.Scan(&e.Value, &e.Version)
@@ -654,7 +654,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 			return warmcache.Entry{}, exists
 		}
 	}
-	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version)
+	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return warmcache.Entry{}, exists
@@ -671,7 +671,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 // row. On Greenplum an UPDATE of an append-optimized table locks the table,
 // so two writers of a new key cannot both insert it.
 func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
-	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
@@ -685,7 +685,7 @@ func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w w
 	}
 	if len(updated) > 0 {
 		e = updated[0]
-	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version); err != nil {
+	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version); err != nil {
 		return warmcache.Entry{}, err
 	}
 	e.Value, e.Found = jsonValue(e.Value), true
@@ -790,7 +790,21 @@ func keyArg(ns *warmcache.Namespace, key warmcache.Key) any {
 	return key.Text
 }
 
-// jsonValue turns an SQL NULL value into the JSON null.
+// valueArg returns value as the parameter of ns's value column: text for
+// the JSON layouts, which the statements cast to json or jsonb, and bytes,
+// never nil (pgx sends a nil slice as NULL), for the bytes layout's bytea.
+func valueArg(ns *warmcache.Namespace, value []byte) any {
+	if ns.Layout != warmcache.LayoutBytes {
+		return string(value)
+	}
+	if value == nil {
+		return []byte{}
+	}
+	return value
+}
+
+// jsonValue turns an SQL NULL value into the JSON null. The bytes layout
+// reads a NULL as no bytes (see valueExpr), so its values never are nil.
 func jsonValue(b []byte) []byte {
 	if b == nil {
 		return []byte("null")

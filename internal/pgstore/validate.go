@@ -137,6 +137,11 @@ func checkColumns(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 			return err
 		}
 	}
+	if ns.Layout == warmcache.LayoutBytes {
+		if err := check(ns.ValueColumn, pgtype.ByteaOID); err != nil {
+			return err
+		}
+	}
 	for _, c := range ns.Columns {
 		var want *uint32
 		if err := conn.QueryRow(ctx, "SELECT to_regtype($1)::oid", c.Type).Scan(&want); err != nil {
@@ -192,11 +197,16 @@ type statementShape struct {
 // types are checked, then, when ns is writable, the writes.
 func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementShape {
 	keyOID, keyArrayOID := keyOIDs(ns)
+	// Values are JSON text, or bytea for the bytes layout.
+	valueOID := uint32(pgtype.TextOID)
+	if ns.Layout == warmcache.LayoutBytes {
+		valueOID = pgtype.ByteaOID
+	}
 	shapes := []statementShape{
-		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
+		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{valueOID, pgtype.Int8OID}},
+		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, valueOID, pgtype.Int8OID}},
+		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
+		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
 	}
 	if ns.Writable {
 		shapes = append(shapes,
