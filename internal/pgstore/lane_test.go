@@ -160,7 +160,7 @@ func TestWarehouseLane(t *testing.T) {
 				t.Run(ns.Name, func(t *testing.T) {
 					t.Run("writes", func(t *testing.T) { checkWrites(t, s, ns) })
 					if ns.Layout == warmcache.LayoutBytes {
-						t.Run("bytes", func(t *testing.T) { checkBytes(t, s, ns) })
+						t.Run("bytes", func(t *testing.T) { checkBytes(t, s, ns, blockBound(w, ns)) })
 						return
 					}
 					t.Run("load", func(t *testing.T) { checkLoad(t, s, dsn, ns) })

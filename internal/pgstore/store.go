@@ -49,6 +49,30 @@ type table struct {
 	// store ran: reads go on with LookupPositions until a restart creates
 	// the function again.
 	functionGone atomic.Bool
+	// maxRow bounds a row's key and value, in bytes, on a table whose
+	// rows must fit one block of Greenplum's append-optimized row storage
+	// (see dialect.RowBlockSize and checkRow). Zero means no bound.
+	maxRow int
+}
+
+// rowOverhead is what a row of an append-optimized row table takes in its
+// block besides its key and value: the tuple and block headers, the
+// version and the alignment. Measured on Greenplum 7 with the default
+// 32 KiB block, a bytea value of 32,700 bytes under a one-byte key was
+// found by key and one of 32,740 bytes was not; the bound keeps a margin.
+const rowOverhead = 256
+
+// checkRow refuses a row whose key and value are over maxRow bytes (when
+// maxRow is not zero) with an error that wraps warmcache.ErrTooLarge: on an
+// append-optimized row table such a row spans blocks, and key lookups
+// would not find it. A JSON value is counted as its text; jsonb may store
+// it larger.
+func checkRow(ns *warmcache.Namespace, maxRow int, key warmcache.Key, value []byte) error {
+	if maxRow > 0 && len(key.Text)+len(value) > maxRow {
+		return fmt.Errorf("%w: namespace %q: a key and value of more than %d bytes do not fit one block of its append-optimized row table, where lookups by key would not find them; store large values in a heap or column-oriented table",
+			warmcache.ErrTooLarge, ns.Name, maxRow)
+	}
+	return nil
 }
 
 // Open connects to the warehouse in opts.DSN, detects its dialect, chooses
@@ -423,6 +447,13 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 	}
 	if len(writes) == 0 {
 		return nil, nil
+	}
+	for _, w := range writes {
+		if !w.Delete {
+			if err := checkRow(ns, t.maxRow, w.Key, w.Value); err != nil {
+				return nil, err
+			}
+		}
 	}
 	o := opTransaction
 	if len(writes) == 1 {

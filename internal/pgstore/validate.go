@@ -65,8 +65,16 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err != nil {
 		return nil, err
 	}
+	var maxRow int
 	if srv.dialect == dialect.Greenplum {
 		stmts.LookupPositions = "" // see StatementSet.LookupPositions
+		block, err := dialect.RowBlockSize(ctx, conn, relid)
+		if err != nil {
+			return nil, tableError(ns, "read block size: %w", err)
+		}
+		if block > 0 {
+			maxRow = max(block-rowOverhead, 0)
+		}
 	}
 	stmts.dropLookupFunction()
 	if stmts.LookupPositions != "" {
@@ -79,7 +87,7 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
-	return &table{ns: ns, stmts: stmts}, nil
+	return &table{ns: ns, stmts: stmts, maxRow: maxRow}, nil
 }
 
 // tableError describes a problem with ns's table, prefixed with the
