@@ -130,6 +130,25 @@ func TestBytesStorage(t *testing.T) {
 			for _, ns := range namespaces {
 				t.Run(ns.Name, func(t *testing.T) { checkBytes(t, s, ns, blockBound(w, ns)) })
 			}
+			// The doctor explains the bytea lookups and writes, and the
+			// dictionary trainer samples the bytes as stored.
+			if _, err := s.Doctor(testContext(t)); err != nil {
+				t.Errorf("Doctor: %v", err)
+			}
+			sample, err := s.SampleValues(testContext(t), namespaces[0], 100)
+			if err != nil || len(sample) == 0 {
+				t.Fatalf("SampleValues = %d values, %v", len(sample), err)
+			}
+			stored := bytesValues()
+			for _, v := range sample {
+				found := false
+				for _, w := range stored {
+					found = found || bytes.Equal(v, w) || (len(v) == 257 && bytes.Equal(v[1:], stored["every-byte"]))
+				}
+				if !found {
+					t.Errorf("SampleValues returned %d bytes that were never written", len(v))
+				}
+			}
 		})
 	}
 }
