@@ -152,7 +152,7 @@ func Run(ctx context.Context, t schema.Table, opts Options, log *slog.Logger) (R
 			log.Error("advise: drop the scratch schema by hand", "schema", scratch, "err", err)
 		}
 	}()
-	if err := smp.stage(ctx, pool, scratch, ns.KeyType, d); err != nil {
+	if err := smp.stage(ctx, pool, scratch, ns, d); err != nil {
 		return Report{}, err
 	}
 	dict, err := trainDictionary(smp.values)
@@ -248,11 +248,16 @@ func readSample(ctx context.Context, pool *pgxpool.Pool, ns *warmcache.Namespace
 	return s, nil
 }
 
-// stage copies the sample into scratch.sample(key, value text, version),
-// from which each candidate is filled.
-func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, keyType warmcache.KeyType, d dialect.Dialect) error {
-	ddl := fmt.Sprintf("CREATE TABLE %s (key %s NOT NULL, value text NOT NULL, version bigint NOT NULL)",
-		pgx.Identifier{scratch, "sample"}.Sanitize(), keyType)
+// stage copies the sample into scratch.sample(key, value, version), from
+// which each candidate is filled. The value is text (JSON), or bytea for a
+// bytes namespace.
+func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, ns *warmcache.Namespace, d dialect.Dialect) error {
+	valueType := "text"
+	if ns.Layout == warmcache.LayoutBytes {
+		valueType = "bytea"
+	}
+	ddl := fmt.Sprintf("CREATE TABLE %s (key %s NOT NULL, value %s NOT NULL, version bigint NOT NULL)",
+		pgx.Identifier{scratch, "sample"}.Sanitize(), ns.KeyType, valueType)
 	if clause := d.DistributedBy("key"); clause != "" {
 		ddl += " " + clause
 	}
@@ -261,6 +266,9 @@ func (s *sample) stage(ctx context.Context, pool *pgxpool.Pool, scratch string, 
 	}
 	_, err := pool.CopyFrom(ctx, pgx.Identifier{scratch, "sample"}, []string{"key", "value", "version"},
 		pgx.CopyFromSlice(len(s.keys), func(i int) ([]any, error) {
+			if valueType == "bytea" {
+				return []any{s.keys[i], s.values[i], s.versions[i]}, nil
+			}
 			return []any{s.keys[i], string(s.values[i]), s.versions[i]}, nil
 		}))
 	if err != nil {
@@ -392,7 +400,7 @@ func (m *measurer) create(ctx context.Context, cns *warmcache.Namespace, c Candi
 	if err != nil {
 		return err
 	}
-	if c.Value != ValueJSONB {
+	if c.Value != ValueJSONB && c.Value != ValueBytea {
 		from := pgx.Identifier{cns.ValueColumn}.Sanitize() + " jsonb NOT NULL"
 		to := pgx.Identifier{cns.ValueColumn}.Sanitize() + " " + map[ValueType]string{ValueJSON: "json", ValueZstd: "bytea"}[c.Value] + " NOT NULL"
 		if strings.Count(ddl, from) != 1 {

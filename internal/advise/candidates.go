@@ -25,6 +25,8 @@ const (
 	// the namespace's own values. The warehouse cannot look inside it, so
 	// it gives up _query.
 	ValueZstd ValueType = "bytea+zstd-dict"
+	// ValueBytea is the bytes layout's value: opaque bytes as written.
+	ValueBytea ValueType = "bytea"
 )
 
 // QuerySupport says how a candidate answers _query.
@@ -64,8 +66,13 @@ type Candidate struct {
 // are known, the columns layout; PostgreSQL adds each TOAST compression
 // (pglz, lz4); Greenplum adds append-optimized tables, row and column
 // oriented, with zstd and zlib at low and medium levels and rle_type on
-// columns. Candidates needs no database.
+// columns. A bytes namespace (warmcache.LayoutBytes) holds no JSON: its
+// candidates are the bytes layout in the same storages, and bytea with a
+// zstd dictionary, none of them with _query. Candidates needs no database.
 func Candidates(d dialect.Dialect, t schema.Table, columns []warmcache.Column) []Candidate {
+	if t.Namespace.Layout == warmcache.LayoutBytes {
+		return bytesCandidates(d, t)
+	}
 	gin := t.Namespace.Layout == warmcache.LayoutPacked && t.Storage.GINIndex
 	partitions := t.Storage.Partitions
 	if partitions == 0 {
@@ -118,12 +125,51 @@ func Candidates(d dialect.Dialect, t schema.Table, columns []warmcache.Column) [
 	return out
 }
 
+// bytesCandidates returns the candidates of a bytes namespace: the bytes
+// layout in each storage of its dialect, as Candidates lists them for
+// packed jsonb, and bytea with a zstd dictionary.
+func bytesCandidates(d dialect.Dialect, t schema.Table) []Candidate {
+	partitions := t.Storage.Partitions
+	if partitions == 0 {
+		partitions = dialect.DefaultPartitions
+	}
+	var out []Candidate
+	add := func(name string, st schema.Storage) {
+		out = append(out, Candidate{Name: name, Layout: warmcache.LayoutBytes, Value: ValueBytea, Storage: st, Query: QueryNone, Migratable: true})
+	}
+	switch d {
+	case dialect.Greenplum:
+		add("bytes, heap", schema.Storage{})
+		for _, o := range []string{"row", "column"} {
+			for _, c := range []struct {
+				algo  string
+				level int
+			}{{dialect.CompressZstd, 1}, {dialect.CompressZstd, 5}, {dialect.CompressZlib, 1}, {dialect.CompressZlib, 5}} {
+				add(fmt.Sprintf("bytes, AO %s %s:%d", o, c.algo, c.level),
+					schema.Storage{AppendOptimized: true, Orientation: o, Compression: c.algo, CompressLevel: c.level})
+			}
+		}
+		out = append(out, Candidate{Name: "packed " + string(ValueZstd), Layout: warmcache.LayoutPacked, Value: ValueZstd, Query: QueryNone})
+	default:
+		for _, c := range []string{dialect.CompressNone, dialect.CompressPGLZ, dialect.CompressLZ4} {
+			add("bytes, TOAST "+c, schema.Storage{Partitions: partitions, Compression: c})
+		}
+		out = append(out, Candidate{Name: "packed " + string(ValueZstd), Layout: warmcache.LayoutPacked, Value: ValueZstd,
+			Storage: schema.Storage{Partitions: partitions}, Query: QueryNone})
+	}
+	return out
+}
+
 // Current returns the index of the candidate that matches table t's own
 // layout and storage, or -1.
 func Current(d dialect.Dialect, t schema.Table, cands []Candidate) int {
 	want := t.Storage
+	value := ValueJSONB
+	if t.Namespace.Layout == warmcache.LayoutBytes {
+		value = ValueBytea
+	}
 	for i, c := range cands {
-		if c.Layout != t.Namespace.Layout || c.Value != ValueJSONB {
+		if c.Layout != t.Namespace.Layout || c.Value != value {
 			continue
 		}
 		got := c.Storage

@@ -106,6 +106,12 @@ func (r *Report) neededQuery() QuerySupport {
 	if r.Current >= 0 {
 		return r.Results[r.Current].Query
 	}
+	// A bytes namespace has no _query to keep.
+	for _, res := range r.Results {
+		if res.Layout == warmcache.LayoutBytes {
+			return QueryNone
+		}
+	}
 	return QueryScan
 }
 

@@ -151,6 +151,31 @@ namespaces:
 	}
 }
 
+func TestNamespacesBytes(t *testing.T) {
+	doc := `namespaces:
+  - name: blobs
+    key: {type: text}
+    value: {layout: bytes, column: body}
+  - name: images
+    value: {layout: bytes, content_type: "image/PNG; charset=binary"}
+  - name: docs
+`
+	nss, _, err := config.ParseNamespaces([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, i, d := nss[0], nss[1], nss[2]
+	if b.Layout != warmcache.LayoutBytes || b.ValueColumn != "body" || b.ContentType != "application/octet-stream" || b.MediaType() != "application/octet-stream" {
+		t.Errorf("blobs = %+v, want bytes in column body, application/octet-stream", b)
+	}
+	if i.Layout != warmcache.LayoutBytes || i.ValueColumn != "value" || i.ContentType != "image/png; charset=binary" {
+		t.Errorf("images = %+v, want bytes in column value, image/png; charset=binary", i)
+	}
+	if d.Layout != warmcache.LayoutPacked || d.ContentType != "application/json" {
+		t.Errorf("docs = %+v, want packed application/json", d)
+	}
+}
+
 func TestNamespacesStorage(t *testing.T) {
 	doc := `namespaces:
   - name: events
@@ -185,6 +210,9 @@ func TestBadNamespacesNameTheField(t *testing.T) {
 		{"table", `{namespaces: [{name: w, table: "a.b.c"}]}`, "table"},
 		{"ttl", `{namespaces: [{name: w, ttl: forever}]}`, "ttl"},
 		{"jitter", `{namespaces: [{name: w, ttl_jitter: 1.5}]}`, "ttl_jitter"},
+		{"content type on json", `{namespaces: [{name: w, value: {content_type: text/plain}}]}`, `value.content_type: only for layout bytes`},
+		{"content type", `{namespaces: [{name: w, value: {layout: bytes, content_type: "not a type"}}]}`, `value.content_type: must be a media type`},
+		{"columns on bytes", `{namespaces: [{name: w, value: {layout: bytes, columns: [{name: a, type: text}]}}]}`, `value.columns: only for layout columns`},
 		{"codec", `{namespaces: [{name: w, codec: brotli}]}`, `namespaces[0] "w": codec: must be none, zstd or zstd-dict`},
 		{"name", `{namespaces: [{name: "a/b"}]}`, "name"},
 		{"duplicate", `{namespaces: [{name: w}, {name: w}]}`, "declared twice"},

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -81,9 +83,10 @@ type keyDoc struct {
 }
 
 type valueDoc struct {
-	Layout  string      `yaml:"layout"`
-	Column  string      `yaml:"column"`
-	Columns []columnDoc `yaml:"columns"`
+	Layout      string      `yaml:"layout"`
+	Column      string      `yaml:"column"`
+	Columns     []columnDoc `yaml:"columns"`
+	ContentType string      `yaml:"content_type"`
 }
 
 type columnDoc struct {
@@ -185,6 +188,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		KeyType:       warmcache.KeyType(d.Key.Type),
 		Layout:        warmcache.Layout(d.Value.Layout),
 		ValueColumn:   d.Value.Column,
+		ContentType:   d.Value.ContentType,
 		VersionColumn: d.VersionColumn,
 		TTL:           p.duration("ttl", d.TTL, warmcache.DefaultTTL),
 		NegativeTTL:   p.duration("negative_ttl", d.NegativeTTL, warmcache.DefaultNegativeTTL),
@@ -261,11 +265,16 @@ func (d nsDoc) checkNames(ns *warmcache.Namespace, p *problems) {
 }
 
 // checkValue fills in and checks the namespace's value layout: one packed
-// value column, or a list of typed columns.
+// value column, a list of typed columns, or one column of opaque bytes, and
+// its content type: any media type for bytes (application/octet-stream
+// when empty), application/json for the JSON layouts.
 func (d nsDoc) checkValue(ns *warmcache.Namespace, p *problems) {
+	d.checkContentType(ns, p)
 	switch ns.Layout {
-	case warmcache.LayoutPacked, "":
-		ns.Layout = warmcache.LayoutPacked
+	case warmcache.LayoutPacked, "", warmcache.LayoutBytes:
+		if ns.Layout == "" {
+			ns.Layout = warmcache.LayoutPacked
+		}
 		if ns.ValueColumn == "" {
 			ns.ValueColumn = "value"
 		}
@@ -288,8 +297,33 @@ func (d nsDoc) checkValue(ns *warmcache.Namespace, p *problems) {
 			ns.Columns = append(ns.Columns, warmcache.Column{Name: c.Name, Type: c.Type})
 		}
 	default:
-		p.add("value.layout: must be packed or columns, got %q", d.Value.Layout)
+		p.add("value.layout: must be packed, columns or bytes, got %q", d.Value.Layout)
 	}
+}
+
+// checkContentType fills in and checks the namespace's content type: a
+// media type (RFC 6838 type/subtype, parameters allowed) for a bytes
+// namespace, and only application/json, the default, for the JSON
+// layouts, whose values are JSON whatever they are called.
+func (d nsDoc) checkContentType(ns *warmcache.Namespace, p *problems) {
+	ct := d.Value.ContentType
+	if ns.Layout != warmcache.LayoutBytes {
+		if ct != "" && ct != warmcache.ContentTypeJSON {
+			p.add("value.content_type: only for layout bytes; JSON layouts are %s, got %q", warmcache.ContentTypeJSON, ct)
+		}
+		ns.ContentType = warmcache.ContentTypeJSON
+		return
+	}
+	if ct == "" {
+		ns.ContentType = warmcache.ContentTypeBytes
+		return
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || !strings.Contains(mt, "/") || len(ct) > 255 {
+		p.add("value.content_type: must be a media type such as application/octet-stream, got %q", ct)
+		return
+	}
+	ns.ContentType = mime.FormatMediaType(mt, params)
 }
 
 // checkLimits fills in and checks the namespace's TTL jitter and codec, and

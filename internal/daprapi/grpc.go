@@ -140,11 +140,15 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 	if !found {
 		return &runtimev1.GetStateResponse{}, nil
 	}
-	return &runtimev1.GetStateResponse{
+	resp := &runtimev1.GetStateResponse{
 		Data:     it.Entry.Value,
 		Etag:     etagOf(it.Entry.Version),
 		Metadata: map[string]string{metaSource: string(it.Source)},
-	}, nil
+	}
+	if g.opaque(in.GetStoreName()) != nil {
+		resp.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
+	}
+	return resp, nil
 }
 
 // GetBulkState reads several keys; an absent key's item has no data.
@@ -157,11 +161,15 @@ func (g *GRPC) GetBulkState(ctx context.Context, in *runtimev1.GetBulkStateReque
 		return nil, g.fail(ctx, opBulkGet, in.GetStoreName(), "", err)
 	}
 	resp := &runtimev1.GetBulkStateResponse{Items: make([]*runtimev1.BulkStateItem, len(items))}
+	opaque := g.opaque(in.GetStoreName()) != nil
 	for i, it := range items {
 		bi := &runtimev1.BulkStateItem{Key: it.key}
 		if it.found {
 			bi.Data, bi.Etag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
 			bi.Metadata = map[string]string{metaSource: string(it.item.Source)}
+			if opaque {
+				bi.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
+			}
 		}
 		resp.Items[i] = bi
 	}

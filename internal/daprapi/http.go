@@ -2,6 +2,7 @@ package daprapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +101,14 @@ func writeError(w http.ResponseWriter, e apiError) {
 	_ = json.NewEncoder(w).Encode(errorBody{ErrorCode: e.code, Message: e.message})
 }
 
+// jsonBase64 returns b as the JSON string of its standard base64.
+func jsonBase64(b []byte) json.RawMessage {
+	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(b))+2)
+	out = append(out, '"')
+	out = base64.StdEncoding.AppendEncode(out, b)
+	return append(out, '"')
+}
+
 // queryMetadata returns the metadata.* query parameters.
 func queryMetadata(r *http.Request) map[string]string {
 	out := map[string]string{}
@@ -133,7 +142,7 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, opGet, store, key, err)
 		return
 	}
-	if err := checkMetadata(queryMetadata(r)); err != nil {
+	if err := checkMetadata(a.metadataOf(store, queryMetadata(r))); err != nil {
 		a.fail(w, r, opGet, store, key, err)
 		return
 	}
@@ -150,7 +159,7 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", etagOf(it.Entry.Version))
 	h.Set("Metadata."+metaSource, string(it.Source))
 	h.Set("X-Cache", string(it.Source))
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", a.contentTypeOf(store))
 	_, _ = w.Write(it.Entry.Value)
 }
 
@@ -265,7 +274,7 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, opBulkGet, store, "", err)
 		return
 	}
-	if err := checkMetadata(merge(req.Metadata, queryMetadata(r))); err != nil {
+	if err := checkMetadata(a.metadataOf(store, merge(req.Metadata, queryMetadata(r)))); err != nil {
 		a.fail(w, r, opBulkGet, store, "", err)
 		return
 	}
@@ -275,11 +284,18 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]bulkResponseItem, len(items))
+	opaque := a.opaque(store) != nil
 	for i, it := range items {
 		out[i] = bulkResponseItem{Key: it.key}
 		if it.found {
 			out[i].Data, out[i].ETag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
 			out[i].Metadata = map[string]string{metaSource: string(it.item.Source)}
+			if opaque {
+				// The data of a bulk read is JSON: opaque bytes go as
+				// the JSON string of their base64.
+				out[i].Data = jsonBase64(it.item.Entry.Value)
+				out[i].Metadata[metaContentType] = a.contentTypeOf(store)
+			}
 		}
 	}
 	var buf bytes.Buffer

@@ -19,7 +19,13 @@
 //     commit in one SQL transaction;
 //   - metadata: ttlInSeconds -1 (never expire, which is what the warehouse
 //     does) and contentType application/json are accepted, any other
-//     ttlInSeconds or contentType is refused; other keys are ignored.
+//     ttlInSeconds or contentType is refused; other keys are ignored;
+//   - a namespace of opaque bytes (value layout bytes) takes any value
+//     under any contentType, and reads answer its bytes as stored with the
+//     namespace's content type (contentType in the response metadata, the
+//     Content-Type of an HTTP read). Over HTTP a save's value is JSON, so it
+//     stores the value's JSON text, as daprd hands a store; and an HTTP bulk
+//     read, whose data is JSON, carries each value as a base64 string.
 //
 // The protocol types come from Dapr's own Go packages
 // (github.com/dapr/dapr/pkg/proto/runtime/v1 and common/v1).
@@ -168,16 +174,20 @@ func (s *state) bulkGet(ctx context.Context, store string, keys []string) ([]bul
 
 // apply commits ops in one transaction.
 func (s *state) apply(ctx context.Context, p auth.Principal, transport, op, store string, ops []txOp, txMeta map[string]string) error {
-	if err := checkMetadata(txMeta); err != nil {
+	if err := checkMetadata(s.metadataOf(store, txMeta)); err != nil {
 		return err
 	}
 	wops := make([]warmcache.Op, len(ops))
 	for i, o := range ops {
 		var err error
 		if o.set != nil {
-			wops[i], err = upsertOp(*o.set)
+			it := *o.set
+			it.metadata = s.metadataOf(store, it.metadata)
+			wops[i], err = upsertOp(it)
 		} else {
-			wops[i], err = deleteOp(*o.del)
+			it := *o.del
+			it.metadata = s.metadataOf(store, it.metadata)
+			wops[i], err = deleteOp(it)
 		}
 		if err != nil {
 			return err
@@ -186,6 +196,42 @@ func (s *state) apply(ctx context.Context, p auth.Principal, transport, op, stor
 	_, err := s.svc.Transact(ctx, store, wops)
 	p.LogWrite(ctx, s.log, transport, op, store, fmt.Sprintf("(%d keys)", len(ops)), err)
 	return err
+}
+
+// opaque returns the namespace of store when it stores opaque bytes
+// (warmcache.LayoutBytes), or nil.
+func (s *state) opaque(store string) *warmcache.Namespace {
+	ns, err := s.svc.Namespace(store)
+	if err != nil || !ns.Opaque() {
+		return nil
+	}
+	return ns
+}
+
+// metadataOf returns the metadata of a request to store as checkMetadata
+// is to judge it: for a namespace of opaque bytes, which takes any content
+// type, without contentType; otherwise meta itself.
+func (s *state) metadataOf(store string, meta map[string]string) map[string]string {
+	if _, ok := meta[metaContentType]; !ok || s.opaque(store) == nil {
+		return meta
+	}
+	out := make(map[string]string, len(meta))
+	for k, v := range meta {
+		if k != metaContentType {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// contentTypeOf returns the media type of store's values, for a read's
+// answer: the namespace's own for opaque bytes, application/json
+// otherwise.
+func (s *state) contentTypeOf(store string) string {
+	if ns := s.opaque(store); ns != nil {
+		return ns.MediaType()
+	}
+	return warmcache.ContentTypeJSON
 }
 
 // upsertOp maps a Dapr save to a core op.

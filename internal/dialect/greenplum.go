@@ -116,6 +116,29 @@ WHERE c.oid = $1 OR c.oid IN (SELECT relid FROM pg_partition_tree($1::oid::regcl
 	return ao, err
 }
 
+// RowBlockSize returns the smallest block size (pg_appendonly.blocksize)
+// of the row-oriented append-optimized storage of table relid and its
+// partitions, or 0 when none is stored so. Greenplum 7 stores a row larger
+// than its table's block size across several blocks, and an index scan of
+// the table does not find such a row (measured; a sequential scan does,
+// and column-oriented tables are not affected), so a row there must stay
+// smaller than the block.
+func RowBlockSize(ctx context.Context, q Querier, relid uint32) (int, error) {
+	var hasPartitionTree bool
+	err := q.QueryRow(ctx, `SELECT to_regproc('pg_catalog.pg_partition_tree') IS NOT NULL`).Scan(&hasPartitionTree)
+	if err != nil {
+		return 0, err
+	}
+	query := `SELECT coalesce(min(a.blocksize), 0)::integer FROM pg_appendonly a WHERE NOT a.columnstore AND a.relid = $1`
+	if hasPartitionTree {
+		query = `SELECT coalesce(min(a.blocksize), 0)::integer FROM pg_appendonly a WHERE NOT a.columnstore
+AND (a.relid = $1 OR a.relid IN (SELECT relid FROM pg_partition_tree($1::oid::regclass)))`
+	}
+	var size int32
+	err = q.QueryRow(ctx, query, relid).Scan(&size)
+	return int(size), err
+}
+
 // literal quotes s as an SQL string literal, assuming
 // standard_conforming_strings, as pgx does.
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

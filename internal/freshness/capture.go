@@ -1,7 +1,9 @@
 package freshness
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -564,8 +566,55 @@ func (c *capture) row(relID uint32, tuple *pglogrepl.TupleData) {
 			return
 		}
 	}
+	if ns.Layout == warmcache.LayoutBytes {
+		// bytea's text output (hex, \x..., or the older escape format)
+		// is decoded to the bytes the lookups return; an unchanged
+		// out-of-line value is read from the warehouse, as above.
+		if value, ok := col(ns.ValueColumn); ok {
+			if b, ok := decodeBytea(value.Data); ok {
+				e := warmcache.Entry{Found: true, Value: b, Version: v}
+				c.add(ns, warmcache.Change{Key: k, Entry: e}, "upsert")
+				return
+			}
+		}
+	}
 	c.add(ns, warmcache.Change{Key: k, Entry: warmcache.Entry{Version: v}, Refresh: true}, "refresh")
 }
+
+// decodeBytea decodes the text form of a bytea: hex (\x followed by two
+// hex digits a byte, PostgreSQL's default bytea_output) or escape (bytes
+// as they are, but \\ for a backslash and \ooo in octal for the others).
+// It returns a new slice, never nil, and false for text in neither form.
+func decodeBytea(text []byte) ([]byte, bool) {
+	if hexText, ok := bytes.CutPrefix(text, []byte(`\x`)); ok {
+		b := make([]byte, hex.DecodedLen(len(hexText)))
+		if _, err := hex.Decode(b, hexText); err != nil {
+			return nil, false
+		}
+		return b, true
+	}
+	b := make([]byte, 0, len(text))
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if c != '\\' {
+			b = append(b, c)
+			continue
+		}
+		switch {
+		case i+1 < len(text) && text[i+1] == '\\':
+			b = append(b, '\\')
+			i++
+		case i+3 < len(text) && isOctal(text[i+1]) && isOctal(text[i+2]) && isOctal(text[i+3]) && text[i+1] <= '3':
+			b = append(b, (text[i+1]-'0')<<6|(text[i+2]-'0')<<3|(text[i+3]-'0'))
+			i += 3
+		default:
+			return nil, false
+		}
+	}
+	return b, true
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 
 func (c *capture) namespace(name string) *warmcache.Namespace {
 	for _, ns := range c.namespaces {

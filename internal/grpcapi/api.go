@@ -147,7 +147,7 @@ func (a *API) Get(ctx context.Context, req *warmcachev1.GetRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Get", err)
 	}
-	return &warmcachev1.GetResponse{Item: item(it)}, nil
+	return &warmcachev1.GetResponse{Item: item(it), ContentType: a.contentType(req.GetNamespace())}, nil
 }
 
 // MGet reads several keys.
@@ -159,7 +159,7 @@ func (a *API) MGet(ctx context.Context, req *warmcachev1.MGetRequest) (*warmcach
 	if err != nil {
 		return nil, a.toStatus(ctx, "MGet", err)
 	}
-	resp := &warmcachev1.MGetResponse{Items: make([]*warmcachev1.Item, 0, len(items))}
+	resp := &warmcachev1.MGetResponse{Items: make([]*warmcachev1.Item, 0, len(items)), ContentType: a.contentType(req.GetNamespace())}
 	for _, it := range items {
 		if !it.Entry.Found {
 			resp.Missing = append(resp.Missing, it.Key.Text)
@@ -181,7 +181,17 @@ func (a *API) Put(ctx context.Context, req *warmcachev1.PutRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Put", err)
 	}
-	return &warmcachev1.PutResponse{Item: item(it)}, nil
+	return &warmcachev1.PutResponse{Item: item(it), ContentType: a.contentType(req.GetNamespace())}, nil
+}
+
+// contentType returns the media type of namespace's values, or "" for a
+// namespace that does not exist.
+func (a *API) contentType(namespace string) string {
+	ns, err := a.svc.Namespace(namespace)
+	if err != nil {
+		return ""
+	}
+	return ns.MediaType()
 }
 
 // Delete removes a key, optionally only at an expected version.

@@ -33,10 +33,12 @@ func newContract(t *testing.T) *contract {
 	t.Helper()
 	widgets := &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
 		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Writable: true}
+	blobs := &warmcache.Namespace{Name: "blobs", Table: "blobs", KeyColumn: "key", KeyType: warmcache.KeyText,
+		Layout: warmcache.LayoutBytes, ValueColumn: "value", VersionColumn: "version", Writable: true}
 	c := &contract{hot: memtier.NewHot(nil), warm: memtier.NewWarm()}
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	svc, err := warmcache.NewService(c.hot, c.warm, []*warmcache.Namespace{widgets}, reg, log, warmcache.Options{})
+	svc, err := warmcache.NewService(c.hot, c.warm, []*warmcache.Namespace{widgets, blobs}, reg, log, warmcache.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ package httpapi
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -168,9 +169,26 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	h["Content-Type"] = jsonContentType
+	h["Content-Type"] = a.contentType(namespace)
 	h["Content-Length"] = vals[1:2:2]
 	_, _ = w.Write(item.Entry.Value)
+}
+
+// contentType returns the Content-Type header of namespace's values: its
+// media type, application/json for the JSON layouts and unknown
+// namespaces.
+func (a *api) contentType(namespace string) []string {
+	ns, err := a.svc.Namespace(namespace)
+	if err != nil || !ns.Opaque() {
+		return jsonContentType
+	}
+	return []string{ns.MediaType()}
+}
+
+// opaque reports whether namespace stores opaque bytes (LayoutBytes).
+func (a *api) opaque(namespace string) bool {
+	ns, err := a.svc.Namespace(namespace)
+	return err == nil && ns.Opaque()
 }
 
 // hitHeaderValues returns the ETag of version and the text of length, both
@@ -197,9 +215,14 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if err := checkJSONType(r); err != nil {
-		a.writeError(w, r, err)
-		return
+	// A bytes namespace takes any body under any Content-Type (or none):
+	// its values are stored as sent and always served with the
+	// namespace's own content type, so the request's is not checked.
+	if !a.opaque(namespace) {
+		if err := checkJSONType(r); err != nil {
+			a.writeError(w, r, err)
+			return
+		}
 	}
 	body, err := a.readBody(w, r)
 	if err != nil {
@@ -212,7 +235,7 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("ETag", formatETag(item.Entry.Version))
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = a.contentType(namespace)
 	_, _ = w.Write(item.Entry.Value)
 }
 
@@ -258,7 +281,9 @@ func (a *api) mget(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	// The values are written as stored, without decoding them.
+	// The values are written as stored, without decoding them; a bytes
+	// namespace's as JSON strings of their standard base64.
+	opaque := a.opaque(namespace)
 	var buf bytes.Buffer
 	buf.WriteString(`{"items":{`)
 	first := true
@@ -274,6 +299,12 @@ func (a *api) mget(w http.ResponseWriter, r *http.Request) {
 		first = false
 		buf.Write(jsonMarshal(it.Key.Text))
 		buf.WriteByte(':')
+		if opaque {
+			buf.WriteByte('"')
+			buf.WriteString(base64.StdEncoding.EncodeToString(it.Entry.Value))
+			buf.WriteByte('"')
+			continue
+		}
 		buf.Write(it.Entry.Value)
 	}
 	buf.WriteString(`},"missing":`)

@@ -48,11 +48,14 @@ func newContractWith(t *testing.T, opts httpapi.Options) *contract {
 		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Writable: true}
 	frozen := &warmcache.Namespace{Name: "frozen", Table: "frozen", KeyColumn: "key", KeyType: warmcache.KeyText,
 		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version"}
+	blobs := &warmcache.Namespace{Name: "blobs", Table: "blobs", KeyColumn: "key", KeyType: warmcache.KeyText,
+		Layout: warmcache.LayoutBytes, ValueColumn: "value", VersionColumn: "version", Writable: true,
+		ContentType: "application/x-blob"}
 	c := &contract{hot: memtier.NewHot(nil), warm: memtier.NewWarm(), gens: &generations{}}
 	c.wh = &warehouse{Warm: c.warm}
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.DiscardHandler)
-	svc, err := warmcache.NewService(c.hot, c.wh, []*warmcache.Namespace{widgets, frozen}, reg, log,
+	svc, err := warmcache.NewService(c.hot, c.wh, []*warmcache.Namespace{widgets, frozen, blobs}, reg, log,
 		warmcache.Options{Generations: c.gens})
 	if err != nil {
 		t.Fatal(err)

@@ -39,8 +39,8 @@ func variants() []variant {
 	}
 }
 
-// laneTables returns the tables of a packed and a columns-layout namespace
-// for each variant, all managed, so that migrate creates them.
+// laneTables returns the tables of a packed, a columns-layout and a bytes
+// namespace for each variant, all managed, so that migrate creates them.
 func laneTables() []migrations.Table {
 	var out []migrations.Table
 	for _, v := range variants() {
@@ -60,9 +60,19 @@ func laneTables() []migrations.Table {
 					{Name: "age", Type: "integer"},
 				},
 				VersionColumn: "version", Writable: true,
-			}, Managed: true, Storage: columns})
+			}, Managed: true, Storage: columns},
+			bytesTable(v.name+"_bytes", columns))
 	}
 	return out
+}
+
+// bytesTable returns a managed table of a bytes namespace called name.
+func bytesTable(name string, st migrations.Storage) migrations.Table {
+	return migrations.Table{Namespace: &warmcache.Namespace{
+		Name: name, Table: name, KeyColumn: "key", KeyType: warmcache.KeyText,
+		Layout: warmcache.LayoutBytes, ValueColumn: "blob", VersionColumn: "version",
+		Writable: true,
+	}, Managed: true, Storage: st}
 }
 
 // packedLaneTables returns the lane's tables of the packed layout.
@@ -122,6 +132,9 @@ func laneStore(t *testing.T, dsn string, namespaces ...*warmcache.Namespace) *pg
 
 // value returns a document of ns's layout for n.
 func value(ns *warmcache.Namespace, n int, tag string) []byte {
+	if ns.Layout == warmcache.LayoutBytes {
+		return fmt.Appendf([]byte{0x00, 0xff, '\\', 'x'}, "%d %s\x00", n, tag)
+	}
 	if ns.Layout == warmcache.LayoutColumns {
 		return fmt.Appendf(nil, `{"name": %q, "age": %d}`, tag, n)
 	}
@@ -129,8 +142,10 @@ func value(ns *warmcache.Namespace, n int, tag string) []byte {
 }
 
 // TestWarehouseLane runs reads, writes, conditional writes, _mget, _query
-// and bulk loads on every storage variant and both layouts, on PostgreSQL
-// and on Greenplum, with the same assertions.
+// and bulk loads on every storage variant and the JSON layouts, and reads,
+// writes and round trips of every byte value on the bytes layout (which
+// takes no loads or queries), on PostgreSQL and on Greenplum, with the same
+// assertions.
 func TestWarehouseLane(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
@@ -144,6 +159,10 @@ func TestWarehouseLane(t *testing.T) {
 			for _, ns := range namespaces {
 				t.Run(ns.Name, func(t *testing.T) {
 					t.Run("writes", func(t *testing.T) { checkWrites(t, s, ns) })
+					if ns.Layout == warmcache.LayoutBytes {
+						t.Run("bytes", func(t *testing.T) { checkBytes(t, s, ns, blockBound(w, ns)) })
+						return
+					}
 					t.Run("load", func(t *testing.T) { checkLoad(t, s, dsn, ns) })
 					if ns.Layout == warmcache.LayoutPacked {
 						t.Run("query", func(t *testing.T) { checkQuery(t, s, ns) })

@@ -108,7 +108,8 @@ type LoadStatements struct {
 // BuildLoadStatements returns the SQL of ns's bulk load on dialect d. On
 // Greenplum the temporary tables are distributed by the key, so that the
 // merge joins rows on the segment that holds them. It needs no database and
-// fails when the namespace is incomplete.
+// fails when the namespace is incomplete, or stores opaque bytes (an error
+// that wraps warmcache.ErrInvalidValue): load files carry JSON.
 //
 // The columns layout reads each source row's record with
 // json_populate_record in the select list of a subquery that OFFSET 0
@@ -120,6 +121,9 @@ type LoadStatements struct {
 func BuildLoadStatements(d dialect.Dialect, ns *warmcache.Namespace, appendOptimized bool) (LoadStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return LoadStatements{}, err
+	}
+	if ns.Layout == warmcache.LayoutBytes {
+		return LoadStatements{}, fmt.Errorf("pgstore: namespace %q: %w: bulk loads carry JSON values, not opaque bytes", ns.Name, warmcache.ErrInvalidValue)
 	}
 	var (
 		table   = tableIdent(ns.Table)
@@ -232,7 +236,7 @@ func (s *Store) Load(ctx context.Context, ns *warmcache.Namespace, rows warmcach
 			_ = tx.Rollback(context.WithoutCancel(ctx)) // the error that matters is err
 		}
 	}()
-	l := &loadTx{tx: tx, ns: ns, ls: ls}
+	l := &loadTx{tx: tx, ns: ns, ls: ls, maxRow: t.maxRow}
 	keys, err := l.stage(ctx, s.loadTimeout, rows)
 	if err != nil {
 		return warmcache.LoadCounts{}, err
@@ -258,6 +262,8 @@ type loadTx struct {
 	ls      LoadStatements
 	version int64
 	changed []warmcache.Key
+	// maxRow is the table's table.maxRow.
+	maxRow int
 }
 
 // loadError returns the error of a load's step: a request error as it is,
@@ -280,7 +286,7 @@ func (l *loadTx) stage(ctx context.Context, timeout time.Duration, rows warmcach
 	if _, err = l.tx.Exec(ctx, l.ls.Stage, simple); err != nil {
 		return 0, loadError(l.ns, "create staging table", err)
 	}
-	if _, err = l.tx.CopyFrom(ctx, pgx.Identifier{l.ls.StageTable}, []string{"line", "key", "value"}, &copySource{ns: l.ns, rows: rows}); err != nil {
+	if _, err = l.tx.CopyFrom(ctx, pgx.Identifier{l.ls.StageTable}, []string{"line", "key", "value"}, &copySource{ns: l.ns, rows: rows, maxRow: l.maxRow}); err != nil {
 		if rowsErr := rows.Err(); rowsErr != nil {
 			return 0, rowsErr
 		}
@@ -381,15 +387,19 @@ func (l *loadTx) counts(keys, updated, existing int64) warmcache.LoadCounts {
 
 // copySource adapts LoadRows to pgx.CopyFromSource.
 type copySource struct {
-	ns   *warmcache.Namespace
-	rows warmcache.LoadRows
-	vals [3]any
+	ns     *warmcache.Namespace
+	rows   warmcache.LoadRows
+	vals   [3]any
+	maxRow int
 }
 
 func (c *copySource) Next() bool { return c.rows.Next() }
 
 func (c *copySource) Values() ([]any, error) {
 	r := c.rows.Row()
+	if err := checkRow(c.ns, c.maxRow, r.Key, r.Value); err != nil {
+		return nil, fmt.Errorf("line %d: %w", r.Line, err)
+	}
 	c.vals[0], c.vals[1], c.vals[2] = r.Line, keyArg(c.ns, r.Key), string(r.Value)
 	return c.vals[:], nil
 }

@@ -81,8 +81,13 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	body := "\nBEGIN\nRETURN QUERY " + s.LookupPositions + ";\nEND\n"
 	// Everything after the name: a function whose definition changes in
 	// any way gets a new name, since Open creates only missing ones.
-	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (warmcache_position bigint, warmcache_value text, warmcache_version bigint)\nLANGUAGE plpgsql STABLE AS %s%s%s",
-		keyArray, lookupFunctionQuote, body, lookupFunctionQuote)
+	// The value column is text (JSON) or, for the bytes layout, bytea.
+	valueType := "text"
+	if ns.Layout == warmcache.LayoutBytes {
+		valueType = "bytea"
+	}
+	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (warmcache_position bigint, warmcache_value %s, warmcache_version bigint)\nLANGUAGE plpgsql STABLE AS %s%s%s",
+		keyArray, valueType, lookupFunctionQuote, body, lookupFunctionQuote)
 	digest := sha256.Sum256([]byte(definition))
 	name := pgx.Identifier{lookupFunctionPrefix + hex.EncodeToString(digest[:8])}
 	if schema != "" {

@@ -34,10 +34,14 @@ type QueryStatements struct {
 // (jsonb_path_ops or jsonb_ops) serves; a json column is cast to jsonb,
 // which no index serves. A columns-layout value is rebuilt as a jsonb object
 // from its columns and compared, which scans the table. It needs no
-// database and fails when the namespace is incomplete.
+// database and fails when the namespace is incomplete, or stores opaque
+// bytes (an error that wraps warmcache.ErrInvalidValue).
 func BuildQueryStatements(ns *warmcache.Namespace) (QueryStatements, error) {
 	if err := checkNamespace(ns); err != nil {
 		return QueryStatements{}, err
+	}
+	if ns.Layout == warmcache.LayoutBytes {
+		return QueryStatements{}, fmt.Errorf("pgstore: namespace %q: %w: a bytes namespace holds no JSON to query", ns.Name, warmcache.ErrInvalidValue)
 	}
 	var (
 		table   = tableIdent(ns.Table)

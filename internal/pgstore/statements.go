@@ -23,7 +23,8 @@ const maxColumns = 50
 // $1::text), so that the planner uses the key index and, on Greenplum,
 // dispatches to one segment. Values are JSON text: the packed layout returns
 // the value column as text, the columns layout builds an object from the
-// typed columns with json_build_object.
+// typed columns with json_build_object. The bytes layout is the exception:
+// its value is a bytea, written from a bytes parameter and read as it is.
 //
 // Every write runs in a transaction that first takes the write lock of
 // each of its keys (KeyLock, a transaction-scoped advisory lock on a hash
@@ -217,6 +218,15 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
 			insertInto, key, value, value, version, version, version, valueExpr(ns, "t."), version)
 		set = value + " = $2::jsonb"
+	case warmcache.LayoutBytes:
+		// The value is bytea as the writer sent it: the parameter is
+		// bytes, never text cast to JSON.
+		value := ident(ns.ValueColumn)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) VALUES ($1::%s, $2::bytea, $3::bigint)",
+			table, key, value, version, keyType)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
+			insertInto, key, value, value, version, version, version, valueExpr(ns, "t."), version)
+		set = value + " = $2::bytea"
 	case warmcache.LayoutColumns:
 		// json_populate_record maps the object's fields onto a row of the
 		// table's type, converting each to its column's type; a missing
@@ -252,10 +262,14 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 }
 
 // valueExpr returns the expression that reads a row's value as JSON text,
+// or for the bytes layout as the bytea itself (a NULL reads as no bytes),
 // with its columns qualified by qual ("" or "t.").
 func valueExpr(ns *warmcache.Namespace, qual string) string {
-	if ns.Layout == warmcache.LayoutPacked {
+	switch ns.Layout {
+	case warmcache.LayoutPacked:
 		return qual + ident(ns.ValueColumn) + "::text"
+	case warmcache.LayoutBytes:
+		return "COALESCE(" + qual + ident(ns.ValueColumn) + ", ''::bytea)"
 	}
 	fields := make([]string, len(ns.Columns))
 	for i, c := range ns.Columns {
@@ -289,9 +303,9 @@ func checkNamespace(ns *warmcache.Namespace) error {
 		}
 	}
 	switch ns.Layout {
-	case warmcache.LayoutPacked:
+	case warmcache.LayoutPacked, warmcache.LayoutBytes:
 		if ns.ValueColumn == "" {
-			return fail("packed layout without a value column")
+			return fail("%s layout without a value column", ns.Layout)
 		}
 		return nil
 	case warmcache.LayoutColumns:
@@ -313,7 +327,7 @@ func checkNamespace(ns *warmcache.Namespace) error {
 		}
 		return nil
 	default:
-		return fail("layout %q is not packed or columns", ns.Layout)
+		return fail("layout %q is not packed, columns or bytes", ns.Layout)
 	}
 }
 

@@ -51,6 +51,13 @@ func packedNamespace(table, key string, keyType warmcache.KeyType, value string)
 	}
 }
 
+func bytesNamespace() *warmcache.Namespace {
+	return &warmcache.Namespace{
+		Name: "blobs", Table: "app.blobs", KeyColumn: "id", KeyType: warmcache.KeyText,
+		Layout: warmcache.LayoutBytes, ValueColumn: "blob", VersionColumn: "version", Writable: true,
+	}
+}
+
 func columnsNamespace() *warmcache.Namespace {
 	return &warmcache.Namespace{
 		Name: "people", Table: "people", KeyColumn: "id", KeyType: warmcache.KeyBigint,
@@ -76,6 +83,8 @@ func TestStatementsGolden(t *testing.T) {
 		{"columns", columnsNamespace(), false},
 		{"greenplum_ao_packed", packedNamespace("widgets", "key", warmcache.KeyBigint, "value"), true},
 		{"greenplum_ao_columns", columnsNamespace(), true},
+		{"bytes_text_heap", bytesNamespace(), false},
+		{"greenplum_ao_bytes", bytesNamespace(), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,6 +50,30 @@ type table struct {
 	// store ran: reads go on with LookupPositions until a restart creates
 	// the function again.
 	functionGone atomic.Bool
+	// maxRow bounds a row's key and value, in bytes, on a table whose
+	// rows must fit one block of Greenplum's append-optimized row storage
+	// (see dialect.RowBlockSize and checkRow). Zero means no bound.
+	maxRow int
+}
+
+// rowOverhead is what a row of an append-optimized row table takes in its
+// block besides its key and value: the tuple and block headers, the
+// version and the alignment. Measured on Greenplum 7 with the default
+// 32 KiB block, a bytea value of 32,700 bytes under a one-byte key was
+// found by key and one of 32,740 bytes was not; the bound keeps a margin.
+const rowOverhead = 256
+
+// checkRow refuses a row whose key and value are over maxRow bytes (when
+// maxRow is not zero) with an error that wraps warmcache.ErrTooLarge: on an
+// append-optimized row table such a row spans blocks, and key lookups
+// would not find it. A JSON value is counted as its text; jsonb may store
+// it larger.
+func checkRow(ns *warmcache.Namespace, maxRow int, key warmcache.Key, value []byte) error {
+	if maxRow > 0 && len(key.Text)+len(value) > maxRow {
+		return fmt.Errorf("%w: namespace %q: a key and value of more than %d bytes do not fit one block of its append-optimized row table, where lookups by key would not find them; store large values in a heap or column-oriented table",
+			warmcache.ErrTooLarge, ns.Name, maxRow)
+	}
+	return nil
 }
 
 // Open connects to the warehouse in opts.DSN, detects its dialect, chooses
@@ -424,6 +448,13 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 	if len(writes) == 0 {
 		return nil, nil
 	}
+	for _, w := range writes {
+		if !w.Delete {
+			if err := checkRow(ns, t.maxRow, w.Key, w.Value); err != nil {
+				return nil, err
+			}
+		}
+	}
 	o := opTransaction
 	if len(writes) == 1 {
 		o = opPut
@@ -619,9 +650,9 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 	}
 	var row pgx.Row
 	if w.IfMatch == nil {
-		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
 	} else {
-		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), *w.IfMatch, version)
+		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), *w.IfMatch, version)
 	}
 	var e warmcache.Entry
 	err := row.Scan(&e.Value, &e.Version)
@@ -654,7 +685,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 			return warmcache.Entry{}, exists
 		}
 	}
-	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version)
+	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return warmcache.Entry{}, exists
@@ -671,7 +702,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 // row. On Greenplum an UPDATE of an append-optimized table locks the table,
 // so two writers of a new key cannot both insert it.
 func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
-	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version)
+	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
@@ -685,7 +716,7 @@ func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w w
 	}
 	if len(updated) > 0 {
 		e = updated[0]
-	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), string(w.Value), version).Scan(&e.Value, &e.Version); err != nil {
+	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version); err != nil {
 		return warmcache.Entry{}, err
 	}
 	e.Value, e.Found = jsonValue(e.Value), true
@@ -790,7 +821,21 @@ func keyArg(ns *warmcache.Namespace, key warmcache.Key) any {
 	return key.Text
 }
 
-// jsonValue turns an SQL NULL value into the JSON null.
+// valueArg returns value as the parameter of ns's value column: text for
+// the JSON layouts, which the statements cast to json or jsonb, and bytes,
+// never nil (pgx sends a nil slice as NULL), for the bytes layout's bytea.
+func valueArg(ns *warmcache.Namespace, value []byte) any {
+	if ns.Layout != warmcache.LayoutBytes {
+		return string(value)
+	}
+	if value == nil {
+		return []byte{}
+	}
+	return value
+}
+
+// jsonValue turns an SQL NULL value into the JSON null. The bytes layout
+// reads a NULL as no bytes (see valueExpr), so its values never are nil.
 func jsonValue(b []byte) []byte {
 	if b == nil {
 		return []byte("null")

@@ -65,8 +65,16 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err != nil {
 		return nil, err
 	}
+	var maxRow int
 	if srv.dialect == dialect.Greenplum {
 		stmts.LookupPositions = "" // see StatementSet.LookupPositions
+		block, err := dialect.RowBlockSize(ctx, conn, relid)
+		if err != nil {
+			return nil, tableError(ns, "read block size: %w", err)
+		}
+		if block > 0 {
+			maxRow = max(block-rowOverhead, 0)
+		}
 	}
 	stmts.dropLookupFunction()
 	if stmts.LookupPositions != "" {
@@ -79,7 +87,7 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err
 	}
-	return &table{ns: ns, stmts: stmts}, nil
+	return &table{ns: ns, stmts: stmts, maxRow: maxRow}, nil
 }
 
 // tableError describes a problem with ns's table, prefixed with the
@@ -134,6 +142,11 @@ func checkColumns(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	}
 	if ns.Layout == warmcache.LayoutPacked {
 		if err := check(ns.ValueColumn, pgtype.JSONBOID, pgtype.JSONOID); err != nil {
+			return err
+		}
+	}
+	if ns.Layout == warmcache.LayoutBytes {
+		if err := check(ns.ValueColumn, pgtype.ByteaOID); err != nil {
 			return err
 		}
 	}
@@ -192,11 +205,16 @@ type statementShape struct {
 // types are checked, then, when ns is writable, the writes.
 func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementShape {
 	keyOID, keyArrayOID := keyOIDs(ns)
+	// Values are JSON text, or bytea for the bytes layout.
+	valueOID := uint32(pgtype.TextOID)
+	if ns.Layout == warmcache.LayoutBytes {
+		valueOID = pgtype.ByteaOID
+	}
 	shapes := []statementShape{
-		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
-		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.Int8OID}},
+		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{valueOID, pgtype.Int8OID}},
+		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, valueOID, pgtype.Int8OID}},
+		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
+		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
 	}
 	if ns.Writable {
 		shapes = append(shapes,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,30 @@ func (f *fixture) stored(tb testing.TB, ns *warmcache.Namespace, key string) []b
 	return b
 }
 
+// bytesNS returns a bytes namespace with codec.
+func bytesNS(codec warmcache.Codec) *warmcache.Namespace {
+	return &warmcache.Namespace{Name: "bytes-" + string(codec), Layout: warmcache.LayoutBytes, Codec: codec}
+}
+
+// everyByte returns the bytes 0x00 to 0xFF.
+func everyByte() []byte {
+	b := make([]byte, 256)
+	for i := range b {
+		b[i] = byte(i)
+	}
+	return b
+}
+
+// randomBytes returns n random bytes from a fixed seed.
+func randomBytes(n int) []byte {
+	r := rand.New(rand.NewPCG(21, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
 func TestCodecRoundTrip(t *testing.T) {
 	f := newFixture(t, rediscache.Options{})
 	dictID := addDictionary(t, f.cache, "dict", trainWidgets(t, 300, 1))
@@ -89,6 +114,12 @@ func TestCodecRoundTrip(t *testing.T) {
 			&warmcache.Namespace{Name: "zstd", Codec: warmcache.CodecZstd}, present(1, `{"a":1}`), '1', false},
 		{"absent is raw", &warmcache.Namespace{Name: "dict", Codec: warmcache.CodecZstdDict}, absent(7), '1', false},
 		{"empty value", &warmcache.Namespace{Name: "zstd", Codec: warmcache.CodecZstd}, present(1, ""), '1', false},
+		// A bytes namespace's values are any bytes; every codec takes them.
+		{"bytes every byte", bytesNS(warmcache.CodecNone), present(1, string(everyByte())), '1', false},
+		{"bytes every byte zstd", bytesNS(warmcache.CodecZstd), present(1, strings.Repeat(string(everyByte()), 8)), '2', true},
+		{"bytes every byte zstd-dict", bytesNS(warmcache.CodecZstdDict), present(1, strings.Repeat(string(everyByte()), 8)), '2', true},
+		{"bytes 1 MiB random zstd is raw", bytesNS(warmcache.CodecZstd), present(1, string(randomBytes(1<<20))), '1', false},
+		{"bytes 1 MiB of zeros zstd", bytesNS(warmcache.CodecZstd), present(1, string(make([]byte, 1<<20))), '2', true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,6 +22,9 @@ func laneNamespaces() []schema.Table {
 		packed("ao_column_zstd", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: "zstd"}),
 		packed("ao_column_rle", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: "rle_type", CompressLevel: 2}),
 		people(schema.Storage{Partitions: 2, Compression: "pglz"}),
+		blobs("bytes_heap_lz4", schema.Storage{Partitions: 2, Compression: "lz4"}),
+		blobs("bytes_ao_row_zstd", schema.Storage{AppendOptimized: true, Compression: "zstd"}),
+		blobs("bytes_ao_column_zlib", schema.Storage{AppendOptimized: true, Orientation: "column", Compression: "zlib"}),
 	}
 }
 
@@ -64,6 +67,7 @@ func TestMigrationsLane(t *testing.T) {
 			want := map[string]string{
 				"heap_gin": "heap", "ao_row_zstd": "ao_row zstd", "ao_row_zlib": "ao_row zlib",
 				"ao_column_zstd": "ao_column zstd", "ao_column_rle": "ao_column rle_type", "app.people": "heap",
+				"bytes_heap_lz4": "heap", "bytes_ao_row_zstd": "ao_row zstd", "bytes_ao_column_zlib": "ao_column zlib",
 			}
 			for table, storage := range want {
 				if !w.Greenplum {

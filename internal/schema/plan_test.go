@@ -19,6 +19,15 @@ func packed(name string, st schema.Storage) schema.Table {
 	}, Managed: true, Storage: st}
 }
 
+// blobs returns the managed table of a text-keyed bytes namespace with the
+// storage options.
+func blobs(name string, st schema.Storage) schema.Table {
+	return schema.Table{Namespace: &warmcache.Namespace{
+		Name: name, Table: name, KeyColumn: "key", KeyType: warmcache.KeyText,
+		Layout: warmcache.LayoutBytes, ValueColumn: "blob", VersionColumn: "version",
+	}, Managed: true, Storage: st}
+}
+
 // people returns the managed table of a text-keyed namespace of the
 // columns layout in the schema app.
 func people(st schema.Storage) schema.Table {
@@ -95,6 +104,24 @@ func TestPlanGolden(t *testing.T) {
 				`PRIMARY KEY ("email")`, `DISTRIBUTED BY ("email")`, `DROP TABLE IF EXISTS "app"."people";`,
 			},
 			notWant: []string{"jsonb", "USING gin"},
+		},
+		{
+			name:    "greenplum_ao_row_bytes",
+			dialect: dialect.Greenplum,
+			ns:      blobs("blobs", schema.Storage{AppendOptimized: true, Compression: "zstd"}),
+			want: []string{
+				`"key" text NOT NULL`, `"blob" bytea NOT NULL`,
+				"WITH (appendoptimized=true, orientation=row, compresstype=zstd",
+				`DISTRIBUTED BY ("key")`, `CREATE INDEX "blobs_key_idx" ON "blobs" ("key");`,
+			},
+			notWant: []string{`"blob" jsonb`, "USING gin"},
+		},
+		{
+			name:    "postgres_bytes_lz4",
+			dialect: dialect.Postgres,
+			ns:      blobs("blobs", schema.Storage{Compression: "lz4"}),
+			want:    []string{`"blob" bytea NOT NULL`, `ALTER COLUMN "blob" SET COMPRESSION lz4;`, `PRIMARY KEY ("key")`},
+			notWant: []string{`"blob" jsonb`, "USING gin", "DISTRIBUTED"},
 		},
 		{
 			name:    "postgres_packed_lz4_8_partitions",
@@ -268,6 +295,10 @@ func TestPlanRejects(t *testing.T) {
 			ns.Layout, ns.ValueColumn, ns.Columns = warmcache.LayoutColumns, "", []warmcache.Column{{Name: "a", Type: "text"}}
 			st.GINIndex = true
 		}, `namespace "widgets": storage.gin_index: needs value.layout packed`},
+		{"gin on bytes", dialect.Greenplum, func(ns *warmcache.Namespace, st *schema.Storage) {
+			ns.Layout = warmcache.LayoutBytes
+			st.GINIndex = true
+		}, `namespace "widgets": storage.gin_index: needs value.layout packed`},
 		{"column type injection", dialect.Postgres, func(ns *warmcache.Namespace, st *schema.Storage) {
 			ns.Layout, ns.ValueColumn = warmcache.LayoutColumns, ""
 			ns.Columns = []warmcache.Column{{Name: "a", Type: "text"}, {Name: "b", Type: "text); DROP TABLE users; --"}}
@@ -285,7 +316,7 @@ func TestPlanRejects(t *testing.T) {
 			ns.Columns = []warmcache.Column{{Name: "key", Type: "text"}}
 		}, `namespace "widgets": value.columns[0].name: "key" is also key.column`},
 		{"layout", dialect.Postgres, func(ns *warmcache.Namespace, st *schema.Storage) { ns.Layout = "wide" },
-			`namespace "widgets": value.layout: must be packed or columns, got "wide"`},
+			`namespace "widgets": value.layout: must be packed, columns or bytes, got "wide"`},
 		{"key type", dialect.Postgres, func(ns *warmcache.Namespace, st *schema.Storage) { ns.KeyType = "uuid" },
 			`namespace "widgets": key.type: must be bigint or text, got "uuid"`},
 		{"empty key column", dialect.Greenplum, func(ns *warmcache.Namespace, st *schema.Storage) { ns.KeyColumn = "" },

@@ -350,15 +350,22 @@ func (c *tableCheck) columns(t *tableData, ns *warmcache.Namespace, st Storage) 
 	t.Columns = append(t.Columns, columnData{Name: quote(ns.VersionColumn), Type: "bigint"})
 }
 
-// valueColumns checks ns's value layout, one jsonb column or a list of
-// typed columns, and fills t's value columns. A GIN index needs the packed
-// layout.
+// valueColumns checks ns's value layout, one jsonb column, a list of
+// typed columns or one bytea column, and fills t's value columns. A GIN
+// index needs the packed layout.
 func (c *tableCheck) valueColumns(t *tableData, ns *warmcache.Namespace, st Storage) {
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
 		c.ident("value.column", ns.ValueColumn)
 		c.unique("value.column", ns.ValueColumn)
 		t.Columns = append(t.Columns, columnData{Name: quote(ns.ValueColumn), Type: "jsonb"})
+	case warmcache.LayoutBytes:
+		c.ident("value.column", ns.ValueColumn)
+		c.unique("value.column", ns.ValueColumn)
+		t.Columns = append(t.Columns, columnData{Name: quote(ns.ValueColumn), Type: "bytea"})
+		if st.GINIndex {
+			c.bad("storage.gin_index: needs value.layout packed; a bytes namespace has no JSON to index")
+		}
 	case warmcache.LayoutColumns:
 		if len(ns.Columns) == 0 {
 			c.bad("value.columns: layout columns needs at least one column")
@@ -377,7 +384,7 @@ func (c *tableCheck) valueColumns(t *tableData, ns *warmcache.Namespace, st Stor
 			c.bad("storage.gin_index: needs value.layout packed")
 		}
 	default:
-		c.bad("value.layout: must be packed or columns, got %q", ns.Layout)
+		c.bad("value.layout: must be packed, columns or bytes, got %q", ns.Layout)
 	}
 }
 
@@ -437,9 +444,10 @@ func columnType(raw string) (string, error) {
 }
 
 // toastable returns the quoted columns of the namespace that TOAST may
-// compress: the packed value, or the variable-length typed columns.
+// compress: the packed or bytes value, or the variable-length typed
+// columns.
 func toastable(ns *warmcache.Namespace) []string {
-	if ns.Layout == warmcache.LayoutPacked {
+	if ns.Layout == warmcache.LayoutPacked || ns.Layout == warmcache.LayoutBytes {
 		return []string{quote(ns.ValueColumn)}
 	}
 	var cols []string

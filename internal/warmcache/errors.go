@@ -15,7 +15,8 @@ var (
 	// namespace's key type.
 	ErrInvalidKey = errors.New("invalid key")
 	// ErrInvalidValue means a value to store is not acceptable JSON for the
-	// namespace.
+	// namespace, or a request asks a JSON-only operation (a containment
+	// query) of a namespace of opaque bytes.
 	ErrInvalidValue = errors.New("invalid value")
 	// ErrTooLarge means a body, value or batch exceeds its configured bound.
 	ErrTooLarge = errors.New("too large")

@@ -178,6 +178,9 @@ const (
 // failover); keys it could not refresh are counted in NotRefreshed and
 // logged.
 //
+// A namespace of opaque bytes (LayoutBytes) takes no loads: its error
+// wraps ErrInvalidValue.
+//
 // Load has no deadline of its own: ctx bounds it. Errors wrap
 // ErrUnknownNamespace, ErrReadOnly, ErrInvalidValue, ErrTooLarge (the
 // records exceed MaxLoadBytes; a value over MaxValueBytes is a bad line),
@@ -192,6 +195,9 @@ func (s *Service) Load(ctx context.Context, namespace string, src RecordReader) 
 	}
 	if !ns.Writable {
 		return LoadResult{}, fmt.Errorf("%w: %q", ErrReadOnly, ns.Name)
+	}
+	if ns.Opaque() {
+		return LoadResult{}, fmt.Errorf("%w: namespace %q stores opaque bytes, which load files (NDJSON, CSV) do not carry; write them with PUT or a transaction", ErrInvalidValue, ns.Name)
 	}
 	loader, ok := s.warm.(Loader)
 	if !ok {

@@ -66,10 +66,15 @@ type Namespace struct {
 	// KeyColumn and KeyType describe the key.
 	KeyColumn string
 	KeyType   KeyType
-	// Layout selects ValueColumn (packed) or Columns (columns).
+	// Layout selects ValueColumn (packed or bytes) or Columns (columns).
 	Layout      Layout
 	ValueColumn string
 	Columns     []Column
+	// ContentType is the media type of the namespace's values, which every
+	// transport answers with. Empty means the layout's default (see
+	// MediaType): application/json for the JSON layouts,
+	// application/octet-stream for LayoutBytes.
+	ContentType string
 	// VersionColumn holds a number that grows with every write of a row.
 	VersionColumn string
 	// TTL bounds how long a value stays in the hot tier.
@@ -94,6 +99,28 @@ type Namespace struct {
 	// MaxKeyBytes bounds the key length. Zero means 256.
 	MaxKeyBytes int
 }
+
+// The default media types of the layouts.
+const (
+	ContentTypeJSON  = "application/json"
+	ContentTypeBytes = "application/octet-stream"
+)
+
+// MediaType returns the media type of the namespace's values: ContentType,
+// or when it is empty the layout's default.
+func (ns *Namespace) MediaType() string {
+	switch {
+	case ns.ContentType != "":
+		return ns.ContentType
+	case ns.Layout == LayoutBytes:
+		return ContentTypeBytes
+	}
+	return ContentTypeJSON
+}
+
+// Opaque reports whether the namespace stores its values as opaque bytes
+// (LayoutBytes): they are neither checked nor queried as JSON.
+func (ns *Namespace) Opaque() bool { return ns.Layout == LayoutBytes }
 
 // Key is a validated key in its canonical form: for bigint namespaces the
 // decimal form of Int, for text namespaces the text itself.

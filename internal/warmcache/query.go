@@ -76,6 +76,9 @@ func (s *Service) Query(ctx context.Context, namespace string, match []byte, lim
 	if err != nil {
 		return QueryPage{}, err
 	}
+	if ns.Opaque() {
+		return QueryPage{}, fmt.Errorf("%w: namespace %q stores opaque bytes; JSON containment queries need a JSON layout", ErrInvalidValue, ns.Name)
+	}
 	searcher, ok := s.warm.(Searcher)
 	if !ok {
 		return QueryPage{}, fmt.Errorf("%w: the warehouse does not answer queries", ErrUnavailable)

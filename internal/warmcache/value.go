@@ -8,12 +8,17 @@ import (
 	"unicode/utf8"
 )
 
-// checkValue validates a value to be stored in ns: valid JSON, at most
-// maxBytes long and maxDepth deep, and for a columns namespace an object
-// whose fields are all columns of the namespace.
+// checkValue validates a value to be stored in ns: at most maxBytes long;
+// unless ns stores opaque bytes (LayoutBytes, where any bytes, none
+// included, are a value), valid JSON at most maxDepth deep, and for a
+// columns namespace an object whose fields are all columns of the
+// namespace.
 func checkValue(ns *Namespace, value []byte, maxBytes, maxDepth int) error {
 	if len(value) > maxBytes {
 		return fmt.Errorf("%w: value is larger than %d bytes", ErrTooLarge, maxBytes)
+	}
+	if ns.Opaque() {
+		return nil
 	}
 	if len(bytes.TrimSpace(value)) == 0 {
 		return fmt.Errorf("%w: value is empty", ErrInvalidValue)

@@ -33,7 +33,8 @@ type Item struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is the canonical text of the key.
 	Key string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	// value is the JSON text of the value.
+	// value is the JSON text of the value, or in a bytes namespace the bytes
+	// as they were written.
 	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
 	// version grows with every write of the key; it is the REST ETag.
 	Version int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
@@ -155,8 +156,12 @@ func (x *GetRequest) GetKey() string {
 }
 
 type GetResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Item          *Item                  `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Item  *Item                  `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	// content_type is the media type of the namespace's values:
+	// application/json for a JSON namespace, the namespace's own
+	// (application/octet-stream unless configured) for a bytes namespace.
+	ContentType   string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -196,6 +201,13 @@ func (x *GetResponse) GetItem() *Item {
 		return x.Item
 	}
 	return nil
+}
+
+func (x *GetResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
 }
 
 type MGetRequest struct {
@@ -255,7 +267,9 @@ type MGetResponse struct {
 	// items are the keys found, in the order of the request's distinct keys.
 	Items []*Item `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
 	// missing are the keys that are absent.
-	Missing       []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	Missing []string `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`
+	// content_type is the media type of the values, as in GetResponse.
+	ContentType   string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -304,11 +318,18 @@ func (x *MGetResponse) GetMissing() []string {
 	return nil
 }
 
+func (x *MGetResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
+}
+
 type PutRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Key       string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// value is JSON text.
+	// value is JSON text, or any bytes (none included) in a bytes namespace.
 	Value []byte `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
 	// expected_version, when set, is the version the row must have (REST
 	// If-Match).
@@ -376,8 +397,10 @@ func (x *PutRequest) GetExpectedVersion() int64 {
 }
 
 type PutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Item          *Item                  `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Item  *Item                  `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	// content_type is the media type of the value, as in GetResponse.
+	ContentType   string `protobuf:"bytes,2,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -417,6 +440,13 @@ func (x *PutResponse) GetItem() *Item {
 		return x.Item
 	}
 	return nil
+}
+
+func (x *PutResponse) GetContentType() string {
+	if x != nil {
+		return x.ContentType
+	}
+	return ""
 }
 
 type DeleteRequest struct {
@@ -518,7 +548,8 @@ func (*DeleteResponse) Descriptor() ([]byte, []int) {
 type QueryRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// match is a JSON object; values containing it are returned.
+	// match is a JSON object; values containing it are returned. A bytes
+	// namespace answers INVALID_ARGUMENT.
 	Match []byte `protobuf:"bytes,2,opt,name=match,proto3" json:"match,omitempty"`
 	// limit bounds the page; zero means 100, at most 1000.
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
@@ -639,6 +670,8 @@ func (x *QueryResponse) GetNext() string {
 	return ""
 }
 
+// LoadRecord is one record of a load. A bytes namespace takes no loads
+// (INVALID_ARGUMENT).
 type LoadRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -957,24 +990,27 @@ const file_warmcache_v1_warmcache_proto_rawDesc = "" +
 	"\n" +
 	"GetRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"5\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"X\n" +
 	"\vGetResponse\x12&\n" +
-	"\x04item\x18\x01 \x01(\v2\x12.warmcache.v1.ItemR\x04item\"?\n" +
+	"\x04item\x18\x01 \x01(\v2\x12.warmcache.v1.ItemR\x04item\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"?\n" +
 	"\vMGetRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04keys\x18\x02 \x03(\tR\x04keys\"R\n" +
+	"\x04keys\x18\x02 \x03(\tR\x04keys\"u\n" +
 	"\fMGetResponse\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.warmcache.v1.ItemR\x05items\x12\x18\n" +
-	"\amissing\x18\x02 \x03(\tR\amissing\"\x97\x01\n" +
+	"\amissing\x18\x02 \x03(\tR\amissing\x12!\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\x97\x01\n" +
 	"\n" +
 	"PutRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12.\n" +
 	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
-	"\x11_expected_version\"5\n" +
+	"\x11_expected_version\"X\n" +
 	"\vPutResponse\x12&\n" +
-	"\x04item\x18\x01 \x01(\v2\x12.warmcache.v1.ItemR\x04item\"\x84\x01\n" +
+	"\x04item\x18\x01 \x01(\v2\x12.warmcache.v1.ItemR\x04item\x12!\n" +
+	"\fcontent_type\x18\x02 \x01(\tR\vcontentType\"\x84\x01\n" +
 	"\rDeleteRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12.\n" +

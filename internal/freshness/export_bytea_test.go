@@ -1,0 +1,4 @@
+package freshness
+
+// DecodeBytea exports decodeBytea to the tests.
+var DecodeBytea = decodeBytea
