@@ -2,14 +2,12 @@ package daprstore_test
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	daprstate "github.com/dapr/dapr/pkg/components/state"
 	proto "github.com/dapr/dapr/pkg/proto/components/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -19,9 +17,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
-
-	contribstate "github.com/dapr/components-contrib/state"
-	"github.com/dapr/kit/logger"
 
 	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/daprstore/daprstoretest"
@@ -178,17 +173,6 @@ func TestStore(t *testing.T) {
 					t.Fatalf("BulkGet after the deletes = %v, %v; want two empty items", got, err)
 				}
 
-				// daprd's own client sees the bulk failure as an ETag mismatch.
-				store := daprstate.NewGRPCStateStore(logger.NewLogger("warmcache-test"), srv.Socket)
-				if err := store.Init(ctx, contribstate.Metadata{}); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = store.Close() })
-				err = store.BulkSet(ctx, []contribstate.SetRequest{{Key: keys[0], Value: []byte("x"), ETag: &stale}}, contribstate.BulkStoreOpts{})
-				var etagErr *contribstate.ETagError
-				if !errors.As(err, &etagErr) || etagErr.Kind() != contribstate.ETagMismatch {
-					t.Fatalf("daprd's BulkSet at a stale ETag: %v; want an ETag mismatch", err)
-				}
 			})
 
 			t.Run("transaction is atomic", func(t *testing.T) {

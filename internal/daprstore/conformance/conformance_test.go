@@ -1,3 +1,5 @@
+//go:build daprd
+
 // Package conformance_test runs Dapr's own state-store conformance suite
 // (github.com/dapr/components-contrib/tests/conformance/state) against
 // warmcache's pluggable component, through the client daprd itself uses
