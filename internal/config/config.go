@@ -93,8 +93,10 @@ type Dapr struct {
 	// means the pluggable component is not served.
 	Components []DaprComponent
 	// SocketFolder is daprd's components folder (--dapr-socket-folder).
-	// Empty means $DAPR_COMPONENTS_SOCKETS_FOLDER, else
-	// /tmp/dapr-components-sockets, as daprd's default.
+	// Its default is $DAPR_COMPONENTS_SOCKETS_FOLDER (daprd's variable),
+	// else $DAPR_COMPONENT_SOCKETS_FOLDER (which Dapr's sidecar injector
+	// sets in a pluggable component's container), else
+	// /tmp/dapr-components-sockets, daprd's default.
 	SocketFolder string
 	// SocketName names the socket file, and so the component type daprd
 	// registers: state.<SocketName> (--dapr-socket-name). Empty means
@@ -444,12 +446,17 @@ func (d *Dapr) register(s *settings) {
 	var components []string
 	s.list(&components, "dapr-components", "WARMCACHE_DAPR_COMPONENTS", nil,
 		"Dapr pluggable state-store components to serve, each component=namespace or a namespace name; the first is the default; empty: not served")
-	folder := s.env("DAPR_COMPONENTS_SOCKETS_FOLDER")
-	if folder == "" {
-		folder = "/tmp/dapr-components-sockets"
+	// daprd reads DAPR_COMPONENTS_SOCKETS_FOLDER; on Kubernetes, Dapr's
+	// sidecar injector gives a pluggable component's container
+	// DAPR_COMPONENT_SOCKETS_FOLDER, the shared volume's mount path.
+	folder := "/tmp/dapr-components-sockets"
+	for _, env := range []string{"DAPR_COMPONENT_SOCKETS_FOLDER", "DAPR_COMPONENTS_SOCKETS_FOLDER"} {
+		if v := s.env(env); v != "" {
+			folder = v
+		}
 	}
 	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
-		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER")
+		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else /tmp/dapr-components-sockets")
 	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", "warmcache",
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
 	s.check(func() error {
