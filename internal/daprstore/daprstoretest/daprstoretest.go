@@ -65,11 +65,14 @@ func Start(tb testing.TB, dsn string, args ...string) *Server {
 		tb.Fatal(err)
 	}
 	env := map[string]string{
-		"WARMCACHE_POSTGRES_DSN":       dsn,
-		"WARMCACHE_NAMESPACES_FILE":    file,
-		"WARMCACHE_REDIS_ADDRS":        testenv.RedisAddr(tb),
-		"WARMCACHE_REDIS_PREFIX":       "daprstore-" + testenv.RandomSuffix(tb) + ":",
-		"WARMCACHE_HOT_TIMEOUT":        "1s",
+		"WARMCACHE_POSTGRES_DSN":    dsn,
+		"WARMCACHE_NAMESPACES_FILE": file,
+		"WARMCACHE_REDIS_ADDRS":     testenv.RedisAddr(tb),
+		"WARMCACHE_REDIS_PREFIX":    "daprstore-" + testenv.RandomSuffix(tb) + ":",
+		"WARMCACHE_HOT_TIMEOUT":     "1s",
+		// Writes go through the component: polling suffices, and leaves no
+		// replication slot for the database's drop to race with.
+		"WARMCACHE_FRESHNESS":          "poll",
 		"WARMCACHE_DAPR_COMPONENTS":    Component + "=" + Namespace,
 		"WARMCACHE_DAPR_SOCKET_FOLDER": filepath.Join(dir, "sockets"),
 	}
