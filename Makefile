@@ -28,7 +28,7 @@ TAGS ?= daprd
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run test vet clean proto localstack install stack-up stack-down bench
+.PHONY: build run run-dapr test vet clean proto localstack install stack-up stack-down bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -63,6 +63,14 @@ run: localstack
 		''
 	@eval "$$($(STACK) run-env)" && exec env WARMCACHE_HTTP_ADDR=$(HTTP_ADDR) \
 		$(BIN) serve --namespaces $(NAMESPACES)
+
+# Serve warmcache as daprd's pluggable state store on the local stack: the
+# socket warmcache.sock in $DAPR_COMPONENTS_SOCKETS_FOLDER (default
+# /tmp/dapr-components-sockets) serves the component statestore; then start
+# your daprd with --resources-path deploy/dapr/components (see
+# deploy/dapr/README.md).
+run-dapr:
+	deploy/dapr/run.sh
 
 # The node packages of the @dapr/dapr check that TestDaprJavaScriptSDKOverHTTP
 # runs, installed from their committed package-lock.json.
