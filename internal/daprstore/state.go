@@ -161,13 +161,11 @@ func (c change) op() (warmcache.Op, error) {
 		return warmcache.Op{}, fmt.Errorf("%w: an empty operation", daprapi.ErrMalformed)
 	}
 	if c.set != nil {
+		// The namespace stores bytes: any content type goes.
 		md := c.set.GetMetadata()
-		if ct := c.set.GetContentType(); ct != "" && md[metaContentType] == "" {
+		if _, ok := md[metaContentType]; ok {
 			md = maps.Clone(md)
-			if md == nil {
-				md = map[string]string{}
-			}
-			md[metaContentType] = ct
+			delete(md, metaContentType)
 		}
 		return daprapi.SaveOp(daprapi.Save{Key: c.set.GetKey(), Value: c.set.GetValue(), ETag: etag(c.set.GetEtag()),
 			Concurrency: concurrency(c.set.GetOptions()), Metadata: md})

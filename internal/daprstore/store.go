@@ -12,7 +12,7 @@
 //     to the first component, the default;
 //   - a namespace served here has text keys and the bytes value layout:
 //     daprd's keys ("appid||key", with its key prefixes) and values
-//     (opaque bytes) are stored as they come;
+//     (opaque bytes, of any content type) are stored as they come;
 //   - ETags, concurrency, consistency and metadata mean what they mean on
 //     the runtime API (internal/daprapi, which owns that mapping): an ETag
 //     is the row's version, strong reads the warehouse past the caches,
