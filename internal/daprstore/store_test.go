@@ -206,7 +206,9 @@ func TestStore(t *testing.T) {
 			})
 
 			t.Run("keys as daprd sends them", func(t *testing.T) {
-				if _, err := c.Set(ctx, set("orders||order-1", "\x00\x01\xff", nil)); err != nil {
+				req := set("orders||order-1", "\x00\x01\xff", nil)
+				req.Metadata = map[string]string{"contentType": "application/octet-stream"}
+				if _, err := c.Set(ctx, req); err != nil {
 					t.Fatal(err)
 				}
 				it, err := srv.Gateway.Service().GetLatest(ctx, daprstoretest.Namespace, "orders||order-1")
