@@ -16,12 +16,19 @@ TESTFLAGS ?=
 PKGS ?= ./...
 # Extra flags for `make bench`, e.g. make bench BENCHFLAGS='-duration 10s -workers 64'
 BENCHFLAGS ?=
+# Build tags of `make test` and `make vet`. daprd builds the tests that link
+# daprd's own client for pluggable state stores
+# (github.com/dapr/dapr/pkg/components/state), which brings in Kubernetes'
+# client packages: Dapr's conformance suite
+# (internal/daprstore/conformance) and TestDaprPluggable (cmd/warmcache).
+# Without the tag, go test and go vet leave those tests out.
+TAGS ?= daprd
 # Inputs each fuzz target tries in `make test`. A count, not a duration: with
 # a duration, Go 1.26's fuzzing coordinator can report its own deadline as a
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run unit test vet clean proto localstack install stack-up stack-down bench
+.PHONY: build run run-dapr unit test vet clean proto localstack install stack-up stack-down bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -71,6 +78,14 @@ unit:
 		echo "$(GO) test -count=1 $(TESTFLAGS)" $$pkgs && \
 		$(GO) test -count=1 $(TESTFLAGS) $$pkgs
 
+# Serve warmcache as daprd's pluggable state store on the local stack: the
+# socket warmcache.sock in $DAPR_COMPONENTS_SOCKETS_FOLDER (default
+# /tmp/dapr-components-sockets) serves the component statestore; then start
+# your daprd with --resources-path deploy/dapr/components (see
+# deploy/dapr/README.md).
+run-dapr:
+	deploy/dapr/run.sh
+
 # The node packages of the @dapr/dapr check that TestDaprJavaScriptSDKOverHTTP
 # runs, installed from their committed package-lock.json.
 DAPR_NODE := internal/daprapi/testdata/node
@@ -85,8 +100,8 @@ test: install
 		echo "WARMCACHE_TEST_PGBOUNCER_DSN=$$WARMCACHE_TEST_PGBOUNCER_DSN" && \
 		echo "WARMCACHE_TEST_REDIS_ADDR=$$WARMCACHE_TEST_REDIS_ADDR" && \
 		echo "WARMCACHE_TEST_GREENPLUM_DSN=$${WARMCACHE_TEST_GREENPLUM_DSN:-(unset: the Greenplum lane is left out)}" && \
-		echo "$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS)" && \
-		$(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) $(PKGS) && \
+		echo "$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' $(TESTFLAGS) $(PKGS)" && \
+		$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' $(TESTFLAGS) $(PKGS) && \
 		if [ "$(PKGS)" != ./... ]; then exit 0; fi && \
 		for target in warmcache:FuzzParseKey warmcache:FuzzCheckValue warmcache:FuzzCheckMatch loadfmt:FuzzCSVReader \
 			httpapi:FuzzPathKey httpapi:FuzzDecodeMGet; do \
@@ -95,7 +110,7 @@ test: install
 		done
 
 vet:
-	$(GO) vet ./...
+	$(GO) vet -tags '$(TAGS)' ./...
 	@unformatted="$$(find . -name '*.go' -not -path './.local/*' -not -path './vendor/*' -print0 | \
 		xargs -0 -r "$$($(GO) env GOROOT)/bin/gofmt" -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -w needed on:"; echo "$$unformatted"; exit 1; fi

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -100,6 +101,34 @@ type GRPC struct {
 type Dapr struct {
 	HTTPAddr string // --dapr-http-addr
 	GRPCAddr string // --dapr-grpc-addr
+
+	// Components are the Dapr pluggable state-store components served on
+	// the socket SocketFolder/SocketName.sock (--dapr-components): each
+	// "component=namespace", or a namespace's name for a component of the
+	// same name. The first answers the calls that name no component. Empty
+	// means the pluggable component is not served.
+	Components []DaprComponent
+	// SocketFolder is daprd's components folder (--dapr-socket-folder).
+	// Its default is $DAPR_COMPONENTS_SOCKETS_FOLDER (daprd's variable),
+	// else $DAPR_COMPONENT_SOCKETS_FOLDER (which Dapr's sidecar injector
+	// sets in a pluggable component's container), else
+	// /tmp/dapr-components-sockets, daprd's default.
+	SocketFolder string
+	// SocketName names the socket file, and so the component type daprd
+	// registers: state.<SocketName> (--dapr-socket-name). Empty means
+	// "warmcache".
+	SocketName string
+}
+
+// DaprComponent is one Dapr component served by the pluggable state store.
+type DaprComponent struct {
+	Name      string // the component's metadata.name in daprd
+	Namespace string
+}
+
+// SocketPath is the pluggable component's socket.
+func (d Dapr) SocketPath() string {
+	return filepath.Join(d.SocketFolder, d.SocketName+".sock")
 }
 
 // TLS is the certificate of the TCP listeners (not the unix sockets).
@@ -430,6 +459,44 @@ func (g *GRPC) register(s *settings) {
 func (d *Dapr) register(s *settings) {
 	s.str(&d.HTTPAddr, "dapr-http-addr", "WARMCACHE_DAPR_HTTP_ADDR", "", "listen address of Dapr's state API over HTTP, e.g. 127.0.0.1:3500; empty: not served")
 	s.str(&d.GRPCAddr, "dapr-grpc-addr", "WARMCACHE_DAPR_GRPC_ADDR", "", "listen address of Dapr's state API over gRPC, e.g. 127.0.0.1:50001; empty: not served")
+	var components []string
+	s.list(&components, "dapr-components", "WARMCACHE_DAPR_COMPONENTS", nil,
+		"Dapr pluggable state-store components to serve, each component=namespace or a namespace name; the first is the default; empty: not served")
+	// daprd reads DAPR_COMPONENTS_SOCKETS_FOLDER; on Kubernetes, Dapr's
+	// sidecar injector gives a pluggable component's container
+	// DAPR_COMPONENT_SOCKETS_FOLDER, the shared volume's mount path.
+	folder := "/tmp/dapr-components-sockets"
+	for _, env := range []string{"DAPR_COMPONENT_SOCKETS_FOLDER", "DAPR_COMPONENTS_SOCKETS_FOLDER"} {
+		if v := s.env(env); v != "" {
+			folder = v
+		}
+	}
+	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
+		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else /tmp/dapr-components-sockets")
+	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", "warmcache",
+		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
+	s.check(func() error {
+		d.Components = nil
+		seen := map[string]bool{}
+		for _, c := range components {
+			name, namespace, ok := strings.Cut(c, "=")
+			if !ok {
+				namespace = name
+			}
+			if name == "" || namespace == "" {
+				return fmt.Errorf("WARMCACHE_DAPR_COMPONENTS: %q: want component=namespace or a namespace name", c)
+			}
+			if seen[name] {
+				return fmt.Errorf("WARMCACHE_DAPR_COMPONENTS: component %q is named twice", name)
+			}
+			seen[name] = true
+			d.Components = append(d.Components, DaprComponent{Name: name, Namespace: namespace})
+		}
+		if len(d.Components) > 0 && (d.SocketName == "" || strings.ContainsRune(d.SocketName, '/')) {
+			return fmt.Errorf("WARMCACHE_DAPR_SOCKET_NAME: %q is not a file name", d.SocketName)
+		}
+		return nil
+	})
 }
 
 func (t *TLS) register(s *settings) {

@@ -28,6 +28,7 @@ import (
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/daprapi"
+	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/grpcapi"
@@ -111,6 +112,8 @@ type Gateway struct {
 	rest   http.Handler
 	grpc   *grpcapi.API
 	dapr   daprServers
+	// pluggable is the Dapr pluggable state store; nil when not served.
+	pluggable *daprstore.Store
 
 	closers []func() error // run in reverse by Close
 }
@@ -357,7 +360,7 @@ func (g *Gateway) buildTransports() error {
 			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.Limits.MaxBodyBytes) + 64<<10)}, opts...)...)
 		},
 	}
-	return nil
+	return g.buildPluggable()
 }
 
 // Serve serves the transports of a Server on every configured listener
@@ -370,6 +373,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	}
 	lns, err := startListeners(g.cfg, g.rest, g.grpc, g.dapr, g.tracer.GRPCServerOptions(), g.log, g.opts.Stdout)
 	if err != nil {
+		return err
+	}
+	if err := lns.startPluggable(g.cfg, g.pluggable, g.tracer.GRPCServerOptions(), g.log, g.opts.Stdout); err != nil {
+		lns.stopNow()
 		return err
 	}
 	names := make([]string, len(g.cfg.Namespaces))

@@ -1,0 +1,213 @@
+// Package daprstore serves warmcache as a Dapr pluggable state store: the
+// gRPC services StateStore, TransactionalStateStore and
+// TransactionalStoreMultiMaxSize of dapr.proto.components.v1, which daprd
+// calls on a unix socket in its components folder. An application keeps
+// talking to its own daprd (pub/sub, actors, workflow, the outbox and
+// resiliency stay daprd's), and daprd keeps its state in warmcache.
+//
+// The mapping:
+//   - one socket serves several components: each call names its component
+//     in the x-component-instance header (the component's metadata.name),
+//     and each component is one namespace; a call without the header goes
+//     to the first component, the default;
+//   - a namespace served here has text keys and the bytes value layout:
+//     daprd's keys ("appid||key", with its key prefixes) and values
+//     (opaque bytes, of any content type) are stored as they come;
+//   - ETags, concurrency, consistency and metadata mean what they mean on
+//     the runtime API (internal/daprapi, which owns that mapping): an ETag
+//     is the row's version, strong reads the warehouse past the caches,
+//     ttlInSeconds sets the item's expiry;
+//   - errors follow daprd's contract for pluggable stores
+//     (dapr/pkg/components/state/pluggable.go): an ETag mismatch is
+//     FailedPrecondition and an invalid ETag InvalidArgument, each with one
+//     BadRequest field violation on "etag"; an absent key is an empty
+//     GetResponse;
+//   - a bulk set or delete commits in one transaction; when an ETag does
+//     not hold, its items are applied one by one, as Dapr's bulk
+//     operations are (the items whose ETag holds are written, and the
+//     error names the others);
+//   - the query API is not served: values are opaque here.
+package daprstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	proto "github.com/dapr/dapr/pkg/proto/components/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// InstanceHeader is the metadata key in which daprd names the component of
+// a call.
+const InstanceHeader = "x-component-instance"
+
+// PropertyNamespace is the component metadata property that, when a
+// component YAML sets it, must name the component's namespace: daprd then
+// fails to start the component rather than serve another namespace.
+const PropertyNamespace = "namespace"
+
+// Features are the state-store features served, as daprd names them.
+var Features = []string{"ETAG", "TRANSACTIONAL", "TTL"}
+
+// Component is one Dapr component served: its name (the metadata.name of
+// its component YAML) and its namespace.
+type Component struct {
+	Name      string
+	Namespace string
+}
+
+// Store is the pluggable state store over the core. It is safe for
+// concurrent use.
+type Store struct {
+	svc        *warmcache.Service
+	components map[string]string // component name -> namespace
+	byDefault  Component
+	log        *slog.Logger
+	calls      *prometheus.CounterVec
+}
+
+var (
+	_ proto.StateStoreServer                     = (*Store)(nil)
+	_ proto.TransactionalStateStoreServer        = (*Store)(nil)
+	_ proto.TransactionalStoreMultiMaxSizeServer = (*Store)(nil)
+)
+
+// New returns the store serving components over svc; the first component
+// is the default. It fails if there is no component, a name repeats, or a
+// namespace is unknown, not text-keyed or not of the bytes layout. Its
+// metric, warmcache_dapr_component_requests_total, is registered with reg.
+func New(svc *warmcache.Service, components []Component, reg prometheus.Registerer, log *slog.Logger) (*Store, error) {
+	if len(components) == 0 {
+		return nil, errors.New("daprstore: no component to serve")
+	}
+	s := &Store{svc: svc, components: make(map[string]string, len(components)), byDefault: components[0], log: log}
+	for _, c := range components {
+		if c.Name == "" {
+			return nil, fmt.Errorf("daprstore: component of namespace %q has no name", c.Namespace)
+		}
+		if _, dup := s.components[c.Name]; dup {
+			return nil, fmt.Errorf("daprstore: component %q is named twice", c.Name)
+		}
+		ns, err := svc.Namespace(c.Namespace)
+		if err != nil {
+			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+		}
+		if err := servable(ns); err != nil {
+			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+		}
+		s.components[c.Name] = c.Namespace
+	}
+	s.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_dapr_component_requests_total",
+		Help: "Calls of daprd to the pluggable state store, by component, method and gRPC code.",
+	}, []string{"component", "method", "code"})
+	if err := reg.Register(s.calls); err != nil {
+		return nil, fmt.Errorf("daprstore: register metrics: %w", err)
+	}
+	return s, nil
+}
+
+// servable checks that ns stores what daprd sends as it comes: text keys
+// and opaque byte values.
+func servable(ns *warmcache.Namespace) error {
+	if ns.KeyType != warmcache.KeyText {
+		return fmt.Errorf("namespace %q has %s keys; a Dapr state store needs text keys (daprd's keys are \"appid||key\")", ns.Name, ns.KeyType)
+	}
+	if ns.Layout != warmcache.LayoutBytes {
+		return fmt.Errorf("namespace %q has the %s layout; a Dapr state store needs the bytes layout (daprd's values are opaque bytes)", ns.Name, ns.Layout)
+	}
+	return nil
+}
+
+// NewServer returns a grpc.Server with the state-store services and gRPC
+// reflection registered (daprd discovers a socket's components through
+// reflection). extra adds server options such as message bounds.
+func (s *Store) NewServer(extra ...grpc.ServerOption) *grpc.Server {
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.count)}, extra...)
+	gs := grpc.NewServer(opts...)
+	proto.RegisterStateStoreServer(gs, s)
+	proto.RegisterTransactionalStateStoreServer(gs, s)
+	proto.RegisterTransactionalStoreMultiMaxSizeServer(gs, s)
+	reflection.Register(gs)
+	return gs
+}
+
+// count counts every call of a state-store service by its component and
+// outcome.
+func (s *Store) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !strings.HasPrefix(info.FullMethod, "/dapr.proto.components.v1.") {
+		return handler(ctx, req)
+	}
+	resp, err := handler(ctx, req)
+	component, _, cerr := s.component(ctx)
+	if cerr != nil {
+		component = "(unknown)" // a bounded label: not the name daprd sent
+	}
+	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
+	s.calls.WithLabelValues(component, method, status.Code(err).String()).Inc()
+	return resp, err
+}
+
+// component returns the component a call names and its namespace.
+func (s *Store) component(ctx context.Context) (name, namespace string, err error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if v := md.Get(InstanceHeader); len(v) > 0 && v[0] != "" {
+			name = v[0]
+		}
+	}
+	if name == "" {
+		return s.byDefault.Name, s.byDefault.Namespace, nil
+	}
+	namespace, ok := s.components[name]
+	if !ok {
+		return name, "", fmt.Errorf("%w: %q", errUnknownComponent, name)
+	}
+	return name, namespace, nil
+}
+
+// errUnknownComponent marks a call for a component not configured.
+var errUnknownComponent = errors.New("no such component")
+
+// Init checks that the component is served and, when its YAML names a
+// namespace, that it is the component's. The component's configuration is
+// warmcache's (--dapr-components), so that it holds across restarts of
+// either process.
+func (s *Store) Init(ctx context.Context, in *proto.InitRequest) (*proto.InitResponse, error) {
+	name, namespace, err := s.component(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "Init", err)
+	}
+	if want, ok := in.GetMetadata().GetProperties()[PropertyNamespace]; ok && want != namespace {
+		return nil, s.fail(ctx, "Init", fmt.Errorf("%w: component %q serves namespace %q, its metadata names %q",
+			errMisconfigured, name, namespace, want))
+	}
+	return &proto.InitResponse{}, nil
+}
+
+// errMisconfigured marks a component YAML that disagrees with warmcache's
+// configuration.
+var errMisconfigured = errors.New("component misconfigured")
+
+// Features lists the features served.
+func (s *Store) Features(context.Context, *proto.FeaturesRequest) (*proto.FeaturesResponse, error) {
+	return &proto.FeaturesResponse{Features: Features}, nil
+}
+
+// Ping answers daprd's liveness check.
+func (s *Store) Ping(context.Context, *proto.PingRequest) (*proto.PingResponse, error) {
+	return &proto.PingResponse{}, nil
+}
+
+// MultiMaxSize is the most operations of one transaction.
+func (s *Store) MultiMaxSize(context.Context, *proto.MultiMaxSizeRequest) (*proto.MultiMaxSizeResponse, error) {
+	return &proto.MultiMaxSizeResponse{MaxSize: int64(s.svc.MaxBatchKeys())}, nil
+}
