@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -465,7 +466,7 @@ func (d *Dapr) register(s *settings) {
 	// daprd reads DAPR_COMPONENTS_SOCKETS_FOLDER; on Kubernetes, Dapr's
 	// sidecar injector gives a pluggable component's container
 	// DAPR_COMPONENT_SOCKETS_FOLDER, the shared volume's mount path.
-	folder := "/tmp/dapr-components-sockets"
+	folder := daprstore.DefaultSocketFolder
 	for _, env := range []string{"DAPR_COMPONENT_SOCKETS_FOLDER", "DAPR_COMPONENTS_SOCKETS_FOLDER"} {
 		if v := s.env(env); v != "" {
 			folder = v
@@ -473,7 +474,7 @@ func (d *Dapr) register(s *settings) {
 	}
 	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
 		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else /tmp/dapr-components-sockets")
-	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", "warmcache",
+	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", daprstore.DefaultSocketName,
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
 	s.check(func() error {
 		d.Components = nil

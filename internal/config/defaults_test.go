@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -60,6 +61,8 @@ var flagDefaults = map[string]struct {
 	"replication-slot":   {func(c config.Config) any { return c.Freshness.ReplicationSlot }, freshness.DefaultSlot},
 	"poll-interval":      {func(c config.Config) any { return c.Freshness.PollInterval }, freshness.DefaultPollInterval},
 	"poll-overlap":       {func(c config.Config) any { return c.Freshness.PollOverlap }, freshness.DefaultPollOverlap},
+	"dapr-socket-folder": {func(c config.Config) any { return c.Dapr.SocketFolder }, daprstore.DefaultSocketFolder},
+	"dapr-socket-name":   {func(c config.Config) any { return c.Dapr.SocketName }, daprstore.DefaultSocketName},
 
 	// Zero: none, off, or decided elsewhere (see each field).
 	"http-socket":      {func(c config.Config) any { return c.HTTP.Socket }, ""},
@@ -80,6 +83,7 @@ var flagDefaults = map[string]struct {
 	"pprof":            {func(c config.Config) any { return c.Server.PprofAddr }, ""},
 	"gc-heap-floor":    {func(c config.Config) any { return c.Server.GCHeapFloor }, int64(0)},
 	"namespaces":       {func(c config.Config) any { return c.NamespacesFile }, ""},
+	"dapr-components":  {func(c config.Config) any { return c.Dapr.Components }, []config.DaprComponent(nil)},
 }
 
 // TestFlagDefaultsAreTheirPackagesConstants: every flag of every command
@@ -100,7 +104,7 @@ func TestFlagDefaultsAreTheirPackagesConstants(t *testing.T) {
 			if got := d.got(defaults); !reflect.DeepEqual(got, d.want) {
 				t.Errorf("Defaults() gives %#v, want the constant %#v", got, d.want)
 			}
-			if _, list := d.want.([]string); !list {
+			if reflect.TypeOf(d.want).Kind() != reflect.Slice { // a list flag prints its values joined
 				if want := fmt.Sprint(d.want); f.DefValue != want {
 					t.Errorf("the flag's default is %q, want %q", f.DefValue, want)
 				}

@@ -50,6 +50,14 @@ import (
 // a call.
 const InstanceHeader = "x-component-instance"
 
+// DefaultSocketFolder is daprd's default folder of pluggable components'
+// sockets, where the component listens unless told otherwise.
+const DefaultSocketFolder = "/tmp/dapr-components-sockets"
+
+// DefaultSocketName is the socket's file name without ".sock"; daprd
+// registers the component's type as state.<name>: state.warmcache.
+const DefaultSocketName = "warmcache"
+
 // PropertyNamespace is the component metadata property that, when a
 // component YAML sets it, must name the component's namespace: daprd then
 // fails to start the component rather than serve another namespace.
