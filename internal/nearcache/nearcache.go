@@ -51,6 +51,9 @@ type item struct {
 	ttl     time.Duration
 	found   bool
 	mark    bool
+	// expires is the row's expiry (a writer's TTL), zero for never: the
+	// entry is not served from then on, whatever its ttl.
+	expires time.Time
 	// gone marks the drop of an absent entry: at its version, only another
 	// absent entry is admitted, as a delete wins at its version.
 	gone bool
@@ -175,29 +178,35 @@ func weigh(k mapKey, it item) uint32 {
 }
 
 // Get returns the entry cached for key in ns, if one is cached and has not
-// expired. The entry's FreshUntil is zero.
+// expired, nor passed its row's expiry (Entry.ExpiresAt, which it
+// carries). The entry's FreshUntil is zero.
 func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
 	it, ok := c.cache.GetIfPresent(mapKey{ns.Name, key.Text})
-	if !ok || it.mark {
+	if !ok || it.mark || (!it.expires.IsZero() && !c.now().Before(it.expires)) {
 		return warmcache.Entry{}, false
 	}
-	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found}, true
+	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found, ExpiresAt: it.expires}, true
 }
 
 // Set caches e for key in ns for the namespace's NearTTL, cut short at e's
-// FreshUntil when that comes first. It does nothing when ns has no NearTTL,
+// FreshUntil or at its row's expiry (Entry.ExpiresAt, see
+// warmcache.NearLifetime) when that comes first. It does nothing when ns has no NearTTL,
 // and it refuses e when the cache holds a newer version, an absent entry at
 // the same version, or an invalidation at a newer version; an absent e of
 // version zero (a key never written) is cached only when nothing is.
 func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entry) {
-	ttl := ns.NearTTL
+	now := c.now()
+	ttl := warmcache.NearLifetime(e, ns.NearTTL, now)
 	if !e.FreshUntil.IsZero() {
-		ttl = min(ttl, e.FreshUntil.Sub(c.now()))
+		ttl = min(ttl, e.FreshUntil.Sub(now))
 	}
 	if ttl <= 0 {
 		return
 	}
 	next := item{value: e.Value, version: e.Version, ttl: ttl, found: e.Found}
+	if e.Found {
+		next.expires = e.ExpiresAt
+	}
 	refused := false
 	c.cache.Compute(mapKey{ns.Name, key.Text}, func(cur item, ok bool) (item, otter.ComputeOp) {
 		if ok && !newer(next, cur) {

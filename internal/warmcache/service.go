@@ -43,6 +43,7 @@ type Service struct {
 	flightJoin *prometheus.CounterVec
 	stale      *prometheus.CounterVec
 	batchKeys  *prometheus.HistogramVec
+	sweeps     sweepMetrics
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -91,7 +92,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"namespace", "tier", "result"})
 	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
-		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write) and result (ok, error).",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write, expire: rows the sweeper deleted) and result (ok, error).",
 	}, []string{"namespace", "reason", "result"})
 	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",
@@ -115,7 +116,8 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		}
 		return 0
 	})
-	for _, c := range []prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys} {
+	s.sweeps = newSweepMetrics()
+	for _, c := range append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, s.sweeps.collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("warmcache: register metrics: %w", err)
 		}
