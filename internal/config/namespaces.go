@@ -32,6 +32,7 @@ func DefaultNamespaces() ([]*warmcache.Namespace, []schema.Table) {
 		Layout:        warmcache.LayoutPacked,
 		ValueColumn:   "value",
 		VersionColumn: "version",
+		ExpiresColumn: schema.DefaultExpiresColumn,
 		TTL:           5 * time.Minute,
 		NegativeTTL:   30 * time.Second,
 		MaxStale:      time.Minute,
@@ -63,6 +64,7 @@ type nsDoc struct {
 	Key           keyDoc   `yaml:"key"`
 	Value         valueDoc `yaml:"value"`
 	VersionColumn string   `yaml:"version_column"`
+	ExpiresColumn string   `yaml:"expires_column"`
 	TTL           string   `yaml:"ttl"`
 	NegativeTTL   string   `yaml:"negative_ttl"`
 	MaxStale      string   `yaml:"max_stale"`
@@ -186,6 +188,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		Layout:        warmcache.Layout(d.Value.Layout),
 		ValueColumn:   d.Value.Column,
 		VersionColumn: d.VersionColumn,
+		ExpiresColumn: d.ExpiresColumn,
 		TTL:           p.duration("ttl", d.TTL, 5*time.Minute),
 		NegativeTTL:   p.duration("negative_ttl", d.NegativeTTL, 30*time.Second),
 		MaxStale:      p.duration("max_stale", d.MaxStale, time.Minute),
@@ -258,6 +261,14 @@ func (d nsDoc) checkNames(ns *warmcache.Namespace, p *problems) {
 		ns.VersionColumn = "version"
 	}
 	p.ident("version_column", ns.VersionColumn)
+	// A managed table has an expiry column, which its migrations add; a
+	// table made elsewhere has one only when it names it.
+	if ns.ExpiresColumn == "" && d.Managed {
+		ns.ExpiresColumn = schema.DefaultExpiresColumn
+	}
+	if ns.ExpiresColumn != "" {
+		p.ident("expires_column", ns.ExpiresColumn)
+	}
 }
 
 // checkValue fills in and checks the namespace's value layout: one packed

@@ -84,8 +84,13 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	body := "\nBEGIN\nRETURN QUERY " + s.LookupPositions + ";\nEND\n"
 	// Everything after the name: a function whose definition changes in
 	// any way gets a new name, since Open creates only missing ones.
-	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (warmcache_position bigint, warmcache_value text, warmcache_version bigint)\nLANGUAGE plpgsql STABLE AS %s%s%s",
-		keyArray, lookupFunctionQuote, body, lookupFunctionQuote)
+	columns, selected := "warmcache_position bigint, warmcache_value text, warmcache_version bigint", "warmcache_position, warmcache_value, warmcache_version"
+	if s.Expiring {
+		columns += ", warmcache_expires timestamptz"
+		selected += ", warmcache_expires"
+	}
+	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (%s)\nLANGUAGE plpgsql STABLE AS %s%s%s",
+		keyArray, columns, lookupFunctionQuote, body, lookupFunctionQuote)
 	digest := sha256.Sum256([]byte(definition))
 	name := pgx.Identifier{lookupFunctionPrefix + hex.EncodeToString(digest[:8])}
 	if schema != "" {
@@ -95,7 +100,7 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	s.lookupSignature = fn + "(" + keyArray + ")"
 	s.lookupBody = body
 	s.LookupFunction = "CREATE OR REPLACE FUNCTION " + fn + definition
-	s.LookupCall = fmt.Sprintf("SELECT warmcache_position, warmcache_value, warmcache_version FROM %s($1::%s)", fn, keyArray)
+	s.LookupCall = fmt.Sprintf("SELECT %s FROM %s($1::%s)", selected, fn, keyArray)
 }
 
 // dropLookupFunction leaves s without a lookup function: keys are read
