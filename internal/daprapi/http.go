@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -148,6 +149,9 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("ETag", etagOf(it.Entry.Version))
 	h.Set("Metadata."+metaSource, string(it.Source))
+	if !it.Entry.ExpiresAt.IsZero() {
+		h.Set("Metadata."+metaExpireTime, it.Entry.ExpiresAt.UTC().Format(time.RFC3339))
+	}
 	h.Set("X-Cache", string(it.Source))
 	h.Set("Content-Type", "application/json")
 	_, _ = w.Write(it.Entry.Value)
@@ -278,7 +282,7 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		out[i] = bulkResponseItem{Key: it.key}
 		if it.found {
 			out[i].Data, out[i].ETag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			out[i].Metadata = map[string]string{metaSource: string(it.item.Source)}
+			out[i].Metadata = readMetadata(it.item)
 		}
 	}
 	var buf bytes.Buffer
