@@ -153,7 +153,8 @@ type StatementSet struct {
 	// row's expiry as one more column, and IfMatch, deletes and Version do
 	// not see it; Upsert, Update and Insert set the expiry from one more
 	// parameter, the TTL in milliseconds ($4, $5 for UpdateIfMatch), as
-	// the warehouse's now() plus the TTL, or NULL (never) when it is NULL,
+	// the warehouse's now() plus the TTL, to the millisecond (as every tier
+	// keeps it), or NULL (never) when it is NULL,
 	// and return it after the version. A write that only creates runs
 	// PurgeExpired first, so that an expired row does not count as the
 	// key's.
@@ -272,7 +273,7 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 	insCol, insVal, excludedExp := "", "", ""
 	if exp != "" {
 		ttlExpr := func(param string) string {
-			return fmt.Sprintf("now() + %s::bigint * interval '1 millisecond'", param)
+			return fmt.Sprintf("date_trunc('milliseconds', now() + %s::bigint * interval '1 millisecond')", param)
 		}
 		setExp = func(param string) string { return fmt.Sprintf(", %s = %s", exp, ttlExpr(param)) }
 		insCol, insVal = ", "+exp, ", "+ttlExpr("$4")

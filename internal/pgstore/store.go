@@ -838,12 +838,14 @@ func (t *table) ttlArgs(w warmcache.Write, args ...any) []any {
 }
 
 // expiresAt returns a row's expiry column as Entry.ExpiresAt: zero for
-// NULL (never).
+// NULL (never). It is cut to the millisecond, the precision every tier
+// keeps, so that all of them agree on it: a row written elsewhere with a
+// finer expiry reads as absent up to a millisecond early.
 func expiresAt(t *time.Time) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
-	return *t
+	return t.Truncate(time.Millisecond)
 }
 
 // jsonValue turns an SQL NULL value into the JSON null.
