@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,13 @@ type ttlFixture struct {
 
 func newTTLFixture(t *testing.T) *ttlFixture {
 	t.Helper()
+	return newTTLFixtureWith(t, nil)
+}
+
+// newTTLFixtureWith is newTTLFixture whose service reads the warehouse
+// through wrap, when not nil.
+func newTTLFixtureWith(t *testing.T, wrap func(warmcache.Warm) warmcache.Warm) *ttlFixture {
+	t.Helper()
 	f := &ttlFixture{clock: memtier.NewClock(), warm: memtier.NewWarm(), reg: prometheus.NewRegistry()}
 	f.hot = memtier.NewHot(f.clock.Now)
 	f.warm.SetNow(f.clock.Now)
@@ -40,7 +48,11 @@ func newTTLFixture(t *testing.T) *ttlFixture {
 	ns.TTL, ns.NearTTL, ns.MaxStale = time.Hour, time.Hour, time.Hour
 	plain := widgets()
 	plain.Name = "plain"
-	f.svc, err = warmcache.NewService(f.hot, f.warm, []*warmcache.Namespace{ns, plain}, f.reg,
+	var warm warmcache.Warm = f.warm
+	if wrap != nil {
+		warm = wrap(warm)
+	}
+	f.svc, err = warmcache.NewService(f.hot, warm, []*warmcache.Namespace{ns, plain}, f.reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{Near: near, Now: f.clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -169,4 +181,59 @@ func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestReadAcrossExpiry: a warehouse read that began before an item's
+// expiry and ends after it, with the row, does not return the value, nor
+// leave a copy that a later read returns.
+func TestReadAcrossExpiry(t *testing.T) {
+	answered, release := make(chan struct{}), make(chan struct{})
+	var gate sync.Once
+	f := newTTLFixtureWith(t, func(w warmcache.Warm) warmcache.Warm {
+		return &slowWarm{Warm: w, after: func() {
+			gate.Do(func() { close(answered); <-release })
+		}}
+	})
+	ctx := context.Background()
+	ns := mustNamespace(t, f.svc, "widgets")
+	k := warmcache.Key{Text: "7", Int: 7}
+	if _, err := f.warm.Write(ctx, ns, []warmcache.Write{{Key: k, Value: []byte(`{"v":7}`), TTL: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		item warmcache.Item
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		it, err := f.svc.Get(ctx, "widgets", "7")
+		done <- answer{it, err}
+	}()
+	<-answered                   // the warehouse answered the live row
+	f.clock.Advance(time.Second) // and it expires before the read ends
+	close(release)
+	a := <-done
+	if !errors.Is(a.err, warmcache.ErrNotFound) || a.item.Entry.Found {
+		t.Fatalf("a read across the expiry = %+v, %v; want ErrNotFound", a.item, a.err)
+	}
+	for i := range 3 {
+		if it, err := f.svc.Get(ctx, "widgets", "7"); !errors.Is(err, warmcache.ErrNotFound) {
+			t.Fatalf("read %d after the expiry = %+v (%s), %v; want ErrNotFound", i, it, it.Source, err)
+		}
+	}
+}
+
+// slowWarm is a warehouse that calls after once a lookup has read its
+// rows, before it answers.
+type slowWarm struct {
+	warmcache.Warm
+	after func()
+}
+
+func (w *slowWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
+	es, err := w.Warm.LookupMany(ctx, ns, keys)
+	if err == nil && len(es) > 0 && es[0].Found {
+		w.after()
+	}
+	return es, err
 }
