@@ -154,8 +154,8 @@ type StatementSet struct {
 	// not see it; Upsert, Update and Insert set the expiry from one more
 	// parameter, the TTL in milliseconds ($4, $5 for UpdateIfMatch), as
 	// the warehouse's now() plus the TTL, to the millisecond (as every tier
-	// keeps it), or NULL (never) when it is NULL,
-	// and return it after the version. A write that only creates runs
+	// keeps it), or NULL (never) when it is NULL, and return it after the
+	// version. A write that only creates runs
 	// PurgeExpired first, so that an expired row does not count as the
 	// key's.
 	Expiring bool
@@ -267,8 +267,9 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 		}
 	}
 	// setExp is the assignment of the expiry of a write whose TTL is
-	// parameter param, and insExp its column and value in an INSERT; both
-	// are empty without an expiry column.
+	// parameter param; insCol and insVal are the expiry's column and
+	// value ($4) in an INSERT, and excludedExp its assignment in ON
+	// CONFLICT. All are empty without an expiry column.
 	setExp := func(string) string { return "" }
 	insCol, insVal, excludedExp := "", "", ""
 	if exp != "" {
