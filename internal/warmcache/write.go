@@ -300,5 +300,8 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 	if near := s.near(ns); near != nil {
 		near.Set(ns, key, e)
 	}
+	if s.pastExpiry(e) {
+		e = Entry{} // it expired while it was read
+	}
 	return s.answer(ns, Item{Key: key, Entry: e, Source: SourceWarm})
 }
