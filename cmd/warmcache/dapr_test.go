@@ -253,13 +253,31 @@ func TestDaprGoSDK(t *testing.T) {
 		}
 	})
 
-	t.Run("what is not supported", func(t *testing.T) {
-		err := c.SaveState(ctx, store, "ttl", []byte(`{}`), map[string]string{"ttlInSeconds": "60"})
-		wantStatus(t, "ttlInSeconds", err, codes.InvalidArgument, "ttlInSeconds")
+	t.Run("ttlInSeconds", func(t *testing.T) {
+		before := time.Now()
+		if err := c.SaveState(ctx, store, "ttl", []byte(`{}`), map[string]string{"ttlInSeconds": "60"}); err != nil {
+			t.Fatalf("SaveState with ttlInSeconds 60: %v", err)
+		}
+		it, err := c.GetStateWithConsistency(ctx, store, "ttl", nil, dapr.StateConsistencyEventual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exp, err := time.Parse(time.RFC3339, it.Metadata["ttlExpireTime"])
+		if err != nil || exp.Before(before.Add(58*time.Second)) || exp.After(time.Now().Add(61*time.Second)) {
+			t.Errorf("GetState metadata ttlExpireTime %q (%v), want about a minute from %v", it.Metadata["ttlExpireTime"], err, before)
+		}
 		if err := c.SaveState(ctx, store, "ttl", []byte(`{}`), map[string]string{"ttlInSeconds": "-1"}); err != nil {
 			t.Fatalf("ttlInSeconds -1 (never expire): %v", err)
 		}
-		err = c.SaveState(ctx, store, "bytes", []byte("plain text"), nil)
+		if it, err := c.GetStateWithConsistency(ctx, store, "ttl", nil, dapr.StateConsistencyEventual); err != nil || it.Metadata["ttlExpireTime"] != "" {
+			t.Errorf("after a save with ttlInSeconds -1, GetState = %+v, %v; want no ttlExpireTime", it, err)
+		}
+		err = c.SaveState(ctx, store, "ttl", []byte(`{}`), map[string]string{"ttlInSeconds": "soon"})
+		wantStatus(t, "ttlInSeconds that is not a number", err, codes.InvalidArgument, "ttlInSeconds")
+	})
+
+	t.Run("what is not supported", func(t *testing.T) {
+		err := c.SaveState(ctx, store, "bytes", []byte("plain text"), nil)
 		wantStatus(t, "a value that is not JSON", err, codes.InvalidArgument, "not valid JSON")
 		_, err = c.GetState(ctx, "nostore", "k", nil)
 		wantStatus(t, "an unknown store", err, codes.InvalidArgument, "state store nostore is not found")

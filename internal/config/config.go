@@ -243,6 +243,12 @@ type Tiers struct {
 	// HotLanes bounds the folded Redis reads of a namespace at once
 	// (--hot-lanes).
 	HotLanes int
+	// SweepInterval is how often the rows past their expiry are deleted
+	// (--sweep-interval).
+	SweepInterval time.Duration
+	// SweepBatch bounds the rows one sweep transaction deletes
+	// (--sweep-batch).
+	SweepBatch int
 	// BreakerThreshold is the number of consecutive warehouse failures
 	// that open the circuit breaker (--breaker-threshold).
 	BreakerThreshold int
@@ -602,6 +608,8 @@ func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", warmcache.DefaultMaxWarmInflight, "concurrent warehouse reads")
 	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", warmcache.DefaultWarmLanes, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
+	s.duration(&t.SweepInterval, "sweep-interval", "WARMCACHE_SWEEP_INTERVAL", warmcache.DefaultSweepInterval, "how often rows past their expiry (a TTL) are deleted")
+	s.positive(&t.SweepBatch, "sweep-batch", "WARMCACHE_SWEEP_BATCH", warmcache.DefaultSweepBatch, "most expired rows one sweep transaction deletes")
 	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", warmcache.DefaultBreakerThreshold, "consecutive warehouse failures that open the circuit breaker")
 	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", warmcache.DefaultBreakerCooldown, "first wait of an open circuit breaker")
 }

@@ -48,6 +48,8 @@ var flagDefaults = map[string]struct {
 	"max-loads":          {func(c config.Config) any { return c.Loads.Max }, warmcache.DefaultMaxLoads},
 	"max-load-bytes":     {func(c config.Config) any { return c.Loads.MaxBytes }, int64(warmcache.DefaultMaxLoadBytes)},
 	"load-idle-timeout":  {func(c config.Config) any { return c.Loads.IdleTimeout }, warmcache.DefaultLoadIdleTimeout},
+	"sweep-interval":     {func(c config.Config) any { return c.Tiers.SweepInterval }, warmcache.DefaultSweepInterval},
+	"sweep-batch":        {func(c config.Config) any { return c.Tiers.SweepBatch }, warmcache.DefaultSweepBatch},
 
 	// The adapters'.
 	"pg-exec-mode":       {func(c config.Config) any { return c.Postgres.ExecMode }, pgstore.DefaultExecMode},

@@ -34,6 +34,7 @@ func DefaultNamespaces() ([]*warmcache.Namespace, []schema.Table) {
 		Layout:        warmcache.LayoutPacked,
 		ValueColumn:   "value",
 		VersionColumn: "version",
+		ExpiresColumn: schema.DefaultExpiresColumn,
 		TTL:           warmcache.DefaultTTL,
 		NegativeTTL:   warmcache.DefaultNegativeTTL,
 		MaxStale:      warmcache.DefaultMaxStale,
@@ -65,6 +66,7 @@ type nsDoc struct {
 	Key           keyDoc   `yaml:"key"`
 	Value         valueDoc `yaml:"value"`
 	VersionColumn string   `yaml:"version_column"`
+	ExpiresColumn string   `yaml:"expires_column"`
 	TTL           string   `yaml:"ttl"`
 	NegativeTTL   string   `yaml:"negative_ttl"`
 	MaxStale      string   `yaml:"max_stale"`
@@ -190,6 +192,7 @@ func (d nsDoc) namespace() (*warmcache.Namespace, []error) {
 		ValueColumn:   d.Value.Column,
 		ContentType:   d.Value.ContentType,
 		VersionColumn: d.VersionColumn,
+		ExpiresColumn: d.ExpiresColumn,
 		TTL:           p.duration("ttl", d.TTL, warmcache.DefaultTTL),
 		NegativeTTL:   p.duration("negative_ttl", d.NegativeTTL, warmcache.DefaultNegativeTTL),
 		MaxStale:      p.duration("max_stale", d.MaxStale, warmcache.DefaultMaxStale),
@@ -262,6 +265,14 @@ func (d nsDoc) checkNames(ns *warmcache.Namespace, p *problems) {
 		ns.VersionColumn = "version"
 	}
 	p.ident("version_column", ns.VersionColumn)
+	// A managed table has an expiry column, which its migrations add; a
+	// table made elsewhere has one only when it names it.
+	if ns.ExpiresColumn == "" && d.Managed {
+		ns.ExpiresColumn = schema.DefaultExpiresColumn
+	}
+	if ns.ExpiresColumn != "" {
+		p.ident("expires_column", ns.ExpiresColumn)
+	}
 }
 
 // checkValue fills in and checks the namespace's value layout: one packed

@@ -143,7 +143,7 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 	resp := &runtimev1.GetStateResponse{
 		Data:     it.Entry.Value,
 		Etag:     etagOf(it.Entry.Version),
-		Metadata: map[string]string{metaSource: string(it.Source)},
+		Metadata: readMetadata(it),
 	}
 	if g.opaque(in.GetStoreName()) != nil {
 		resp.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
@@ -166,7 +166,7 @@ func (g *GRPC) GetBulkState(ctx context.Context, in *runtimev1.GetBulkStateReque
 		bi := &runtimev1.BulkStateItem{Key: it.key}
 		if it.found {
 			bi.Data, bi.Etag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			bi.Metadata = map[string]string{metaSource: string(it.item.Source)}
+			bi.Metadata = readMetadata(it.item)
 			if opaque {
 				bi.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
 			}

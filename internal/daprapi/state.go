@@ -39,6 +39,7 @@ import (
 	"mime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -58,7 +59,20 @@ const (
 	// metaSource is the response metadata key that says which tier
 	// answered a read (hit-l1, hit, miss, stale).
 	metaSource = "warmcache-source"
+	// metaExpireTime is the response metadata key that says when an item
+	// with a TTL expires, in RFC 3339, as Dapr's stores answer it.
+	metaExpireTime = "ttlExpireTime"
 )
+
+// readMetadata returns the metadata of a read's answer: which tier
+// answered it, and when the item expires if it has a TTL.
+func readMetadata(it warmcache.Item) map[string]string {
+	m := map[string]string{metaSource: string(it.Source)}
+	if !it.Entry.ExpiresAt.IsZero() {
+		m[metaExpireTime] = it.Entry.ExpiresAt.UTC().Format(time.RFC3339)
+	}
+	return m
+}
 
 // state is what both transports share: the Dapr state operations over the
 // core, with Dapr's semantics, and access control.
@@ -242,7 +256,11 @@ func upsertOp(it setItem) (warmcache.Op, error) {
 	if err := checkMetadata(it.metadata); err != nil {
 		return warmcache.Op{}, err
 	}
-	op := warmcache.Op{Key: it.key, Value: it.value}
+	ttl, err := ttlOf(it.metadata)
+	if err != nil {
+		return warmcache.Op{}, err
+	}
+	op := warmcache.Op{Key: it.key, Value: it.value, TTL: ttl}
 	version, has, err := parseETag(it.etag)
 	if err != nil {
 		return warmcache.Op{}, err
@@ -287,11 +305,11 @@ func parseETag(etag *string) (version int64, has bool, err error) {
 	return v, true, nil
 }
 
-// checkMetadata refuses the metadata that the store cannot honour.
+// checkMetadata refuses the metadata that the store cannot honour or
+// read.
 func checkMetadata(meta map[string]string) error {
-	if v, ok := meta[metaTTL]; ok && strings.TrimSpace(v) != "-1" {
-		return fmt.Errorf("%w: metadata ttlInSeconds=%q: the warehouse keeps a key until it is deleted "+
-			"(the caches' TTLs are set per namespace); only -1, never expire, is accepted", errUnsupported, v)
+	if _, err := ttlOf(meta); err != nil {
+		return err
 	}
 	if v, ok := meta[metaContentType]; ok && v != "" {
 		mt, _, err := mime.ParseMediaType(v)
@@ -300,4 +318,23 @@ func checkMetadata(meta map[string]string) error {
 		}
 	}
 	return nil
+}
+
+// ttlOf returns the TTL that metadata's ttlInSeconds asks of a save, as
+// Dapr's stores read it: a whole number of seconds; -1 (and 0) mean never
+// expire, as no ttlInSeconds does. Anything else, or more than
+// warmcache.MaxTTL, is malformed (errMalformed).
+func ttlOf(meta map[string]string) (time.Duration, error) {
+	v, ok := meta[metaTTL]
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < -1 || n > int64(warmcache.MaxTTL/time.Second) {
+		return 0, fmt.Errorf("%w: metadata ttlInSeconds=%q: want a whole number of seconds, or -1 for never", errMalformed, v)
+	}
+	if n <= 0 {
+		return 0, nil
+	}
+	return time.Duration(n) * time.Second, nil
 }

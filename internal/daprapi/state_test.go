@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 
@@ -60,7 +61,7 @@ func ifMatchOf(op warmcache.Op) int64 {
 
 func TestMetadata(t *testing.T) {
 	for meta, ok := range map[string]bool{
-		"": true, "ttlInSeconds=-1": true, "ttlInSeconds=60": false, "ttlInSeconds=0": false,
+		"": true, "ttlInSeconds=-1": true, "ttlInSeconds=60": true, "ttlInSeconds=0": true,
 		"contentType=application/json": true, "contentType=application/cloudevents+json": true,
 		"contentType=text/plain": false, "partitionKey=p1": true,
 	} {
@@ -70,6 +71,20 @@ func TestMetadata(t *testing.T) {
 		}
 		if err := checkMetadata(m); (err == nil) != ok || (err != nil && !errors.Is(err, errUnsupported)) {
 			t.Errorf("checkMetadata(%v) = %v, want accepted %v", m, err, ok)
+		}
+	}
+	for _, bad := range []string{"abc", "-2", "1.5", "315360001"} {
+		if err := checkMetadata(map[string]string{"ttlInSeconds": bad}); !errors.Is(err, errMalformed) {
+			t.Errorf("checkMetadata(ttlInSeconds=%s) = %v, want errMalformed", bad, err)
+		}
+	}
+}
+
+func TestTTLMetadata(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "-1": 0, "0": 0, "1": time.Second, " 60 ": time.Minute} {
+		op, err := upsertOp(setItem{key: "k", value: []byte("1"), metadata: map[string]string{"ttlInSeconds": v}})
+		if err != nil || op.TTL != want {
+			t.Errorf("upsert with ttlInSeconds=%q = TTL %v, %v; want %v", v, op.TTL, err, want)
 		}
 	}
 }

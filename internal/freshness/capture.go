@@ -556,7 +556,10 @@ func (c *capture) row(relID uint32, tuple *pglogrepl.TupleData) {
 	if err != nil || err2 != nil {
 		return
 	}
-	if ns.Layout == warmcache.LayoutPacked {
+	// A row with an expiry (a TTL) is read from the warehouse, which
+	// returns the expiry with it, or nothing once it has passed.
+	_, expiring := col(ns.ExpiresColumn)
+	if ns.Layout == warmcache.LayoutPacked && !expiring {
 		// jsonb's text output is the JSON the lookups return. A value
 		// stored out of line and not changed by an UPDATE is not sent
 		// ('u'): it is read from the warehouse instead.

@@ -222,6 +222,8 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 		MaxWarmInflight:  cfg.Tiers.MaxWarmInflight,
 		WarmLanes:        cfg.Tiers.WarmLanes,
 		HotLanes:         cfg.Tiers.HotLanes,
+		SweepInterval:    cfg.Tiers.SweepInterval,
+		SweepBatch:       cfg.Tiers.SweepBatch,
 		BreakerThreshold: cfg.Tiers.BreakerThreshold,
 		BreakerCooldown:  cfg.Tiers.BreakerCooldown,
 		MaxBatchKeys:     cfg.Limits.MaxBatchKeys,
@@ -251,7 +253,17 @@ func (g *Gateway) startFreshness(ctx context.Context) error {
 		return err
 	}
 	g.onClose(func() error { fresh.Stop(); return nil })
+	g.startSweeper(ctx)
 	return nil
+}
+
+// startSweeper runs the service's sweeper of expired rows until the
+// gateway closes.
+func (g *Gateway) startSweeper(ctx context.Context) {
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); g.svc.RunSweeper(sctx) }()
+	g.onClose(func() error { cancel(); <-done; return nil })
 }
 
 // startTracing starts the tracer of a Server, unless one was given.

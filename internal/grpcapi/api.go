@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
@@ -176,12 +177,16 @@ func (a *API) Put(ctx context.Context, req *warmcachev1.PutRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Put", err)
 	}
-	it, err := a.svc.Put(ctx, req.GetNamespace(), req.GetKey(), req.GetValue(), req.ExpectedVersion)
+	ttl, err := ttlOf(req.GetTtlSeconds())
+	if err != nil {
+		return nil, a.toStatus(ctx, "Put", err)
+	}
+	its, err := a.svc.Transact(ctx, req.GetNamespace(), []warmcache.Op{{Key: req.GetKey(), Value: req.GetValue(), IfMatch: req.ExpectedVersion, TTL: ttl}})
 	p.LogWrite(ctx, a.log, "grpc", "put", req.GetNamespace(), req.GetKey(), err)
 	if err != nil {
 		return nil, a.toStatus(ctx, "Put", err)
 	}
-	return &warmcachev1.PutResponse{Item: item(it), ContentType: a.contentType(req.GetNamespace())}, nil
+	return &warmcachev1.PutResponse{Item: item(its[0]), ContentType: a.contentType(req.GetNamespace())}, nil
 }
 
 // contentType returns the media type of namespace's values, or "" for a
@@ -244,12 +249,26 @@ func truncateKeys(s string) string {
 // item converts a core item. The value's bytes are passed through as
 // stored.
 func item(it warmcache.Item) *warmcachev1.Item {
-	return &warmcachev1.Item{
+	out := &warmcachev1.Item{
 		Key:     it.Key.Text,
 		Value:   it.Entry.Value,
 		Version: it.Entry.Version,
 		Source:  string(it.Source),
 	}
+	if !it.Entry.ExpiresAt.IsZero() {
+		out.ExpiresAt = timestamppb.New(it.Entry.ExpiresAt)
+	}
+	return out
+}
+
+// ttlOf returns a write's ttl_seconds as a TTL: zero for never, and an
+// error that wraps warmcache.ErrInvalidValue for a negative one or one
+// past warmcache.MaxTTL.
+func ttlOf(seconds int64) (time.Duration, error) {
+	if seconds < 0 || seconds > int64(warmcache.MaxTTL/time.Second) {
+		return 0, fmt.Errorf("%w: ttl_seconds must be from 0 to %d, got %d", warmcache.ErrInvalidValue, int64(warmcache.MaxTTL/time.Second), seconds)
+	}
+	return time.Duration(seconds) * time.Second, nil
 }
 
 // principal returns the caller that the interceptor authenticated, once it

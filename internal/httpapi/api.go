@@ -169,6 +169,9 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	if !item.Entry.ExpiresAt.IsZero() {
+		h[expiresHeader] = []string{formatExpiry(item.Entry.ExpiresAt)}
+	}
 	h["Content-Type"] = a.contentType(namespace)
 	h["Content-Length"] = vals[1:2:2]
 	_, _ = w.Write(item.Entry.Value)
@@ -189,6 +192,31 @@ func (a *api) contentType(namespace string) []string {
 func (a *api) opaque(namespace string) bool {
 	ns, err := a.svc.Namespace(namespace)
 	return err == nil && ns.Opaque()
+}
+
+// expiresHeader tells when an item expires (its writer's TTL), in RFC 3339
+// with milliseconds, in UTC; an item without a TTL has none.
+const expiresHeader = "Warmcache-Expires"
+
+// formatExpiry is the text of the expiresHeader.
+func formatExpiry(t time.Time) string {
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// parseTTL reads the ttl query parameter of a write: a whole number of
+// seconds from 1 up to warmcache.MaxTTL. Without it the item never
+// expires.
+func parseTTL(r *http.Request) (time.Duration, error) {
+	q := r.URL.Query()
+	if !q.Has("ttl") {
+		return 0, nil
+	}
+	v := q.Get("ttl")
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1 || n > int64(warmcache.MaxTTL/time.Second) {
+		return 0, fmt.Errorf("%w: ttl must be a whole number of seconds from 1 to %d, got %q", errInvalidRequest, int64(warmcache.MaxTTL/time.Second), v)
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 // hitHeaderValues returns the ETag of version and the text of length, both
@@ -215,6 +243,11 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
+	ttl, err := parseTTL(r)
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
 	// A bytes namespace takes any body under any Content-Type (or none):
 	// its values are stored as sent and always served with the
 	// namespace's own content type, so the request's is not checked.
@@ -229,10 +262,14 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	item, err := a.svc.Put(r.Context(), namespace, key, body, ifMatch)
+	items, err := a.svc.Transact(r.Context(), namespace, []warmcache.Op{{Key: key, Value: body, IfMatch: ifMatch, TTL: ttl}})
 	if err != nil {
 		a.writeError(w, r, err)
 		return
+	}
+	item := items[0]
+	if !item.Entry.ExpiresAt.IsZero() {
+		w.Header().Set(expiresHeader, formatExpiry(item.Entry.ExpiresAt))
 	}
 	w.Header().Set("ETag", formatETag(item.Entry.Version))
 	w.Header()["Content-Type"] = a.contentType(namespace)

@@ -45,7 +45,7 @@ func newContract(t *testing.T) *contract {
 func newContractWith(t *testing.T, opts httpapi.Options) *contract {
 	t.Helper()
 	widgets := &warmcache.Namespace{Name: "widgets", Table: "widgets", KeyColumn: "key", KeyType: warmcache.KeyBigint,
-		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", Writable: true}
+		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version", ExpiresColumn: "expires_at", Writable: true}
 	frozen := &warmcache.Namespace{Name: "frozen", Table: "frozen", KeyColumn: "key", KeyType: warmcache.KeyText,
 		Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version"}
 	blobs := &warmcache.Namespace{Name: "blobs", Table: "blobs", KeyColumn: "key", KeyType: warmcache.KeyText,

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -221,6 +222,9 @@ type Warm struct {
 	rows    map[string]warmcache.Entry
 	version int64
 	hook    LookupHook
+	// now is the warehouse's clock, which expiries are computed and
+	// checked on; nil means time.Now.
+	now func() time.Time
 
 	failing atomic.Bool
 	lookups atomic.Int64
@@ -252,10 +256,69 @@ func (w *Warm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []w
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	out := make([]warmcache.Entry, len(keys))
+	now := w.clock()
 	for i, k := range keys {
-		out[i] = w.rows[memKey(ns.Name, k.Text)]
+		if e := w.rows[memKey(ns.Name, k.Text)]; live(e, now) {
+			out[i] = e
+		}
 	}
 	return out, nil
+}
+
+// clock returns the warehouse's time. w.mu must be held.
+func (w *Warm) clock() time.Time {
+	if w.now != nil {
+		return w.now()
+	}
+	return time.Now()
+}
+
+// live reports whether row e reads as present at now: it is not past its
+// expiry.
+func live(e warmcache.Entry, now time.Time) bool {
+	return e.Found && (e.ExpiresAt.IsZero() || now.Before(e.ExpiresAt))
+}
+
+// SetNow sets the warehouse's clock, on which expiries are computed and
+// checked; nil means time.Now.
+func (w *Warm) SetNow(now func() time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.now = now
+}
+
+// DeleteExpired implements warmcache.Expirer: it deletes at most limit
+// rows of ns past their expiry, each at a new version, and returns their
+// keys' canonical texts with the absent entries of the deletes.
+func (w *Warm) DeleteExpired(ctx context.Context, ns *warmcache.Namespace, limit int) ([]warmcache.Key, []warmcache.Entry, error) {
+	if w.failing.Load() {
+		return nil, nil, ErrDown
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, fmt.Errorf("memtier: delete expired: %w", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock()
+	prefix := memKey(ns.Name, "")
+	var keys []warmcache.Key
+	var entries []warmcache.Entry
+	for mk, e := range w.rows {
+		if len(keys) >= limit {
+			break
+		}
+		if !strings.HasPrefix(mk, prefix) || live(e, now) {
+			continue
+		}
+		k, err := ns.ParseKey(strings.TrimPrefix(mk, prefix))
+		if err != nil {
+			continue
+		}
+		w.version = max(w.version, e.Version) + 1
+		delete(w.rows, mk)
+		keys, entries = append(keys, k), append(entries, warmcache.Entry{Version: w.version})
+	}
+	return keys, entries, nil
 }
 
 // Write implements warmcache.Warm.
@@ -272,9 +335,14 @@ func (w *Warm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warm
 	rows := maps.Clone(w.rows)
 	version := w.version
 	out := make([]warmcache.Entry, len(writes))
+	now := w.clock()
 	for i, wr := range writes {
 		mk := memKey(ns.Name, wr.Key.Text)
 		cur := rows[mk]
+		if !live(cur, now) {
+			// An expired row is an absent key whose versions go on.
+			cur = warmcache.Entry{Version: cur.Version}
+		}
 		switch {
 		case wr.Delete && !cur.Found && !wr.AbsentOK:
 			return nil, fmt.Errorf("%w: key %q", warmcache.ErrNotFound, wr.Key.Text)
@@ -283,6 +351,12 @@ func (w *Warm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warm
 		case wr.IfAbsent && cur.Found:
 			return nil, fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, wr.Key.Text)
 		case wr.Delete && !cur.Found:
+			if rows[mk].Found {
+				// The delete of an expired row removes it.
+				version = max(version, cur.Version) + 1
+				delete(rows, mk)
+				out[i] = warmcache.Entry{Version: version}
+			}
 			continue
 		}
 		version = max(version, cur.Version) + 1
@@ -292,6 +366,12 @@ func (w *Warm) Write(ctx context.Context, ns *warmcache.Namespace, writes []warm
 			continue
 		}
 		out[i] = warmcache.Entry{Value: append([]byte(nil), wr.Value...), Version: version, Found: true}
+		switch {
+		case wr.TTL > 0:
+			out[i].ExpiresAt = now.Add(wr.TTL)
+		case !wr.ExpiresAt.IsZero():
+			out[i].ExpiresAt = wr.ExpiresAt
+		}
 		rows[mk] = out[i]
 	}
 	w.rows, w.version = rows, version

@@ -27,7 +27,7 @@ func TestHotTierContract(t *testing.T) {
 // SQL one.
 func TestWarmTierContract(t *testing.T) {
 	tiertest.Warm(t, func(t *testing.T) tiertest.WarmTier {
-		return tiertest.WarmTier{Warm: memtier.NewWarm(), Namespace: &warmcache.Namespace{Name: "widgets", Writable: true}}
+		return tiertest.WarmTier{Warm: memtier.NewWarm(), Namespace: &warmcache.Namespace{Name: "widgets", Writable: true, ExpiresColumn: "expires_at"}}
 	})
 }
 

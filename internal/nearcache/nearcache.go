@@ -52,6 +52,9 @@ type item struct {
 	ttl     time.Duration
 	found   bool
 	mark    bool
+	// expires is the row's expiry (a writer's TTL), zero for never: the
+	// entry is not served from then on, whatever its ttl.
+	expires time.Time
 	// gone marks the drop of an absent entry: at its version, only another
 	// absent entry is admitted, as a delete wins at its version.
 	gone bool
@@ -69,6 +72,7 @@ type item struct {
 // value after Set or after Get returned it.
 type Cache struct {
 	cache   *otter.Cache[mapKey, item]
+	now     func() time.Time
 	markTTL time.Duration
 
 	evictions *prometheus.CounterVec
@@ -93,6 +97,7 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		Help: "Invalidations the near cache received, by source (versioned: a write, this instance's or another's over pub/sub; tracking: Redis reported the key changed) and result (dropped: an entry was removed; none: no older entry was cached).",
 	}, []string{"source", "result"})
 	c := &Cache{
+		now:              opts.Now,
 		markTTL:          opts.MarkTTL,
 		versionedDropped: invalidations.WithLabelValues("versioned", "dropped"),
 		versionedNone:    invalidations.WithLabelValues("versioned", "none"),
@@ -106,6 +111,9 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 			Name: "warmcache_near_cache_refused_total",
 			Help: "Near-cache stores refused because a newer version, or an invalidation at a newer version, was cached.",
 		}),
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	// The two series exist from the start, and an eviction counts without
 	// looking its label up.
@@ -164,13 +172,14 @@ func weigh(k mapKey, it item) uint32 {
 }
 
 // Get returns the entry cached for key in ns, if one is cached and has not
-// expired. The entry's FreshUntil is zero.
+// expired, nor passed its row's expiry (Entry.ExpiresAt, which it
+// carries). The entry's FreshUntil is zero.
 func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
 	it, ok := c.cache.GetIfPresent(mapKey{ns.Name, key.Text})
-	if !ok || it.mark {
+	if !ok || it.mark || (!it.expires.IsZero() && !c.now().Before(it.expires)) {
 		return warmcache.Entry{}, false
 	}
-	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found}, true
+	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found, ExpiresAt: it.expires}, true
 }
 
 // Set caches e for key in ns for ttl, as the core decides it (the near
@@ -184,6 +193,9 @@ func (c *Cache) Set(ns *warmcache.Namespace, key warmcache.Key, e warmcache.Entr
 		return
 	}
 	next := item{value: e.Value, version: e.Version, ttl: ttl, found: e.Found}
+	if e.Found {
+		next.expires = e.ExpiresAt
+	}
 	refused := false
 	c.cache.Compute(mapKey{ns.Name, key.Text}, func(cur item, ok bool) (item, otter.ComputeOp) {
 		if ok && !newer(next, cur) {

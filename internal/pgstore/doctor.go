@@ -306,7 +306,11 @@ func explainWrite(ctx context.Context, tx pgx.Tx, t *table, key any) (string, er
 	if t.stmts.AppendOptimized {
 		sql = t.stmts.Update
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+sql, pgx.QueryExecModeSimpleProtocol, key, "{}", int64(1))
+	args := []any{pgx.QueryExecModeSimpleProtocol, key, "{}", int64(1)}
+	if t.stmts.Expiring {
+		args = append(args, (*int64)(nil)) // no TTL
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
 	if err != nil {
 		return "", fmt.Errorf("explain the write: %w", err)
 	}

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -42,8 +43,9 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 		textKey string
 		value   []byte
 		version int64
+		expires *time.Time
 	)
-	dest := []any{&textKey, &value, &version}
+	dest := t.dest(&expires, &textKey, &value, &version)
 	if ns.KeyType == warmcache.KeyBigint {
 		dest[0] = &intKey
 	}
@@ -56,8 +58,8 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 		if ns.KeyType == warmcache.KeyBigint {
 			k = strconv.FormatInt(intKey, 10)
 		}
-		found[k] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}
-		value = nil
+		found[k] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}
+		value, expires = nil, nil
 		return nil
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func laneTables() []migrations.Table {
 			migrations.Table{Namespace: &warmcache.Namespace{
 				Name: v.name + "_packed", Table: v.name + "_packed", KeyColumn: "key", KeyType: warmcache.KeyBigint,
 				Layout: warmcache.LayoutPacked, ValueColumn: "value", VersionColumn: "version",
-				Writable: true,
+				ExpiresColumn: "expires_at", Writable: true,
 			}, Managed: true, Storage: v.storage},
 			migrations.Table{Namespace: &warmcache.Namespace{
 				Name: v.name + "_columns", Table: v.name + "_columns", KeyColumn: "id", KeyType: warmcache.KeyBigint,
@@ -59,7 +59,7 @@ func laneTables() []migrations.Table {
 					{Name: "name", Type: "text"},
 					{Name: "age", Type: "integer"},
 				},
-				VersionColumn: "version", Writable: true,
+				VersionColumn: "version", ExpiresColumn: "expires_at", Writable: true,
 			}, Managed: true, Storage: columns},
 			bytesTable(v.name+"_bytes", columns))
 	}
@@ -71,7 +71,7 @@ func bytesTable(name string, st migrations.Storage) migrations.Table {
 	return migrations.Table{Namespace: &warmcache.Namespace{
 		Name: name, Table: name, KeyColumn: "key", KeyType: warmcache.KeyText,
 		Layout: warmcache.LayoutBytes, ValueColumn: "blob", VersionColumn: "version",
-		Writable: true,
+		ExpiresColumn: "expires_at", Writable: true,
 	}, Managed: true, Storage: st}
 }
 

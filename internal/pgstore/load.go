@@ -174,6 +174,19 @@ WHERE c.oid = to_regclass(%[1]s) OR c.oid IN (SELECT relid FROM pg_partition_tre
 	}
 	insert := fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT s.key, %s, $1::bigint FROM %s",
 		table, key, strings.Join(cols, ", "), version, strings.Join(vals, ", "), from)
+	// A loaded row never expires: a load clears the expiry of the rows it
+	// writes, and a row with an expiry is not left alone as unchanged.
+	clearExp, hasExp := "", ""
+	if ns.ExpiresColumn != "" {
+		exp := ident(ns.ExpiresColumn)
+		clearExp, hasExp = exp+" = NULL", " OR t."+exp+" IS NOT NULL"
+	}
+	changed := func(a, b string) string {
+		if hasExp == "" {
+			return a + " IS DISTINCT FROM " + b
+		}
+		return "(" + a + " IS DISTINCT FROM " + b + hasExp + ")"
+	}
 
 	if !appendOptimized {
 		ls.Existing = fmt.Sprintf("SELECT count(*) FROM %s AS s WHERE EXISTS (SELECT 1 FROM %s AS t WHERE t.%s = s.key)",
@@ -183,8 +196,11 @@ WHERE c.oid = to_regclass(%[1]s) OR c.oid IN (SELECT relid FROM pg_partition_tre
 			assign = append(assign, c+" = EXCLUDED."+c)
 		}
 		assign = append(assign, fmt.Sprintf("%s = GREATEST(EXCLUDED.%s, t.%s + 1)", version, version, version))
-		ls.Merge = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s WHERE %s IS DISTINCT FROM %s RETURNING t.%s",
-			insert, key, strings.Join(assign, ", "), stored, excluded, key)
+		if clearExp != "" {
+			assign = append(assign, clearExp)
+		}
+		ls.Merge = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s WHERE %s RETURNING t.%s",
+			insert, key, strings.Join(assign, ", "), changed(stored, excluded), key)
 		return ls, nil
 	}
 	assign := make([]string, 0, len(cols)+1)
@@ -192,8 +208,11 @@ WHERE c.oid = to_regclass(%[1]s) OR c.oid IN (SELECT relid FROM pg_partition_tre
 		assign = append(assign, c+" = "+vals[i])
 	}
 	assign = append(assign, fmt.Sprintf("%s = GREATEST($1::bigint, t.%s + 1)", version, version))
-	ls.Update = fmt.Sprintf("UPDATE %s AS t SET %s FROM %s WHERE t.%s = s.key AND %s IS DISTINCT FROM %s RETURNING t.%s",
-		table, strings.Join(assign, ", "), from, key, stored, incoming, key)
+	if clearExp != "" {
+		assign = append(assign, clearExp)
+	}
+	ls.Update = fmt.Sprintf("UPDATE %s AS t SET %s FROM %s WHERE t.%s = s.key AND %s RETURNING t.%s",
+		table, strings.Join(assign, ", "), from, key, changed(stored, incoming), key)
 	ls.Merge = fmt.Sprintf("%s WHERE NOT EXISTS (SELECT 1 FROM %s AS e WHERE e.%s = s.key) RETURNING t.%s",
 		insert, table, key, key)
 	return ls, nil

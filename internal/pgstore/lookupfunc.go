@@ -86,8 +86,13 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	if ns.Layout == warmcache.LayoutBytes {
 		valueType = "bytea"
 	}
-	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (warmcache_position bigint, warmcache_value %s, warmcache_version bigint)\nLANGUAGE plpgsql STABLE AS %s%s%s",
-		keyArray, valueType, lookupFunctionQuote, body, lookupFunctionQuote)
+	columns, selected := "warmcache_position bigint, warmcache_value "+valueType+", warmcache_version bigint", "warmcache_position, warmcache_value, warmcache_version"
+	if s.Expiring {
+		columns += ", warmcache_expires timestamptz"
+		selected += ", warmcache_expires"
+	}
+	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (%s)\nLANGUAGE plpgsql STABLE AS %s%s%s",
+		keyArray, columns, lookupFunctionQuote, body, lookupFunctionQuote)
 	digest := sha256.Sum256([]byte(definition))
 	name := pgx.Identifier{lookupFunctionPrefix + hex.EncodeToString(digest[:8])}
 	if schema != "" {
@@ -97,7 +102,7 @@ func (s *StatementSet) setLookupFunction(ns *warmcache.Namespace, schema string)
 	s.lookupSignature = fn + "(" + keyArray + ")"
 	s.lookupBody = body
 	s.LookupFunction = "CREATE OR REPLACE FUNCTION " + fn + definition
-	s.LookupCall = fmt.Sprintf("SELECT warmcache_position, warmcache_value, warmcache_version FROM %s($1::%s)", fn, keyArray)
+	s.LookupCall = fmt.Sprintf("SELECT %s FROM %s($1::%s)", selected, fn, keyArray)
 }
 
 // dropLookupFunction leaves s without a lookup function: keys are read

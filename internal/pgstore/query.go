@@ -52,7 +52,13 @@ func BuildQueryStatements(ns *warmcache.Namespace) (QueryStatements, error) {
 	if ns.Layout == warmcache.LayoutColumns {
 		doc = "(" + valueExpr(ns, "") + ")::jsonb"
 	}
-	base := fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s @> $1::jsonb", key, valueExpr(ns, ""), version, table, doc)
+	// Rows past their expiry are left out; the expiry comes last.
+	expiry, live := "", ""
+	if ns.ExpiresColumn != "" {
+		exp := ident(ns.ExpiresColumn)
+		expiry, live = ", "+exp, fmt.Sprintf(" AND (%s IS NULL OR %s > now())", exp, exp)
+	}
+	base := fmt.Sprintf("SELECT %s, %s, %s%s FROM %s WHERE %s @> $1::jsonb%s", key, valueExpr(ns, ""), version, expiry, table, doc, live)
 	order := fmt.Sprintf(" ORDER BY %s LIMIT $2::integer", key)
 	return QueryStatements{
 		First: base + order,
@@ -107,18 +113,22 @@ func (s *Store) Query(ctx context.Context, ns *warmcache.Namespace, match []byte
 		textKey string
 		value   []byte
 		version int64
+		expires *time.Time
 		dest    = []any{&textKey, &value, &version}
 	)
 	if ns.KeyType == warmcache.KeyBigint {
 		dest[0] = &intKey
+	}
+	if ns.ExpiresColumn != "" {
+		dest = append(dest, &expires)
 	}
 	_, err = pgx.ForEachRow(pgRows, dest, func() error {
 		k := warmcache.Key{Text: textKey}
 		if ns.KeyType == warmcache.KeyBigint {
 			k = warmcache.Key{Text: strconv.FormatInt(intKey, 10), Int: intKey}
 		}
-		rows = append(rows, warmcache.QueryRow{Key: k, Entry: warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}})
-		value = nil
+		rows = append(rows, warmcache.QueryRow{Key: k, Entry: warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}})
+		value, expires = nil, nil
 		return nil
 	})
 	if err != nil {

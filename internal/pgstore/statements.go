@@ -148,6 +148,38 @@ type StatementSet struct {
 	// failed precondition.
 	Version string
 
+	// Expiring says that the table has an expiry column
+	// (Namespace.ExpiresColumn). Then every statement above treats a row
+	// past its expiry as absent: lookups leave it out and return each
+	// row's expiry as one more column, and IfMatch, deletes and Version do
+	// not see it; Upsert, Update and Insert set the expiry from one more
+	// parameter, the TTL in milliseconds ($4, $5 for UpdateIfMatch), as
+	// the warehouse's now() plus the TTL, to the millisecond (as every tier
+	// keeps it), or NULL (never) when it is NULL, and return it after the
+	// version. A write that only creates runs
+	// PurgeExpired first, so that an expired row does not count as the
+	// key's.
+	Expiring bool
+	// PurgeExpired deletes the row of key $1 when it is past its expiry.
+	PurgeExpired string
+	// ExpiredKeys returns the keys of at most $1 rows past their expiry,
+	// through the expiry column's index.
+	ExpiredKeys string
+	// DeleteExpired deletes the rows of the keys of an array ($1) that are
+	// past their expiry, and returns each one's key and the version of its
+	// delete, GREATEST($2, its version + 1). It is empty with
+	// AppendOptimized, where RetireExpired and then RemoveExpired do the
+	// same, in one transaction.
+	DeleteExpired string
+	// RetireExpired moves the rows of the keys of an array ($1) that are
+	// past their expiry to the version of their delete, GREATEST($2, their
+	// version + 1), and returns each one's key and that version. Set only
+	// with AppendOptimized.
+	RetireExpired string
+	// RemoveExpired deletes the rows of the keys of an array ($1) that are
+	// past their expiry. Set only with AppendOptimized.
+	RemoveExpired string
+
 	// AppendOptimized says that the table rejects INSERT ... ON CONFLICT
 	// and DELETE ... RETURNING (Greenplum's append-optimized tables): a
 	// write is Update, then Insert when no row was updated, and a delete is
@@ -173,37 +205,81 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 		keyType = string(ns.KeyType)
 	)
 	byKey := fmt.Sprintf("%s = $1::%s", key, keyType)
+	// live is the condition that a row is not past its expiry, and
+	// expiry the column that returns it, with their columns qualified by
+	// a prefix ("" or "t."); both are empty without an expiry column.
+	var live, expiry func(qual string) string
+	var exp string
+	if ns.ExpiresColumn != "" {
+		exp = ident(ns.ExpiresColumn)
+		live = func(qual string) string {
+			return fmt.Sprintf(" AND (%s%s IS NULL OR %s%s > now())", qual, exp, qual, exp)
+		}
+		expiry = func(qual string) string { return ", " + qual + exp }
+	} else {
+		live = func(string) string { return "" }
+		expiry = live
+	}
 	// newVersion is the version a write gives an existing row.
 	newVersion := func(param string) string {
 		return fmt.Sprintf("GREATEST(%s::bigint, t.%s + 1)", param, version)
 	}
 	s := StatementSet{
-		Lookup: fmt.Sprintf("SELECT %s, %s FROM %s WHERE %s",
-			valueExpr(ns, ""), version, table, byKey),
-		LookupMany: fmt.Sprintf("SELECT %s, %s, %s FROM %s WHERE %s = ANY($1::%s[])",
-			key, valueExpr(ns, ""), version, table, key, keyType),
-		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key",
-			valueExpr(ns, "t."), version, keyType, table, key),
+		Lookup: fmt.Sprintf("SELECT %s, %s%s FROM %s WHERE %s%s",
+			valueExpr(ns, ""), version, expiry(""), table, byKey, live("")),
+		LookupMany: fmt.Sprintf("SELECT %s, %s, %s%s FROM %s WHERE %s = ANY($1::%s[])%s",
+			key, valueExpr(ns, ""), version, expiry(""), table, key, keyType, live("")),
+		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key%s",
+			valueExpr(ns, "t."), version, expiry("t."), keyType, table, key, live("t.")),
 		TableLock:   "SELECT pg_advisory_xact_lock_shared($1::bigint)",
 		KeyLock:     "SELECT pg_advisory_xact_lock($1::bigint)",
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ") FROM generate_series(1, $1::integer)",
-		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s",
-			version, table, byKey),
+		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s%s",
+			version, table, byKey, live("")),
 		AppendOptimized: appendOptimized,
+		Expiring:        exp != "",
 	}
 	if appendOptimized {
-		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s RETURNING t.%s",
-			table, version, newVersion("$2"), byKey, version)
-		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint RETURNING t.%s",
-			table, version, newVersion("$3"), byKey, version, version)
+		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s%s RETURNING t.%s",
+			table, version, newVersion("$2"), byKey, live("t."), version)
+		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint%s RETURNING t.%s",
+			table, version, newVersion("$3"), byKey, version, live("t."), version)
 		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
 	} else {
 		s.RowLock = fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s FOR UPDATE) AS r",
 			table, byKey)
-		s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s RETURNING %s",
-			table, byKey, newVersion("$2"))
-		s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint RETURNING %s",
-			table, byKey, version, newVersion("$3"))
+		s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s%s RETURNING %s",
+			table, byKey, live("t."), newVersion("$2"))
+		s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint%s RETURNING %s",
+			table, byKey, version, live("t."), newVersion("$3"))
+	}
+	if exp != "" {
+		expired := fmt.Sprintf("%s <= now()", exp)
+		anyKey := fmt.Sprintf("%s = ANY($1::%s[])", key, keyType)
+		s.PurgeExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, byKey, expired)
+		s.ExpiredKeys = fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT $1::integer", key, table, expired)
+		if appendOptimized {
+			s.RetireExpired = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s RETURNING t.%s, t.%s",
+				table, version, newVersion("$2"), anyKey, expired, key, version)
+			s.RemoveExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, anyKey, expired)
+		} else {
+			s.DeleteExpired = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s RETURNING t.%s, %s",
+				table, anyKey, expired, key, newVersion("$2"))
+		}
+	}
+	// setExp is the assignment of the expiry of a write whose TTL is
+	// parameter param; insCol and insVal are the expiry's column and
+	// value ($4) in an INSERT, and excludedExp its assignment in ON
+	// CONFLICT. All are empty without an expiry column.
+	setExp := func(string) string { return "" }
+	insCol, insVal, excludedExp := "", "", ""
+	if exp != "" {
+		ttlExpr := func(param string) string {
+			return fmt.Sprintf("date_trunc('milliseconds', now() + %s::bigint * interval '1 millisecond')", param)
+		}
+		setExp = func(param string) string { return fmt.Sprintf(", %s = %s", exp, ttlExpr(param)) }
+		insCol, insVal = ", "+exp, ", "+ttlExpr("$4")
+		excludedExp = fmt.Sprintf(", %s = EXCLUDED.%s", exp, exp)
 	}
 
 	// insertInto is the INSERT of key $1 and value $2 at version $3,
@@ -213,10 +289,10 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
 		value := ident(ns.ValueColumn)
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) VALUES ($1::%s, $2::jsonb, $3::bigint)",
-			table, key, value, version, keyType)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
-			insertInto, key, value, value, version, version, version, valueExpr(ns, "t."), version)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) VALUES ($1::%s, $2::jsonb, $3::bigint%s)",
+			table, key, value, version, insCol, keyType, insVal)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
+			insertInto, key, value, value, version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
 		set = value + " = $2::jsonb"
 	case warmcache.LayoutBytes:
 		// The value is bytea as the writer sent it: the parameter is
@@ -243,20 +319,20 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 			excluded[i] = col + " = EXCLUDED." + col
 			assign[i] = col + " = r." + col
 		}
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT $1::%s, %s, $3::bigint FROM %s",
-			table, key, strings.Join(names, ", "), version, keyType, strings.Join(fromRecord, ", "), record)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
-			insertInto, key, strings.Join(excluded, ", "), version, version, version, valueExpr(ns, "t."), version)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) SELECT $1::%s, %s, $3::bigint%s FROM %s",
+			table, key, strings.Join(names, ", "), version, insCol, keyType, strings.Join(fromRecord, ", "), insVal, record)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
+			insertInto, key, strings.Join(excluded, ", "), version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
 		set, from = strings.Join(assign, ", "), " FROM "+record
 	}
-	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s WHERE t.%s AND t.%s = $3::bigint RETURNING %s, t.%s",
-		table, set, version, newVersion("$4"), from, byKey, version, valueExpr(ns, "t."), version)
+	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s AND t.%s = $3::bigint%s RETURNING %s, t.%s%s",
+		table, set, version, newVersion("$4"), setExp("$5"), from, byKey, version, live("t."), valueExpr(ns, "t."), version, expiry("t."))
 	if appendOptimized {
 		s.Upsert = ""
-		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s WHERE t.%s RETURNING %s, t.%s",
-			table, set, version, newVersion("$3"), from, byKey, valueExpr(ns, "t."), version)
+		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s RETURNING %s, t.%s%s",
+			table, set, version, newVersion("$3"), setExp("$4"), from, byKey, valueExpr(ns, "t."), version, expiry("t."))
 	}
-	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s", insertInto, valueExpr(ns, "t."), version)
+	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s%s", insertInto, valueExpr(ns, "t."), version, expiry("t."))
 	s.setLookupFunction(ns, tableSchema(ns.Table))
 	return s, nil
 }
@@ -315,7 +391,7 @@ func checkNamespace(ns *warmcache.Namespace) error {
 		if len(ns.Columns) > maxColumns {
 			return fail("%d columns, at most %d are supported", len(ns.Columns), maxColumns)
 		}
-		seen := map[string]bool{ns.KeyColumn: true, ns.VersionColumn: true}
+		seen := map[string]bool{ns.KeyColumn: true, ns.VersionColumn: true, ns.ExpiresColumn: ns.ExpiresColumn != ""}
 		for _, c := range ns.Columns {
 			if c.Name == "" {
 				return fail("a column has no name")

@@ -286,14 +286,15 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 	defer func(start time.Time) { t.metrics[opLookup].observe(start, err) }(time.Now())
 	var value []byte
 	var version int64
-	err = s.pool.QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(&value, &version)
+	var expires *time.Time
+	err = s.pool.QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(t.dest(&expires, &value, &version)...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return warmcache.Entry{}, nil
 	case err != nil:
 		return warmcache.Entry{}, fmt.Errorf("pgstore: lookup %s/%q: %w", ns.Name, key.Text, classify(err))
 	}
-	return warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}, nil
+	return warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}, nil
 }
 
 // LookupMany reads keys in one query. The result has the length and order of
@@ -356,7 +357,7 @@ func keyArray(ns *warmcache.Namespace, keys []warmcache.Key) any {
 func (s *Store) lookupPositions(ctx context.Context, t *table, keys []warmcache.Key, entries []warmcache.Entry) error {
 	arg := keyArray(t.ns, keys)
 	if t.stmts.LookupCall != "" && !t.functionGone.Load() {
-		err := s.readPositions(ctx, t.stmts.LookupCall, arg, entries)
+		err := s.readPositions(ctx, t, t.stmts.LookupCall, arg, entries)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.UndefinedFunction || !s.lookupFunctionGone(ctx, t) {
 			return err
@@ -367,12 +368,12 @@ func (s *Store) lookupPositions(ctx context.Context, t *table, keys []warmcache.
 		}
 		clear(entries)
 	}
-	return s.readPositions(ctx, t.stmts.LookupPositions, arg, entries)
+	return s.readPositions(ctx, t, t.stmts.LookupPositions, arg, entries)
 }
 
 // readPositions runs sql, which returns a key's 1-based position in arg, its
 // value as JSON text and its version, and places each row in entries.
-func (s *Store) readPositions(ctx context.Context, sql string, arg any, entries []warmcache.Entry) error {
+func (s *Store) readPositions(ctx context.Context, t *table, sql string, arg any, entries []warmcache.Entry) error {
 	rows, err := s.pool.Query(ctx, sql, s.modes.Read, arg)
 	if err != nil {
 		return err
@@ -381,13 +382,14 @@ func (s *Store) readPositions(ctx context.Context, sql string, arg any, entries 
 		pos     int64
 		value   []byte
 		version int64
+		expires *time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&pos, &value, &version}, func() error {
+	_, err = pgx.ForEachRow(rows, t.dest(&expires, &pos, &value, &version), func() error {
 		if pos < 1 || pos > int64(len(entries)) {
 			return fmt.Errorf("the warehouse answered position %d of %d keys", pos, len(entries))
 		}
-		entries[pos-1] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true}
-		value = nil
+		entries[pos-1] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}
+		value, expires = nil, nil
 		return nil
 	})
 	return err
@@ -650,12 +652,14 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 	}
 	var row pgx.Row
 	if w.IfMatch == nil {
-		row = q.QueryRow(ctx, t.stmts.Upsert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
+		row = q.QueryRow(ctx, t.stmts.Upsert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...)
 	} else {
-		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), *w.IfMatch, version)
+		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), *w.IfMatch, version)...)
 	}
 	var e warmcache.Entry
-	err := row.Scan(&e.Value, &e.Version)
+	var expires *time.Time
+	err := row.Scan(t.dest(&expires, &e.Value, &e.Version)...)
+	e.ExpiresAt = expiresAt(expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return warmcache.Entry{}, versionMismatch(w.Key, *w.IfMatch)
 	}
@@ -672,6 +676,12 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 // and, when it finds the key, fails the write and so is rolled back.
 func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
 	exists := fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, w.Key.Text)
+	if t.stmts.Expiring {
+		// An expired row is an absent key: it gives way to the new one.
+		if _, err := q.Exec(ctx, t.stmts.PurgeExpired, s.modes.Write, keyArg(t.ns, w.Key)); err != nil {
+			return warmcache.Entry{}, err
+		}
+	}
 	if t.stmts.AppendOptimized {
 		rows, err := q.Query(ctx, t.stmts.Retire, s.modes.Write, keyArg(t.ns, w.Key), version)
 		if err != nil {
@@ -685,7 +695,9 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 			return warmcache.Entry{}, exists
 		}
 	}
-	err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version)
+	var expires *time.Time
+	err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(t.dest(&expires, &e.Value, &e.Version)...)
+	e.ExpiresAt = expiresAt(expires)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return warmcache.Entry{}, exists
@@ -702,13 +714,15 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 // row. On Greenplum an UPDATE of an append-optimized table locks the table,
 // so two writers of a new key cannot both insert it.
 func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w warmcache.Write, version int64) (e warmcache.Entry, err error) {
-	rows, err := q.Query(ctx, t.stmts.Update, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)
+	rows, err := q.Query(ctx, t.stmts.Update, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...)
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
 	updated, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (warmcache.Entry, error) {
 		var e warmcache.Entry
-		err := r.Scan(&e.Value, &e.Version)
+		var expires *time.Time
+		err := r.Scan(t.dest(&expires, &e.Value, &e.Version)...)
+		e.ExpiresAt = expiresAt(expires)
 		return e, err
 	})
 	if err != nil {
@@ -716,8 +730,13 @@ func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w w
 	}
 	if len(updated) > 0 {
 		e = updated[0]
-	} else if err = q.QueryRow(ctx, t.stmts.Insert, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version).Scan(&e.Value, &e.Version); err != nil {
-		return warmcache.Entry{}, err
+	} else {
+		var expires *time.Time
+		err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(t.dest(&expires, &e.Value, &e.Version)...)
+		if err != nil {
+			return warmcache.Entry{}, err
+		}
+		e.ExpiresAt = expiresAt(expires)
 	}
 	e.Value, e.Found = jsonValue(e.Value), true
 	return e, nil
@@ -832,6 +851,45 @@ func valueArg(ns *warmcache.Namespace, value []byte) any {
 		return []byte{}
 	}
 	return value
+}
+
+// dest returns the scan destinations of a statement of t that returns
+// cols, followed by the row's expiry when the table has an expiry column
+// (see StatementSet.Expiring).
+func (t *table) dest(expires **time.Time, cols ...any) []any {
+	if t.stmts.Expiring {
+		return append(cols, expires)
+	}
+	return cols
+}
+
+// ttlArgs returns the arguments of a write statement of t, followed by the
+// write's TTL in milliseconds (NULL for none) when the table has an expiry
+// column. A write's ExpiresAt, without a TTL, becomes the TTL left until
+// it on this clock.
+func (t *table) ttlArgs(w warmcache.Write, args ...any) []any {
+	if !t.stmts.Expiring {
+		return args
+	}
+	ttl := w.TTL
+	if ttl <= 0 && !w.ExpiresAt.IsZero() {
+		ttl = max(time.Until(w.ExpiresAt), 0)
+	}
+	if ttl <= 0 && w.ExpiresAt.IsZero() {
+		return append(args, (*int64)(nil))
+	}
+	return append(args, max(ttl.Milliseconds(), 0))
+}
+
+// expiresAt returns a row's expiry column as Entry.ExpiresAt: zero for
+// NULL (never). It is cut to the millisecond, the precision every tier
+// keeps, so that all of them agree on it: a row written elsewhere with a
+// finer expiry reads as absent up to a millisecond early.
+func expiresAt(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.Truncate(time.Millisecond)
 }
 
 // jsonValue turns an SQL NULL value into the JSON null. The bytes layout

@@ -210,11 +210,18 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 	if ns.Layout == warmcache.LayoutBytes {
 		valueOID = pgtype.ByteaOID
 	}
+	// A table with an expiry column returns each row's expiry last.
+	fields := func(oids ...uint32) []uint32 {
+		if stmts.Expiring {
+			return append(oids, pgtype.TimestamptzOID)
+		}
+		return oids
+	}
 	shapes := []statementShape{
-		{"lookup", stmts.Lookup, []uint32{keyOID}, []uint32{valueOID, pgtype.Int8OID}},
-		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, []uint32{keyOID, valueOID, pgtype.Int8OID}},
-		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
-		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, []uint32{pgtype.Int8OID, valueOID, pgtype.Int8OID}},
+		{"lookup", stmts.Lookup, []uint32{keyOID}, fields(valueOID, pgtype.Int8OID)},
+		{"lookup_many", stmts.LookupMany, []uint32{keyArrayOID}, fields(keyOID, valueOID, pgtype.Int8OID)},
+		{"lookup_positions", stmts.LookupPositions, []uint32{keyArrayOID}, fields(pgtype.Int8OID, valueOID, pgtype.Int8OID)},
+		{"lookup_call", stmts.LookupCall, []uint32{keyArrayOID}, fields(pgtype.Int8OID, valueOID, pgtype.Int8OID)},
 	}
 	if ns.Writable {
 		shapes = append(shapes,
@@ -232,6 +239,11 @@ func statementShapes(ns *warmcache.Namespace, stmts StatementSet) []statementSha
 			statementShape{"retire_if_match", stmts.RetireIfMatch, nil, nil},
 			statementShape{"remove", stmts.Remove, nil, nil},
 			statementShape{"version", stmts.Version, nil, nil},
+			statementShape{"purge_expired", stmts.PurgeExpired, nil, nil},
+			statementShape{"expired_keys", stmts.ExpiredKeys, nil, nil},
+			statementShape{"delete_expired", stmts.DeleteExpired, nil, nil},
+			statementShape{"retire_expired", stmts.RetireExpired, nil, nil},
+			statementShape{"remove_expired", stmts.RemoveExpired, nil, nil},
 		)
 	}
 	return shapes

@@ -520,7 +520,7 @@ func (c *Cache) encodeFill(ns *warmcache.Namespace, e warmcache.Entry) ([]byte, 
 	v, err := c.codecs.encodeValue(ns, e)
 	if err == nil && e.Found {
 		c.fillBytes.WithLabelValues(ns.Name, "json").Add(float64(len(e.Value)))
-		c.fillBytes.WithLabelValues(ns.Name, "stored").Add(float64(len(v) - headerLen))
+		c.fillBytes.WithLabelValues(ns.Name, "stored").Add(float64(len(v) - headerSize(e)))
 	}
 	return v, err
 }

@@ -106,7 +106,7 @@ func (c *codecs) encodeValue(ns *warmcache.Namespace, e warmcache.Entry) ([]byte
 	if !e.Found || len(e.Value) == 0 || ns.Codec == "" || ns.Codec == warmcache.CodecNone {
 		return encode(e)
 	}
-	b := make([]byte, headerLen, headerLen+dictIDLen+len(e.Value))
+	b := make([]byte, headerSize(e), headerSize(e)+dictIDLen+len(e.Value))
 	format := byte(formatZstd)
 	enc := c.plainEnc
 	if ns.Codec == warmcache.CodecZstdDict {
@@ -119,7 +119,7 @@ func (c *codecs) encodeValue(ns *warmcache.Namespace, e warmcache.Entry) ([]byte
 		return nil, err
 	}
 	b = enc.EncodeAll(e.Value, b)
-	if len(b)-headerLen >= len(e.Value) {
+	if len(b)-headerSize(e) >= len(e.Value) {
 		return encode(e) // it did not shrink
 	}
 	return b, nil

@@ -12,12 +12,15 @@ import (
 //
 //	offset  size  field
 //	0       1     format: how the payload is encoded (below)
-//	1       1     kind: 'P' for a present entry, 'A' for an absent one
+//	1       1     kind: 'P' for a present entry, 'A' for an absent one,
+//	              'E' for a present entry whose row expires (a writer's TTL)
 //	2       20    version: zero-padded decimal, 0 to 9223372036854775807
 //	22      13    fresh until: Unix milliseconds, zero-padded decimal; after
 //	              it the entry is stale (Redis keeps a present entry for the
 //	              namespace's MaxStale longer, to serve while it revalidates)
-//	35      ...   payload; empty for an absent entry
+//	35      13    expires at, only with kind 'E': Unix milliseconds,
+//	              zero-padded decimal; from then on the entry reads as absent
+//	35 or 48 ...  payload; empty for an absent entry
 //
 // The formats:
 //
@@ -32,20 +35,41 @@ import (
 // byte says how to read the payload. A later format takes a new format byte,
 // and a reader that does not know it treats the value as a miss. Absent
 // entries have no payload and are always written in format '1'. Versions are
-// fixed-width digits, so the script compares them as strings.
+// fixed-width digits, so the script compares them as strings. A reader
+// that does not know kind 'E' treats the value as a miss.
 const (
 	formatRaw      = '1'
 	formatZstd     = '2'
 	formatZstdDict = '3'
 	kindPresent    = 'P'
 	kindAbsent     = 'A'
+	kindExpiring   = 'E'
 
 	versionOffset = 2
 	versionDigits = 20
 	freshOffset   = versionOffset + versionDigits
 	freshDigits   = 13
 	headerLen     = freshOffset + freshDigits
+	expiryDigits  = 13
 )
+
+// expiryMillis returns when e expires in Unix milliseconds, or zero when
+// it is absent or never expires.
+func expiryMillis(e warmcache.Entry) uint64 {
+	if !e.Found || e.ExpiresAt.IsZero() {
+		return 0
+	}
+	return uint64(max(e.ExpiresAt.UnixMilli(), 1))
+}
+
+// headerSize returns the length of e's header: headerLen, and the expiry
+// for an entry that expires.
+func headerSize(e warmcache.Entry) int {
+	if expiryMillis(e) > 0 {
+		return headerLen + expiryDigits
+	}
+	return headerLen
+}
 
 // errNegativeVersion is returned for an entry whose version the format
 // cannot hold.
@@ -54,11 +78,11 @@ var errNegativeVersion = errors.New("negative version")
 // encode returns the stored form of e in format '1'. The payload is e.Value
 // as it is; an absent entry has none.
 func encode(e warmcache.Entry) ([]byte, error) {
-	n := headerLen
+	n := headerSize(e)
 	if e.Found {
 		n += len(e.Value)
 	}
-	b := make([]byte, headerLen, n)
+	b := make([]byte, headerSize(e), n)
 	if err := putHeader(b, formatRaw, e); err != nil {
 		return nil, err
 	}
@@ -68,7 +92,7 @@ func encode(e warmcache.Entry) ([]byte, error) {
 	return b, nil
 }
 
-// putHeader writes the header of e in format into b[:headerLen].
+// putHeader writes the header of e in format into b[:headerSize(e)].
 func putHeader(b []byte, format byte, e warmcache.Entry) error {
 	if e.Version < 0 {
 		return errNegativeVersion
@@ -84,6 +108,10 @@ func putHeader(b []byte, format byte, e warmcache.Entry) error {
 		fresh = uint64(ms)
 	}
 	putDigits(b[freshOffset:headerLen], fresh)
+	if exp := expiryMillis(e); exp > 0 {
+		b[1] = kindExpiring
+		putDigits(b[headerLen:headerLen+expiryDigits], exp)
+	}
 	return nil
 }
 
@@ -115,6 +143,17 @@ func decode(b []byte) (e warmcache.Entry, format byte, ok bool) {
 	case kindPresent:
 		e.Found = true
 		e.Value = b[headerLen:]
+	case kindExpiring:
+		if len(b) < headerLen+expiryDigits {
+			return warmcache.Entry{}, 0, false
+		}
+		exp, ok := digits(b[headerLen : headerLen+expiryDigits])
+		if !ok || exp == 0 {
+			return warmcache.Entry{}, 0, false
+		}
+		e.Found = true
+		e.ExpiresAt = time.UnixMilli(exp)
+		e.Value = b[headerLen+expiryDigits:]
 	case kindAbsent:
 	default:
 		return warmcache.Entry{}, 0, false
@@ -154,8 +193,8 @@ func digits(b []byte) (int64, bool) {
 //
 // The cached entry wins when its version is newer, and when the versions are
 // equal (and not zero) and the cached entry is absent while the new one is
-// present (an absent entry at version v records that the key was gone after
-// v). An equal
+// present, of kind 'P' or 'E' (an absent entry at version v records that
+// the key was gone after v). An equal
 // version otherwise replaces the cached entry, which renews its freshness: a
 // revalidation that reads the same row again extends it. An absent entry with
 // version 0 (a read that found nothing) therefore never replaces a cached
@@ -169,7 +208,7 @@ if cur and string.len(cur) >= 22 then
   local cv = string.sub(cur, 3, 22)
   if string.find(cv, '^%d+$') then
     local nv = string.sub(new, 3, 22)
-    if cv > nv or (cv == nv and cv ~= '00000000000000000000' and string.sub(cur, 2, 2) == 'A' and string.sub(new, 2, 2) == 'P') then
+    if cv > nv or (cv == nv and cv ~= '00000000000000000000' and string.sub(cur, 2, 2) == 'A' and string.sub(new, 2, 2) ~= 'A') then
       return 0
     end
   end

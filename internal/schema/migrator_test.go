@@ -82,8 +82,8 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status before Up: %v", err)
 	}
-	if len(status) != 7 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
-		t.Fatalf("Status before Up = %+v, want 7 pending steps", status)
+	if len(status) != 9 || slices.ContainsFunc(status, func(s schema.StepStatus) bool { return s.Applied }) {
+		t.Fatalf("Status before Up = %+v, want 9 pending steps", status)
 	}
 
 	applied, err := m.Up(ctx)
@@ -91,7 +91,8 @@ func TestMigratorPostgres(t *testing.T) {
 		t.Fatalf("Up: %v", err)
 	}
 	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0002 namespace_table (people)", "0003 dictionaries",
-		"0004 freshness", "0005 namespace_freshness (widgets)", "0005 namespace_freshness (people)"}
+		"0004 freshness", "0005 namespace_freshness (widgets)", "0005 namespace_freshness (people)",
+		"0006 namespace_expiry (widgets)", "0006 namespace_expiry (people)"}
 	if got := labels(applied); !slices.Equal(got, want) {
 		t.Fatalf("Up applied %q, want %q (the unmanaged namespace gets no step)", got, want)
 	}
@@ -132,8 +133,8 @@ func TestMigratorPostgres(t *testing.T) {
 			t.Errorf("index %s = %q, want %q", idx.name, def, "CREATE "+idx.def)
 		}
 	}
-	if n := queryInt(t, conn, "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'app' AND table_name = 'people'"); n != 6 {
-		t.Errorf("app.people has %d columns, want 6", n)
+	if n := queryInt(t, conn, "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'app' AND table_name = 'people'"); n != 7 {
+		t.Errorf("app.people has %d columns, want 7 (6 and the expiry column)", n)
 	}
 
 	again, err := m.Up(ctx)
@@ -145,8 +146,8 @@ func TestMigratorPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Status: %v", err)
 	}
-	if len(status) != 7 {
-		t.Fatalf("Status has %d steps, want 7", len(status))
+	if len(status) != 9 {
+		t.Fatalf("Status has %d steps, want 9", len(status))
 	}
 	for _, s := range status {
 		if !s.Applied || s.AppliedAt.IsZero() || time.Since(s.AppliedAt) > time.Hour {
@@ -174,6 +175,13 @@ func TestMigratorPostgres(t *testing.T) {
 	}
 
 	reverted, err := m.Down(ctx)
+	if err != nil {
+		t.Fatalf("Down: %v", err)
+	}
+	if got, want := labels(reverted), []string{"0006 namespace_expiry (people)", "0006 namespace_expiry (widgets)"}; !slices.Equal(got, want) {
+		t.Fatalf("Down reverted %q, want %q", got, want)
+	}
+	reverted, err = m.Down(ctx)
 	if err != nil {
 		t.Fatalf("Down: %v", err)
 	}
@@ -269,7 +277,7 @@ func TestMigratorConcurrentUp(t *testing.T) {
 		}
 	}
 	slices.Sort(total)
-	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)"}; !slices.Equal(total, want) {
+	if want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)", "0006 namespace_expiry (widgets)"}; !slices.Equal(total, want) {
 		t.Errorf("migrators applied %q together, want each step once: %q", total, want)
 	}
 }
@@ -294,7 +302,7 @@ func TestMigratorDownRefusesUnknownScope(t *testing.T) {
 		t.Fatalf("Status: %v", err)
 	}
 	last := status[len(status)-1]
-	if len(status) != 7 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
+	if len(status) != 9 || last.Scope != "gadgets" || !last.Applied || last.Up != "" {
 		t.Errorf("Status = %+v, want the unplanned gadgets steps listed last as applied", status)
 	}
 	if reverted, err := partial.Down(ctx); err == nil || len(reverted) != 0 {
@@ -322,10 +330,10 @@ func TestMigratorThroughPgBouncer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("OpenMigrator: %v", err)
 	}
-	if applied, err := m.Up(ctx); err != nil || len(applied) != 5 {
-		t.Fatalf("Up = %q, %v; want 5 steps", labels(applied), err)
+	if applied, err := m.Up(ctx); err != nil || len(applied) != 6 {
+		t.Fatalf("Up = %q, %v; want 6 steps", labels(applied), err)
 	}
-	for _, want := range []string{"0005 namespace_freshness (widgets)", "0004 freshness", "0003 dictionaries", "0002 namespace_table (widgets)"} {
+	for _, want := range []string{"0006 namespace_expiry (widgets)", "0005 namespace_freshness (widgets)", "0004 freshness", "0003 dictionaries", "0002 namespace_table (widgets)"} {
 		if reverted, err := m.Down(ctx); err != nil || !slices.Equal(labels(reverted), []string{want}) {
 			t.Fatalf("Down = %q, %v; want %q", labels(reverted), err, want)
 		}

@@ -245,7 +245,7 @@ func TestPlanSkipsUnmanaged(t *testing.T) {
 	for _, s := range steps {
 		labels = append(labels, s.Label())
 	}
-	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)"}
+	want := []string{"0001 version_sequence", "0002 namespace_table (widgets)", "0003 dictionaries", "0004 freshness", "0005 namespace_freshness (widgets)", "0006 namespace_expiry (widgets)"}
 	if strings.Join(labels, "|") != strings.Join(want, "|") {
 		t.Errorf("steps = %q, want %q", labels, want)
 	}

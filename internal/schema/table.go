@@ -68,7 +68,20 @@ type tableData struct {
 	VersionIndexQualified string
 	// triggerBase starts the names of the namespace's triggers.
 	triggerBase string
+
+	// The fields of 0006_namespace_expiry.
+	// ExpiresColumn is the quoted expiry column (Namespace.ExpiresColumn,
+	// or DefaultExpiresColumn when it is empty); ExpiresIndex is the quoted
+	// name of its index, and ExpiresIndexQualified is it with the table's
+	// schema.
+	ExpiresColumn         string
+	ExpiresIndex          string
+	ExpiresIndexQualified string
 }
+
+// DefaultExpiresColumn is the expiry column of a managed namespace that
+// names none.
+const DefaultExpiresColumn = "expires_at"
 
 // Trigger returns the quoted name of the namespace's trigger for what,
 // such as "widgets_warmcache_deletes".
@@ -331,6 +344,18 @@ func (c *tableCheck) names(t *tableData, ns *warmcache.Namespace) {
 	t.VersionIndex = quote(versionIndex)
 	t.VersionIndexQualified = sanitize(schemaName, versionIndex)
 	t.triggerBase = base
+	expires := ns.ExpiresColumn
+	if expires == "" {
+		expires = DefaultExpiresColumn
+	}
+	c.ident("expires_column", expires)
+	expiresIndex := base + "_" + expires + "_idx"
+	if len(expiresIndex) > dialect.MaxIdentifierLen {
+		c.bad("table: index name %q would be longer than %d bytes; choose shorter names", expiresIndex, dialect.MaxIdentifierLen)
+	}
+	t.ExpiresColumn = quote(expires)
+	t.ExpiresIndex = quote(expiresIndex)
+	t.ExpiresIndexQualified = sanitize(schemaName, expiresIndex)
 }
 
 // columns checks ns's key, value and version columns and fills t's

@@ -77,6 +77,11 @@ type Namespace struct {
 	ContentType string
 	// VersionColumn holds a number that grows with every write of a row.
 	VersionColumn string
+	// ExpiresColumn, a nullable timestamptz column, holds when a row
+	// expires (a writer's TTL); NULL means never. From then on the row
+	// reads as absent on every tier, and a sweeper deletes it. Empty means
+	// the table has no such column, and writes with a TTL are refused.
+	ExpiresColumn string
 	// TTL bounds how long a value stays in the hot tier.
 	TTL time.Duration
 	// NegativeTTL bounds how long an absent key is remembered as absent.

@@ -91,6 +91,13 @@ type Options struct {
 	// reads that arrive while all lanes are busy wait and go together in
 	// the next pipeline. Zero means 2.
 	HotLanes int
+	// SweepInterval is how often RunSweeper deletes the rows whose expiry
+	// has passed. Zero means a second; negative turns the sweeper off
+	// (expired rows still read as absent).
+	SweepInterval time.Duration
+	// SweepBatch bounds the rows one sweeper transaction deletes. Zero
+	// means 500.
+	SweepBatch int
 }
 
 // The defaults of Options: what a zero field means. The exported ones are
@@ -157,5 +164,9 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.SweepInterval == 0 {
+		o.SweepInterval = DefaultSweepInterval
+	}
+	def(&o.SweepBatch, DefaultSweepBatch)
 	return o
 }

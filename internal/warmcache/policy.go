@@ -62,30 +62,52 @@ func (s *Service) fills(ns *Namespace, keys []Key, entries []Entry) []Fill {
 		if e.Found && ns.MaxStale > 0 {
 			keep += ns.MaxStale
 		}
+		if e.Found && !e.ExpiresAt.IsZero() {
+			// An item with a TTL is never kept, nor fresh, past its
+			// expiry; one that expired already is kept a millisecond,
+			// and reads treat it as absent (see pastExpiry).
+			keep = max(min(keep, e.ExpiresAt.Sub(now)), time.Millisecond)
+			if e.ExpiresAt.Before(e.FreshUntil) {
+				e.FreshUntil = e.ExpiresAt
+			}
+		}
 		out[i] = Fill{Key: keys[i], Entry: e, Keep: keep}
 	}
 	return out
 }
 
-// expired reports whether a cached entry is past its freshness.
+// expired reports whether a cached entry is past its freshness, or past
+// its expiry.
 func (s *Service) expired(e Entry) bool {
-	return !e.FreshUntil.IsZero() && s.opts.Now().After(e.FreshUntil)
+	return (!e.FreshUntil.IsZero() && s.opts.Now().After(e.FreshUntil)) || s.pastExpiry(e)
+}
+
+// pastExpiry reports whether e is a present entry whose row has expired
+// (its writer's TTL has run out): it then reads as absent on every tier,
+// even before the sweeper deletes the row.
+func (s *Service) pastExpiry(e Entry) bool {
+	return e.Found && !e.ExpiresAt.IsZero() && !s.opts.Now().Before(e.ExpiresAt)
 }
 
 // servableStale reports whether an expired entry may still be served: it is
-// present and within the namespace's MaxStale of its freshness.
+// present, within the namespace's MaxStale of its freshness, and not past
+// its row's expiry.
 func (s *Service) servableStale(ns *Namespace, e Entry) bool {
-	return e.Found && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
+	return e.Found && !s.pastExpiry(e) && !s.opts.Now().After(e.FreshUntil.Add(ns.MaxStale))
 }
 
 // nearLife returns how long the near cache keeps e of ns: the namespace's
 // NearTTL, cut short at e's FreshUntil when that comes first, so that the
-// near cache never serves an entry the hot tier holds as expired. Zero or
-// less means not at all.
+// near cache never serves an entry the hot tier holds as expired, and at
+// its row's expiry (a TTL the writer set). Zero or less means not at all.
 func (s *Service) nearLife(ns *Namespace, e Entry) time.Duration {
 	d := ns.NearTTL
+	now := s.opts.Now()
 	if !e.FreshUntil.IsZero() {
-		d = min(d, e.FreshUntil.Sub(s.opts.Now()))
+		d = min(d, e.FreshUntil.Sub(now))
+	}
+	if e.Found && !e.ExpiresAt.IsZero() {
+		d = min(d, e.ExpiresAt.Sub(now))
 	}
 	return d
 }

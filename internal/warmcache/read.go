@@ -98,7 +98,17 @@ func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit i
 	if err != nil {
 		return err
 	}
-	return r.fromWarm(ctx, missed, missedAt)
+	if err := r.fromWarm(ctx, missed, missedAt); err != nil {
+		return err
+	}
+	// An item whose expiry passed while it was read reads as absent: no
+	// read that ends after an item's expiry returns its value.
+	for i := range items {
+		if e := items[i].Entry; s.pastExpiry(e) {
+			items[i].Entry = Entry{}
+		}
+	}
+	return nil
 }
 
 // reading is the state of one read.
@@ -126,7 +136,7 @@ func (r *reading) fromNear(ctx context.Context) []int {
 	_, end := r.s.step(ctx, "near", r.ns)
 	for i := range r.items {
 		it := &r.items[i]
-		if e, ok := r.near.Get(r.ns, it.Key); ok {
+		if e, ok := r.near.Get(r.ns, it.Key); ok && !r.s.pastExpiry(e) {
 			r.s.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()
 			it.Entry, it.Source = e, SourceNear
 			r.size += len(e.Value)

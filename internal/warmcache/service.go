@@ -45,6 +45,7 @@ type Service struct {
 	flightJoin *prometheus.CounterVec
 	stale      *prometheus.CounterVec
 	batchKeys  *prometheus.HistogramVec
+	sweeps     sweepMetrics
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -93,7 +94,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"namespace", "tier", "result"})
 	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
-		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write) and result (ok, error).",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write, expire: rows the sweeper deleted) and result (ok, error).",
 	}, []string{"namespace", "reason", "result"})
 	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",
@@ -117,7 +118,8 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		}
 		return 0
 	})
-	return promreg.Register(reg, "warmcache", s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys)
+	s.sweeps = newSweepMetrics()
+	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, s.sweeps.collectors()...)...)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into

@@ -93,6 +93,11 @@ type Write struct {
 	AbsentOK bool
 	// ExpiresAt, when not zero, is when the upserted row expires.
 	ExpiresAt time.Time
+	// TTL, when positive, makes the upserted row expire that long after
+	// the warehouse's clock at the write, so that every instance agrees on
+	// the expiry; it wins over ExpiresAt. The entry the write returns
+	// carries the expiry the warehouse computed.
+	TTL time.Duration
 }
 
 // Near is an optional in-process cache in front of the hot tier (L1): small,

@@ -58,9 +58,15 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 			if err := checkValue(ns, op.Value, s.opts.MaxValueBytes, s.opts.MaxValueDepth); err != nil {
 				return nil, err
 			}
+			if err := checkTTL(ns, op.TTL); err != nil {
+				return nil, err
+			}
 		}
 		writes[i] = Write{Key: key, Value: op.Value, Delete: op.Delete, IfMatch: op.IfMatch,
 			IfAbsent: op.IfAbsent && !op.Delete, AbsentOK: op.AbsentOK && op.Delete}
+		if !op.Delete {
+			writes[i].TTL = op.TTL
+		}
 	}
 	var entries []Entry
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
@@ -91,6 +97,26 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	s.written(ctx, ns, keys, final)
 	s.outcome(ctx, ns, "write", true)
 	return items, nil
+}
+
+// MaxTTL bounds the TTL of one write: ten years.
+const MaxTTL = 10 * 365 * 24 * time.Hour
+
+// checkTTL refuses a TTL that is negative, longer than MaxTTL, or set in a
+// namespace whose table has no expiry column, with an error that wraps
+// ErrInvalidValue.
+func checkTTL(ns *Namespace, ttl time.Duration) error {
+	switch {
+	case ttl == 0:
+		return nil
+	case ttl < 0:
+		return fmt.Errorf("%w: the TTL %v is negative", ErrInvalidValue, ttl)
+	case ttl > MaxTTL:
+		return fmt.Errorf("%w: the TTL %v is longer than %v", ErrInvalidValue, ttl, MaxTTL)
+	case ns.ExpiresColumn == "":
+		return fmt.Errorf("%w: namespace %q has no expiry column, so its items cannot have a TTL", ErrInvalidValue, ns.Name)
+	}
+	return nil
 }
 
 // Put stores value under key: first in the warehouse, then, once committed,
@@ -200,6 +226,9 @@ const (
 	// retireLoad is the keys a bulk load changed, read back once it
 	// committed.
 	retireLoad retireReason = "load"
+	// retireExpire is the rows the sweeper deleted once their expiry
+	// passed.
+	retireExpire retireReason = "expire"
 )
 
 // invalidateAll is the version of the near-cache mark of an explicit
@@ -282,6 +311,9 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 	}
 	if near := s.near(ns); near != nil {
 		s.keepNear(near, ns, key, e)
+	}
+	if s.pastExpiry(e) {
+		e = Entry{} // it expired while it was read
 	}
 	return s.answer(ns, Item{Key: key, Entry: e, Source: SourceWarm})
 }

@@ -16,6 +16,7 @@ package warmcachev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -40,7 +41,10 @@ type Item struct {
 	Version int64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
 	// source says which tier answered a read: "hit" or "miss" (the REST
 	// X-Cache header); empty for Query, which always reads the warehouse.
-	Source        string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	Source string `protobuf:"bytes,4,opt,name=source,proto3" json:"source,omitempty"`
+	// expires_at is when the item expires, as its writer's ttl_seconds set
+	// it (the REST Warmcache-Expires header); unset when it never expires.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +105,13 @@ func (x *Item) GetSource() string {
 		return x.Source
 	}
 	return ""
+}
+
+func (x *Item) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
 }
 
 type GetRequest struct {
@@ -334,8 +345,12 @@ type PutRequest struct {
 	// expected_version, when set, is the version the row must have (REST
 	// If-Match).
 	ExpectedVersion *int64 `protobuf:"varint,4,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ttl_seconds, when above zero, makes the item expire that many seconds
+	// after the write, on the warehouse's clock (REST ?ttl=); from then on
+	// it reads as absent. Zero means never.
+	TtlSeconds    int64 `protobuf:"varint,10,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PutRequest) Reset() {
@@ -392,6 +407,13 @@ func (x *PutRequest) GetValue() []byte {
 func (x *PutRequest) GetExpectedVersion() int64 {
 	if x != nil && x.ExpectedVersion != nil {
 		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *PutRequest) GetTtlSeconds() int64 {
+	if x != nil {
+		return x.TtlSeconds
 	}
 	return 0
 }
@@ -981,12 +1003,15 @@ var File_warmcache_v1_warmcache_proto protoreflect.FileDescriptor
 
 const file_warmcache_v1_warmcache_proto_rawDesc = "" +
 	"\n" +
-	"\x1cwarmcache/v1/warmcache.proto\x12\fwarmcache.v1\"`\n" +
+	"\x1cwarmcache/v1/warmcache.proto\x12\fwarmcache.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9b\x01\n" +
 	"\x04Item\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x03R\aversion\x12\x16\n" +
-	"\x06source\x18\x04 \x01(\tR\x06source\"<\n" +
+	"\x06source\x18\x04 \x01(\tR\x06source\x129\n" +
+	"\n" +
+	"expires_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"<\n" +
 	"\n" +
 	"GetRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
@@ -1000,13 +1025,16 @@ const file_warmcache_v1_warmcache_proto_rawDesc = "" +
 	"\fMGetResponse\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.warmcache.v1.ItemR\x05items\x12\x18\n" +
 	"\amissing\x18\x02 \x03(\tR\amissing\x12!\n" +
-	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\x97\x01\n" +
+	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\"\xb8\x01\n" +
 	"\n" +
 	"PutRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12.\n" +
-	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01B\x13\n" +
+	"\x10expected_version\x18\x04 \x01(\x03H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x1f\n" +
+	"\vttl_seconds\x18\n" +
+	" \x01(\x03R\n" +
+	"ttlSecondsB\x13\n" +
 	"\x11_expected_version\"X\n" +
 	"\vPutResponse\x12&\n" +
 	"\x04item\x18\x01 \x01(\v2\x12.warmcache.v1.ItemR\x04item\x12!\n" +
@@ -1069,48 +1097,50 @@ func file_warmcache_v1_warmcache_proto_rawDescGZIP() []byte {
 
 var file_warmcache_v1_warmcache_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_warmcache_v1_warmcache_proto_goTypes = []any{
-	(*Item)(nil),               // 0: warmcache.v1.Item
-	(*GetRequest)(nil),         // 1: warmcache.v1.GetRequest
-	(*GetResponse)(nil),        // 2: warmcache.v1.GetResponse
-	(*MGetRequest)(nil),        // 3: warmcache.v1.MGetRequest
-	(*MGetResponse)(nil),       // 4: warmcache.v1.MGetResponse
-	(*PutRequest)(nil),         // 5: warmcache.v1.PutRequest
-	(*PutResponse)(nil),        // 6: warmcache.v1.PutResponse
-	(*DeleteRequest)(nil),      // 7: warmcache.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 8: warmcache.v1.DeleteResponse
-	(*QueryRequest)(nil),       // 9: warmcache.v1.QueryRequest
-	(*QueryResponse)(nil),      // 10: warmcache.v1.QueryResponse
-	(*LoadRecord)(nil),         // 11: warmcache.v1.LoadRecord
-	(*LoadRequest)(nil),        // 12: warmcache.v1.LoadRequest
-	(*LoadResponse)(nil),       // 13: warmcache.v1.LoadResponse
-	(*InvalidateRequest)(nil),  // 14: warmcache.v1.InvalidateRequest
-	(*InvalidateResponse)(nil), // 15: warmcache.v1.InvalidateResponse
+	(*Item)(nil),                  // 0: warmcache.v1.Item
+	(*GetRequest)(nil),            // 1: warmcache.v1.GetRequest
+	(*GetResponse)(nil),           // 2: warmcache.v1.GetResponse
+	(*MGetRequest)(nil),           // 3: warmcache.v1.MGetRequest
+	(*MGetResponse)(nil),          // 4: warmcache.v1.MGetResponse
+	(*PutRequest)(nil),            // 5: warmcache.v1.PutRequest
+	(*PutResponse)(nil),           // 6: warmcache.v1.PutResponse
+	(*DeleteRequest)(nil),         // 7: warmcache.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 8: warmcache.v1.DeleteResponse
+	(*QueryRequest)(nil),          // 9: warmcache.v1.QueryRequest
+	(*QueryResponse)(nil),         // 10: warmcache.v1.QueryResponse
+	(*LoadRecord)(nil),            // 11: warmcache.v1.LoadRecord
+	(*LoadRequest)(nil),           // 12: warmcache.v1.LoadRequest
+	(*LoadResponse)(nil),          // 13: warmcache.v1.LoadResponse
+	(*InvalidateRequest)(nil),     // 14: warmcache.v1.InvalidateRequest
+	(*InvalidateResponse)(nil),    // 15: warmcache.v1.InvalidateResponse
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 }
 var file_warmcache_v1_warmcache_proto_depIdxs = []int32{
-	0,  // 0: warmcache.v1.GetResponse.item:type_name -> warmcache.v1.Item
-	0,  // 1: warmcache.v1.MGetResponse.items:type_name -> warmcache.v1.Item
-	0,  // 2: warmcache.v1.PutResponse.item:type_name -> warmcache.v1.Item
-	0,  // 3: warmcache.v1.QueryResponse.items:type_name -> warmcache.v1.Item
-	11, // 4: warmcache.v1.LoadRequest.records:type_name -> warmcache.v1.LoadRecord
-	1,  // 5: warmcache.v1.Cache.Get:input_type -> warmcache.v1.GetRequest
-	3,  // 6: warmcache.v1.Cache.MGet:input_type -> warmcache.v1.MGetRequest
-	5,  // 7: warmcache.v1.Cache.Put:input_type -> warmcache.v1.PutRequest
-	7,  // 8: warmcache.v1.Cache.Delete:input_type -> warmcache.v1.DeleteRequest
-	9,  // 9: warmcache.v1.Cache.Query:input_type -> warmcache.v1.QueryRequest
-	12, // 10: warmcache.v1.Cache.Load:input_type -> warmcache.v1.LoadRequest
-	14, // 11: warmcache.v1.Cache.Invalidate:input_type -> warmcache.v1.InvalidateRequest
-	2,  // 12: warmcache.v1.Cache.Get:output_type -> warmcache.v1.GetResponse
-	4,  // 13: warmcache.v1.Cache.MGet:output_type -> warmcache.v1.MGetResponse
-	6,  // 14: warmcache.v1.Cache.Put:output_type -> warmcache.v1.PutResponse
-	8,  // 15: warmcache.v1.Cache.Delete:output_type -> warmcache.v1.DeleteResponse
-	10, // 16: warmcache.v1.Cache.Query:output_type -> warmcache.v1.QueryResponse
-	13, // 17: warmcache.v1.Cache.Load:output_type -> warmcache.v1.LoadResponse
-	15, // 18: warmcache.v1.Cache.Invalidate:output_type -> warmcache.v1.InvalidateResponse
-	12, // [12:19] is the sub-list for method output_type
-	5,  // [5:12] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	16, // 0: warmcache.v1.Item.expires_at:type_name -> google.protobuf.Timestamp
+	0,  // 1: warmcache.v1.GetResponse.item:type_name -> warmcache.v1.Item
+	0,  // 2: warmcache.v1.MGetResponse.items:type_name -> warmcache.v1.Item
+	0,  // 3: warmcache.v1.PutResponse.item:type_name -> warmcache.v1.Item
+	0,  // 4: warmcache.v1.QueryResponse.items:type_name -> warmcache.v1.Item
+	11, // 5: warmcache.v1.LoadRequest.records:type_name -> warmcache.v1.LoadRecord
+	1,  // 6: warmcache.v1.Cache.Get:input_type -> warmcache.v1.GetRequest
+	3,  // 7: warmcache.v1.Cache.MGet:input_type -> warmcache.v1.MGetRequest
+	5,  // 8: warmcache.v1.Cache.Put:input_type -> warmcache.v1.PutRequest
+	7,  // 9: warmcache.v1.Cache.Delete:input_type -> warmcache.v1.DeleteRequest
+	9,  // 10: warmcache.v1.Cache.Query:input_type -> warmcache.v1.QueryRequest
+	12, // 11: warmcache.v1.Cache.Load:input_type -> warmcache.v1.LoadRequest
+	14, // 12: warmcache.v1.Cache.Invalidate:input_type -> warmcache.v1.InvalidateRequest
+	2,  // 13: warmcache.v1.Cache.Get:output_type -> warmcache.v1.GetResponse
+	4,  // 14: warmcache.v1.Cache.MGet:output_type -> warmcache.v1.MGetResponse
+	6,  // 15: warmcache.v1.Cache.Put:output_type -> warmcache.v1.PutResponse
+	8,  // 16: warmcache.v1.Cache.Delete:output_type -> warmcache.v1.DeleteResponse
+	10, // 17: warmcache.v1.Cache.Query:output_type -> warmcache.v1.QueryResponse
+	13, // 18: warmcache.v1.Cache.Load:output_type -> warmcache.v1.LoadResponse
+	15, // 19: warmcache.v1.Cache.Invalidate:output_type -> warmcache.v1.InvalidateResponse
+	13, // [13:20] is the sub-list for method output_type
+	6,  // [6:13] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_warmcache_v1_warmcache_proto_init() }

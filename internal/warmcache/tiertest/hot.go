@@ -31,7 +31,9 @@ import (
 //   - GetMany's entries and hits follow its keys, duplicates and misses
 //     included; a cached absent entry is a hit, a key that holds nothing
 //     is not;
-//   - FreshUntil is kept (at millisecond precision);
+//   - FreshUntil and a present entry's ExpiresAt are kept (at millisecond
+//     precision), and an absent entry wins over a present one with an
+//     expiry at its version;
 //   - Keep bounds the lifetime of a fill (kept until it ends, gone past
 //     it); a refused fill leaves the cached entry's lifetime, a renewal
 //     takes its own; an expired entry refuses no fill;
@@ -109,6 +111,7 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 		top := slices.Max(versions)
 		h.expect(t, k, present(top, fmt.Sprintf(`{"v":%d}`, top)))
 	})
+	t.Run("ExpiresAt is kept", func(t *testing.T) { hotExpiry(t, open(t)) })
 	t.Run("GetMany keeps order and length", func(t *testing.T) {
 		h := open(t)
 		h.fill(t,

@@ -41,6 +41,8 @@ const NearLife = time.Hour
 //     dropped delete refuses a row at its version); it keeps an
 //     invalidation's mark as it is, and leaves a key with nothing cached
 //     alone;
+//   - an entry is not served from its ExpiresAt (a row's TTL) on, whatever
+//     its NearTTL, when the clock tells its time;
 //   - namespaces are apart.
 func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmcache.Near, Clock)) {
 	t.Helper()
@@ -84,6 +86,10 @@ func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmc
 			}
 		})
 	}
+	t.Run("an entry is not served past its expiry", func(t *testing.T) {
+		n, clock := open(t)
+		nearExpiry(t, n, clock)
+	})
 	t.Run("namespaces are apart", func(t *testing.T) {
 		n, _ := open(t)
 		other := &warmcache.Namespace{Name: ns.Name + "-other", NearTTL: time.Hour}

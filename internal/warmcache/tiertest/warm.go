@@ -44,7 +44,9 @@ type WarmTier struct {
 //   - a transaction applies all its writes in their order, or none: a
 //     failing write rolls back the earlier ones;
 //   - LookupMany's entries follow its keys, duplicates and absent keys
-//     included.
+//     included;
+//   - with an expiry column (Namespace.ExpiresColumn), the expiry rules of
+//     warmExpiry: TTLs, expired rows read as absent, DeleteExpired.
 func Warm(t *testing.T, newWarm func(t *testing.T) WarmTier) {
 	t.Helper()
 	// Keys are decimal numbers from a random base, so that the rules of
@@ -388,6 +390,7 @@ func Warm(t *testing.T, newWarm func(t *testing.T) WarmTier) {
 			t.Errorf("Ping = %v", err)
 		}
 	})
+	warmExpiry(t, open)
 }
 
 // warmTier is a warm tier under test with the suite's source of keys.

@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS {{.ExpiresIndexQualified}};
+ALTER TABLE {{.Table}} DROP COLUMN IF EXISTS {{.ExpiresColumn}};
