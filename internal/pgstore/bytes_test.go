@@ -156,7 +156,7 @@ func TestBytesStorage(t *testing.T) {
 // bytesSchema creates the table of a bytes namespace by hand.
 const bytesSchema = `
 CREATE SEQUENCE warmcache_version_seq CACHE 1;
-CREATE TABLE blobs (key text PRIMARY KEY, blob bytea NOT NULL, version bigint NOT NULL);
+CREATE TABLE blobs (key text PRIMARY KEY, blob bytea NOT NULL, version bigint NOT NULL, expires_at timestamptz NULL);
 `
 
 // TestBytesTargets round-trips every byte value with each exec mode and

@@ -298,10 +298,10 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 		// The value is bytea as the writer sent it: the parameter is
 		// bytes, never text cast to JSON.
 		value := ident(ns.ValueColumn)
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) VALUES ($1::%s, $2::bytea, $3::bigint)",
-			table, key, value, version, keyType)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1) RETURNING %s, t.%s",
-			insertInto, key, value, value, version, version, version, valueExpr(ns, "t."), version)
+		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) VALUES ($1::%s, $2::bytea, $3::bigint%s)",
+			table, key, value, version, insCol, keyType, insVal)
+		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
+			insertInto, key, value, value, version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
 		set = value + " = $2::bytea"
 	case warmcache.LayoutColumns:
 		// json_populate_record maps the object's fields onto a row of the
