@@ -29,12 +29,7 @@ import (
 // binaryPath is the warmcache binary TestMain builds.
 var binaryPath string
 
-func TestMain(m *testing.M) {
-	testproc.MainWithBinary("abuse", func(bin string) int {
-		binaryPath = bin
-		return m.Run()
-	})
-}
+func TestMain(m *testing.M) { harness.Main(m, "abuse", &binaryPath) }
 
 // The API keys every server has: a token per role.
 const (

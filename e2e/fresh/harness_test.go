@@ -29,12 +29,7 @@ import (
 // TestMain.
 var warmcacheBin string
 
-func TestMain(m *testing.M) {
-	testproc.MainWithBinary("fresh", func(bin string) int {
-		warmcacheBin = bin
-		return m.Run()
-	})
-}
+func TestMain(m *testing.M) { harness.Main(m, "fresh", &warmcacheBin) }
 
 // namespacesYAML declares the one namespace of the tests: a long TTL, so
 // that only change capture or polling can make a changed key fresh.

@@ -12,19 +12,13 @@ import (
 
 	"github.com/warmcache/warmcache/e2e/internal/harness"
 	"github.com/warmcache/warmcache/internal/testenv"
-	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // warmcacheBin is the warmcache binary that TestMain builds, for the
 // subcommands other than serve.
 var warmcacheBin string
 
-func TestMain(m *testing.M) {
-	testproc.MainWithBinary("service", func(bin string) int {
-		warmcacheBin = bin
-		return m.Run()
-	})
-}
+func TestMain(m *testing.M) { harness.Main(m, "service", &warmcacheBin) }
 
 // startServer runs `warmcache serve` in-process on a free port with env
 // (harness.Serve) and returns its base URL. The server is shut down, and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/warmcache/warmcache/internal/testproc"
 	"io"
 	"os/exec"
 	"sort"
@@ -62,4 +63,15 @@ func MigrateAndSeed(t testing.TB, bin, dsn string, n int) {
 		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
 	}
 	SeedWidgets(t, dsn, n)
+}
+
+// Main is the body of a TestMain whose tests run the warmcache binary: it
+// builds the binary once into a fresh directory (testproc.MainWithBinary,
+// which names suite if the build fails), sets *bin to its path, runs m and
+// exits with its code.
+func Main(m *testing.M, suite string, bin *string) {
+	testproc.MainWithBinary(suite, func(path string) int {
+		*bin = path
+		return m.Run()
+	})
 }
