@@ -5,12 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/warmcache/warmcache/internal/testproc"
 	"io"
 	"os/exec"
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // Run runs the warmcache binary bin with args, with the environment of env
