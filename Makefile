@@ -12,7 +12,7 @@ HTTP_ADDR ?= 127.0.0.1:8080
 # Extra flags for `make test`, e.g. make test TESTFLAGS='-run TestTier -v'
 TESTFLAGS ?=
 # The packages `make test` tests; the fuzz targets run only with all of them,
-# e.g. make test PKGS=./internal/faulttest TESTFLAGS='-run TestFaultRedis'
+# e.g. make test PKGS=./e2e/fault TESTFLAGS='-run TestFaultRedis'
 PKGS ?= ./...
 # Extra flags for `make bench`, e.g. make bench BENCHFLAGS='-duration 10s -workers 64'
 BENCHFLAGS ?=
@@ -20,7 +20,7 @@ BENCHFLAGS ?=
 # daprd's own client for pluggable state stores
 # (github.com/dapr/dapr/pkg/components/state), which brings in Kubernetes'
 # client packages: Dapr's conformance suite
-# (internal/daprstore/conformance) and TestDaprPluggable (cmd/warmcache).
+# (e2e/conformance) and TestDaprPluggable (e2e/service).
 # Without the tag, go test and go vet leave those tests out.
 TAGS ?= daprd
 # Inputs each fuzz target tries in `make test`. A count, not a duration: with
@@ -88,7 +88,7 @@ run-dapr:
 
 # The node packages of the @dapr/dapr check that TestDaprJavaScriptSDKOverHTTP
 # runs, installed from their committed package-lock.json.
-DAPR_NODE := internal/daprapi/testdata/node
+DAPR_NODE := e2e/service/testdata/node
 
 # The WARMCACHE_TEST_* defaults from `localstack env` apply only to
 # variables not already set in the environment (CI may set its own).

@@ -456,7 +456,7 @@ func (h *harness) writeReport() error {
 	}
 	// The hand-written reading of the results (what bounds each target and
 	// what would move it) follows the measured part, and then the results
-	// of the freshness benchmark (internal/freshtest), which runs on a
+	// of the freshness benchmark (e2e/fresh), which runs on a
 	// cluster of its own.
 	for _, part := range []string{"analysis.md", "freshness.md"} {
 		if text, err := os.ReadFile(filepath.Join(h.opts.OutDir, part)); err == nil {

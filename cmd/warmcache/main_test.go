@@ -1,73 +1,18 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5"
-
-	"github.com/warmcache/warmcache/internal/testenv"
 )
 
-// startServer runs `warmcache serve` in-process on a free port with env and
-// returns its base URL. The server is shut down, and must return nil, when
-// the test ends.
-func startServer(t *testing.T, env map[string]string) string {
-	t.Helper()
-	// Tests assert that a read's fill reaches Redis, so the fill must not
-	// miss a 50ms deadline on a machine busy with the rest of the suite.
-	if env["WARMCACHE_HOT_TIMEOUT"] == "" {
-		withTimeout := map[string]string{"WARMCACHE_HOT_TIMEOUT": "1s"}
-		for k, v := range env {
-			withTimeout[k] = v
-		}
-		env = withTimeout
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	var stderr bytes.Buffer
-	go func() {
-		err := run(ctx, []string{"serve", "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, getenv(env), pw, &stderr)
-		pw.CloseWithError(fmt.Errorf("server stopped: %v", err))
-		done <- err
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v after shutdown; log:\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("serve did not return within 30s of shutdown")
-		}
-	})
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("server did not start: %v; log:\n%s", err, stderr.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	const prefix = "warmcache: serving HTTP on "
-	if !strings.HasPrefix(line, prefix) {
-		t.Fatalf("unexpected first line %q", line)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(line, prefix))
-}
+// These tests run the program's flags and run without any server. The
+// tests that start servers, and run every subcommand against them, are in
+// e2e/ (see e2e/README.md).
 
-// Unless m sets it, WARMCACHE_FRESHNESS is off: these tests share the
-// stack's PostgreSQL, whose wal_level is logical, and a server with change
-// capture would leave a replication slot in each test's database, which
-// could then not be dropped. Freshness has its own tests (internal/freshtest)
-// on clusters of their own.
+// getenv returns a lookup over m in which WARMCACHE_FRESHNESS is off unless
+// m sets it.
 func getenv(m map[string]string) func(string) string {
 	return func(k string) string {
 		if v, ok := m[k]; ok {
@@ -77,151 +22,6 @@ func getenv(m map[string]string) func(string) string {
 			return "off"
 		}
 		return ""
-	}
-}
-
-// migrateAndSeed applies the migrations to dsn and inserts widgets 1..n.
-func migrateAndSeed(t *testing.T, dsn string, n int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"migrate", "up"}, getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}), &out, &errOut); err != nil {
-		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
-	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	_, err = conn.Exec(ctx, `INSERT INTO widgets (key, value, version)
-		SELECT i, jsonb_build_object('widget', jsonb_build_object('id', i::text, 'debug', 'on')), nextval('warmcache_version_seq')
-		FROM generate_series(1, $1::int) AS i`, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-type response struct {
-	status int
-	header http.Header
-	body   string
-}
-
-func call(t *testing.T, method, url, body string, header ...string) response {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return response{res.StatusCode, res.Header, string(b)}
-}
-
-// errorCode checks the JSON error shape and returns its code.
-func errorCode(t *testing.T, r response) string {
-	t.Helper()
-	var doc struct {
-		Error struct{ Code, Message string } `json:"error"`
-	}
-	if err := json.Unmarshal([]byte(r.body), &doc); err != nil || doc.Error.Code == "" || doc.Error.Message == "" {
-		t.Fatalf("status %d body %q is not the JSON error shape", r.status, r.body)
-	}
-	return doc.Error.Code
-}
-
-func TestEndToEnd(t *testing.T) {
-	redisAddr := testenv.RedisAddr(t)
-	paths := []struct {
-		name   string
-		dsn    func(t *testing.T, direct string) string
-		pooler string
-	}{
-		{"direct", func(_ *testing.T, direct string) string { return direct }, "none"},
-		{"pgbouncer", func(t *testing.T, direct string) string {
-			return testenv.PgBouncerDSN(t, testenv.DatabaseName(t, direct))
-		}, "pgbouncer"},
-	}
-	for _, p := range paths {
-		t.Run(p.name, func(t *testing.T) {
-			dsn := testenv.NewDatabase(t)
-			migrateAndSeed(t, dsn, 100)
-			base := startServer(t, map[string]string{
-				"WARMCACHE_POSTGRES_DSN": p.dsn(t, dsn),
-				"WARMCACHE_PG_POOLER":    p.pooler,
-				"WARMCACHE_REDIS_ADDRS":  redisAddr,
-				"WARMCACHE_REDIS_PREFIX": "e2e-" + testenv.RandomSuffix(t) + ":",
-			})
-			checkREST(t, base, "widgets")
-			// checkREST deletes under If-Match; a DELETE without one
-			// removes the key as well.
-			if r := call(t, "DELETE", base+"/v1/kv/widgets/9", ""); r.status != 204 {
-				t.Fatalf("DELETE = %d %s, want 204", r.status, r.body)
-			}
-			if r := call(t, "GET", base+"/v1/kv/widgets/9", ""); r.status != 404 || errorCode(t, r) != "not_found" {
-				t.Fatalf("GET after DELETE = %d %s, want 404 not_found", r.status, r.body)
-			}
-
-			bad := []struct {
-				name, method, path, body string
-				status                   int
-				code                     string
-			}{
-				{"unknown namespace", "GET", "/v1/kv/nope/1", "", 404, "unknown_namespace"},
-				{"non-numeric key", "GET", "/v1/kv/widgets/abc", "", 400, "invalid_key"},
-				{"key out of range", "GET", "/v1/kv/widgets/99999999999999999999", "", 400, "invalid_key"},
-				{"invalid JSON body", "PUT", "/v1/kv/widgets/7", `{"a":`, 400, "invalid_value"},
-				{"empty body", "PUT", "/v1/kv/widgets/7", ``, 400, "invalid_value"},
-				{"oversize body", "PUT", "/v1/kv/widgets/7", `"` + strings.Repeat("x", 2<<20) + `"`, 413, "too_large"},
-				{"method not allowed", "PATCH", "/v1/kv/widgets/7", `{}`, 405, "method_not_allowed"},
-				{"mget not JSON", "POST", "/v1/kv/widgets/_mget", `keys`, 400, "invalid_request"},
-				{"mget unknown field", "POST", "/v1/kv/widgets/_mget", `{"kees":[1]}`, 400, "invalid_request"},
-				{"mget bad key", "POST", "/v1/kv/widgets/_mget", `{"keys":[1.5]}`, 400, "invalid_request"},
-				{"mget too many keys", "POST", "/v1/kv/widgets/_mget", `{"keys":[` + strings.Repeat("1,", 1000) + `1]}`, 413, "too_large"},
-				{"bad If-Match", "PUT", "/v1/kv/widgets/7", `{}`, 400, "invalid_request"},
-				{"no route", "GET", "/v2/everything", "", 404, "no_route"},
-			}
-			sqlBefore := sqlQueries(t, base)
-			for _, b := range bad {
-				t.Run(b.name, func(t *testing.T) {
-					var hdr []string
-					if b.name == "bad If-Match" {
-						hdr = []string{"If-Match", "yesterday"}
-					}
-					r := call(t, b.method, base+b.path, b.body, hdr...)
-					if r.status != b.status || errorCode(t, r) != b.code {
-						t.Fatalf("%s %s = %d %s, want %d %s", b.method, b.path, r.status, r.body, b.status, b.code)
-					}
-				})
-			}
-
-			if after := sqlQueries(t, base); after != sqlBefore {
-				t.Errorf("bad requests reached SQL: %v queries before, %v after", sqlBefore, after)
-			}
-
-			if r := call(t, "GET", base+"/readyz", ""); r.status != 200 {
-				t.Fatalf("/readyz = %d %s", r.status, r.body)
-			}
-			r := call(t, "GET", base+"/metrics", "")
-			for _, series := range []string{"warmcache_http_request_duration_seconds", "warmcache_lookups_total", "warmcache_sql_queries_total", "warmcache_sql_pool_connections"} {
-				if !strings.Contains(r.body, series) {
-					t.Errorf("/metrics lacks %s", series)
-				}
-			}
-			if strings.Contains(r.body, `key="42"`) {
-				t.Error("/metrics has a per-key label")
-			}
-		})
 	}
 }
 
@@ -238,50 +38,52 @@ func TestMigratePlanNeedsNoServer(t *testing.T) {
 	}
 }
 
-// sqlQueries sums warmcache_sql_queries_total from /metrics.
-func sqlQueries(t *testing.T, base string) float64 {
-	t.Helper()
-	r := call(t, "GET", base+"/metrics", "")
-	var sum float64
-	for _, line := range strings.Split(r.body, "\n") {
-		if !strings.HasPrefix(line, "warmcache_sql_queries_total{") {
-			continue
-		}
-		var v float64
-		if _, err := fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v); err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		sum += v
+func TestOpenAccessRefusedOffLoopback(t *testing.T) {
+	cases := []struct{ name, flag, addr string }{
+		{"http on all interfaces", "--http-addr", "0.0.0.0:0"},
+		{"grpc on all interfaces", "--grpc-addr", ":0"},
 	}
-	if sum == 0 {
-		t.Fatal("no warmcache_sql_queries_total samples in /metrics")
-	}
-	return sum
-}
-
-// TestMigratePlanDetectsDialect prints the plan without --dialect: it is
-// the DDL of the DSN's server on PostgreSQL and Greenplum, and PostgreSQL's
-// when the server does not answer.
-func TestMigratePlanDetectsDialect(t *testing.T) {
-	for _, w := range testenv.Warehouses() {
-		t.Run(w.Name, func(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer
-			env := getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": w.Server(t)})
-			if err := run(context.Background(), []string{"migrate", "plan"}, env, &out, &errOut); err != nil {
-				t.Fatalf("migrate plan: %v\n%s", err, errOut.String())
+			err := run(context.Background(), []string{"serve", c.flag, c.addr}, getenv(nil), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), "no API keys") || !strings.Contains(err.Error(), c.flag[2:]) {
+				t.Fatalf("serve = %v, want a refusal naming %s and the missing keys", err, c.flag)
 			}
-			want := "-- warmcache migrations for " + w.Name + " (dialect from the server of the DSN)"
-			if !strings.HasPrefix(out.String(), want) || strings.Contains(out.String(), "DISTRIBUTED BY") != w.Greenplum {
-				t.Fatalf("plan does not start with %q or has the wrong DDL:\n%s", want, out.String())
+			if strings.Contains(out.String(), "serving") {
+				t.Fatalf("printed %q before refusing", out.String())
 			}
 		})
 	}
-	var out, errOut bytes.Buffer
-	env := getenv(map[string]string{"WARMCACHE_POSTGRES_DSN": "postgres://nobody@127.0.0.1:1/none"})
-	if err := run(context.Background(), []string{"migrate", "plan"}, env, &out, &errOut); err != nil {
-		t.Fatalf("migrate plan: %v\n%s", err, errOut.String())
-	}
-	if !strings.HasPrefix(out.String(), "-- warmcache migrations for postgres (dialect from the default: the server of the DSN did not answer") {
-		t.Fatalf("plan with an unreachable DSN:\n%s", out.String())
+}
+
+// TestUsage checks what run says without a command, with help and with an
+// unknown command.
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		wantErr string // empty: no error
+		toOut   bool   // the usage goes to stdout, not stderr
+	}{
+		{"no command", nil, "no command given", false},
+		{"help", []string{"help"}, "", true},
+		{"-h", []string{"-h"}, "", true},
+		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), tc.args, getenv(nil), &out, &errOut)
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("run(%q) = %v, want error %q", tc.args, err, tc.wantErr)
+			}
+			usageOn, other := &errOut, &out
+			if tc.toOut {
+				usageOn, other = &out, &errOut
+			}
+			if !strings.HasPrefix(usageOn.String(), "usage: warmcache <command>") || other.Len() != 0 {
+				t.Fatalf("run(%q) printed %q on the usage's stream and %q on the other", tc.args, usageOn.String(), other.String())
+			}
+		})
 	}
 }

@@ -1,0 +1,250 @@
+//go:build daprd
+
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dapr/components-contrib/metadata"
+	"github.com/dapr/components-contrib/state"
+	daprstate "github.com/dapr/dapr/pkg/components/state"
+	"github.com/dapr/kit/logger"
+
+	"github.com/warmcache/warmcache/e2e/internal/harness"
+	"github.com/warmcache/warmcache/internal/testenv"
+)
+
+// pluggableNamespaces declares the namespace of the pluggable component:
+// text keys for daprd's "appid||key" and opaque byte values.
+const pluggableNamespaces = `namespaces:
+  - name: statestore
+    table: dapr_state
+    key: {column: key, type: text}
+    value: {layout: bytes, column: value}
+    version_column: version
+    ttl: 5m
+    negative_ttl: 30s
+    writable: true
+    managed: true
+`
+
+// startPluggable migrates a fresh database and runs `warmcache serve` with
+// the pluggable component "statestore" on a socket folder of its own, as
+// a daprd beside it would find it, until the test ends. It returns the
+// socket.
+func startPluggable(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "wc-pluggable-") // short: a socket path is at most 107 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	file := filepath.Join(dir, "namespaces.yaml")
+	if err := os.WriteFile(file, []byte(pluggableNamespaces), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN":    testenv.NewDatabase(t),
+		"WARMCACHE_NAMESPACES_FILE": file,
+		// daprd's own variable names the components folder.
+		"DAPR_COMPONENTS_SOCKETS_FOLDER": filepath.Join(dir, "sockets"),
+	}
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"migrate", "up"}, env, &out, &errOut); err != nil {
+		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
+	}
+	env["WARMCACHE_REDIS_ADDRS"] = testenv.RedisAddr(t)
+	env["WARMCACHE_REDIS_PREFIX"] = "pluggable-" + testenv.RandomSuffix(t) + ":"
+	env["WARMCACHE_HOT_TIMEOUT"] = "1s"
+	// Writes go through the component: polling suffices, and leaves no
+	// replication slot for the database's drop to race with.
+	env["WARMCACHE_FRESHNESS"] = "poll"
+
+	// HTTP, gRPC, the pluggable component, and without keys the
+	// open-access notice.
+	s := harness.Serve(t, env, 4, "--dapr-components", "statestore")
+	if want := filepath.Join(dir, "sockets", "warmcache.sock"); s.DaprSocket != want {
+		t.Fatalf("socket %q; want %s, in DAPR_COMPONENTS_SOCKETS_FOLDER (printed %q)", s.DaprSocket, want, s.Lines)
+	}
+	return s.DaprSocket
+}
+
+// TestDaprPluggable drives TestDaprGoSDK's scenario through the pluggable
+// component, with the client daprd uses for pluggable state stores: what
+// an application's state calls become once daprd serves them.
+func TestDaprPluggable(t *testing.T) {
+	socket := startPluggable(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := daprstate.NewGRPCStateStore(logger.NewLogger("warmcache-test"), socket)
+	// daprd initialises the component named in its YAML (metadata.name).
+	if err := store.Init(ctx, state.Metadata{Base: metadata.Base{Name: "statestore"}}); err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	strong := state.GetStateOption{Consistency: state.Strong}
+	get := func(t *testing.T, key string) *state.GetResponse {
+		t.Helper()
+		r, err := store.Get(ctx, &state.GetRequest{Key: key, Options: strong})
+		if err != nil {
+			t.Fatalf("Get %s: %v", key, err)
+		}
+		return r
+	}
+	wantETag := func(t *testing.T, what string, err error, kind state.ETagErrorKind) {
+		t.Helper()
+		var etagErr *state.ETagError
+		if !errors.As(err, &etagErr) || etagErr.Kind() != kind {
+			t.Fatalf("%s: %v; want an ETag error (%s)", what, err, kind)
+		}
+	}
+	// daprd prefixes every key with the application's ID.
+	const app = "orders||"
+	value := make([]byte, 256)
+	for i := range value {
+		value[i] = byte(i)
+	}
+
+	t.Run("save get delete", func(t *testing.T) {
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "order-1", Value: value}); err != nil {
+			t.Fatalf("Set: %v", err)
+		}
+		it := get(t, app+"order-1")
+		if !bytes.Equal(it.Data, value) || it.ETag == nil || *it.ETag == "" {
+			t.Fatalf("Get = %v; want the saved bytes with an ETag", it)
+		}
+		if it.Metadata["warmcache-source"] != "miss" {
+			t.Errorf("strong Get came from %q, want the warehouse (miss)", it.Metadata["warmcache-source"])
+		}
+		ev, err := store.Get(ctx, &state.GetRequest{Key: app + "order-1", Options: state.GetStateOption{Consistency: state.Eventual}})
+		if err != nil || *ev.ETag != *it.ETag || ev.Metadata["warmcache-source"] != "hit" {
+			t.Fatalf("eventual Get = %v, %v; want a cache hit at ETag %s", ev, err, *it.ETag)
+		}
+		if err := store.Delete(ctx, &state.DeleteRequest{Key: app + "order-1"}); err != nil {
+			t.Fatalf("Delete: %v", err)
+		}
+		if gone := get(t, app+"order-1"); gone.Data != nil || gone.ETag != nil {
+			t.Fatalf("Get after delete = %v; want an empty item", gone)
+		}
+		if err := store.Delete(ctx, &state.DeleteRequest{Key: app + "order-1"}); err != nil {
+			t.Fatalf("Delete of an absent key: %v; want no error, as Dapr stores answer", err)
+		}
+	})
+
+	t.Run("etag conflicts", func(t *testing.T) {
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("10")}); err != nil {
+			t.Fatal(err)
+		}
+		v1 := get(t, app+"acct").ETag
+		firstWrite := state.SetStateOption{Concurrency: state.FirstWrite}
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("20"), ETag: v1, Options: firstWrite}); err != nil {
+			t.Fatalf("Set at the current ETag: %v", err)
+		}
+		err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("30"), ETag: v1, Options: firstWrite})
+		wantETag(t, "first-write Set at a stale ETag", err, state.ETagMismatch)
+		err = store.Delete(ctx, &state.DeleteRequest{Key: app + "acct", ETag: v1, Options: state.DeleteStateOption{Concurrency: state.FirstWrite}})
+		wantETag(t, "first-write Delete at a stale ETag", err, state.ETagMismatch)
+		bad := "not-a-version"
+		err = store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("{}"), ETag: &bad, Options: firstWrite})
+		wantETag(t, "an ETag that is no version", err, state.ETagInvalid)
+		if now := get(t, app+"acct"); string(now.Data) != "20" {
+			t.Fatalf("after the conflicts Get = %q; want 20", now.Data)
+		}
+		// last-write ignores the ETag.
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("40"), ETag: v1,
+			Options: state.SetStateOption{Concurrency: state.LastWrite}}); err != nil {
+			t.Fatalf("last-write Set with a stale ETag: %v", err)
+		}
+		// first-write without an ETag only creates.
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("50"), Options: firstWrite}); err == nil {
+			t.Fatal("first-write create of an existing key succeeded")
+		}
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "fresh-acct", Value: []byte("1"), Options: firstWrite}); err != nil {
+			t.Fatalf("first-write create of a new key: %v", err)
+		}
+		cur := get(t, app+"acct").ETag
+		if err := store.Delete(ctx, &state.DeleteRequest{Key: app + "acct", ETag: cur,
+			Options: state.DeleteStateOption{Concurrency: state.FirstWrite}}); err != nil {
+			t.Fatalf("Delete at the current ETag: %v", err)
+		}
+	})
+
+	t.Run("bulk", func(t *testing.T) {
+		if err := store.BulkSet(ctx, []state.SetRequest{
+			{Key: app + "b1", Value: []byte("n1")}, {Key: app + "b2", Value: []byte("n2")}, {Key: app + "b3", Value: []byte("n3")},
+		}, state.BulkStoreOpts{}); err != nil {
+			t.Fatalf("BulkSet: %v", err)
+		}
+		keys := []string{"b1", "b2", "missing", "b3", "b1"}
+		reqs := make([]state.GetRequest, len(keys))
+		for i, k := range keys {
+			reqs[i] = state.GetRequest{Key: app + k}
+		}
+		got, err := store.BulkGet(ctx, reqs, state.BulkGetOpts{})
+		if err != nil || len(got) != 5 {
+			t.Fatalf("BulkGet = %d items, %v; want 5", len(got), err)
+		}
+		for i, want := range []string{"n1", "n2", "", "n3", "n1"} {
+			if string(got[i].Data) != want || (want != "") != (got[i].ETag != nil) {
+				t.Errorf("item %d (%s) = %q etag %v; want %q", i, got[i].Key, got[i].Data, got[i].ETag, want)
+			}
+		}
+		if err := store.BulkDelete(ctx, []state.DeleteRequest{{Key: app + "b1"}, {Key: app + "b2"}, {Key: app + "never-there"}},
+			state.BulkStoreOpts{}); err != nil {
+			t.Fatalf("BulkDelete: %v", err)
+		}
+		left, err := store.BulkGet(ctx, reqs[:4], state.BulkGetOpts{})
+		if err != nil || left[0].Data != nil || left[1].Data != nil || string(left[3].Data) != "n3" {
+			t.Fatalf("after BulkDelete: %+v, %v; want only b3", left, err)
+		}
+		// One stale ETag in a bulk set: daprd's client sees an ETag
+		// mismatch, and the item whose ETag holds is written.
+		stale := "9000000000000000000"
+		err = store.BulkSet(ctx, []state.SetRequest{
+			{Key: app + "b3", Value: []byte("n3b"), ETag: left[3].ETag}, {Key: app + "b4", Value: []byte("n4"), ETag: &stale},
+		}, state.BulkStoreOpts{})
+		wantETag(t, "BulkSet with one stale ETag", err, state.ETagMismatch)
+		if b3, b4 := get(t, app+"b3"), get(t, app+"b4"); string(b3.Data) != "n3b" || b4.Data != nil {
+			t.Fatalf("after the bulk set: b3 %q, b4 %q; want n3b and absent", b3.Data, b4.Data)
+		}
+	})
+
+	t.Run("transaction", func(t *testing.T) {
+		if err := store.Set(ctx, &state.SetRequest{Key: app + "tx-old", Value: []byte("old")}); err != nil {
+			t.Fatal(err)
+		}
+		var multi state.TransactionalStore = store
+		if err := multi.Multi(ctx, &state.TransactionalStateRequest{Operations: []state.TransactionalStateOperation{
+			state.SetRequest{Key: app + "tx-a", Value: []byte("a1")},
+			state.SetRequest{Key: app + "tx-b", Value: []byte("b1")},
+			state.DeleteRequest{Key: app + "tx-old"},
+		}}); err != nil {
+			t.Fatalf("Multi: %v", err)
+		}
+		if a, b, old := get(t, app+"tx-a"), get(t, app+"tx-b"), get(t, app+"tx-old"); string(a.Data) != "a1" || string(b.Data) != "b1" || old.Data != nil {
+			t.Fatalf("after the transaction: %q %q %q", a.Data, b.Data, old.Data)
+		}
+		// A transaction whose last op fails its ETag writes nothing.
+		a := get(t, app+"tx-a")
+		stale := "9000000000000000000"
+		firstWrite := state.SetStateOption{Concurrency: state.FirstWrite}
+		err := multi.Multi(ctx, &state.TransactionalStateRequest{Operations: []state.TransactionalStateOperation{
+			state.SetRequest{Key: app + "tx-a", Value: []byte("a2"), ETag: a.ETag, Options: firstWrite},
+			state.SetRequest{Key: app + "tx-c", Value: []byte("c1")},
+			state.DeleteRequest{Key: app + "tx-b", ETag: &stale, Options: state.DeleteStateOption{Concurrency: state.FirstWrite}},
+		}})
+		if err == nil {
+			t.Fatal("a transaction with a stale ETag succeeded")
+		}
+		after := get(t, app+"tx-a")
+		if string(after.Data) != "a1" || *after.ETag != *a.ETag || string(get(t, app+"tx-b").Data) != "b1" || get(t, app+"tx-c").Data != nil {
+			t.Fatal("the failed transaction changed something")
+		}
+	})
+}
