@@ -22,6 +22,10 @@ type workload struct {
 	clients int
 	keys    int
 	d       time.Duration
+	// perClient, when positive, also stops each client after that many
+	// operations: against a server in memory, time alone would let a fast
+	// machine write histories too long to check.
+	perClient int
 }
 
 // tally counts the answers of a run.
@@ -59,7 +63,7 @@ func runClients(in *instance, rec *recorder, w workload, seed uint64) *tally {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(seed, uint64(id)))
 			seen := map[int]int64{} // the last version this client saw of each key
-			for n := 0; time.Now().Before(stop); n++ {
+			for n := 0; time.Now().Before(stop) && (w.perClient <= 0 || n < w.perClient); n++ {
 				req := kvInput{Key: rng.IntN(w.keys), Value: fmt.Sprintf("c%d-%d", id, n)}
 				method := http.MethodGet
 				switch p := rng.IntN(100); {

@@ -112,7 +112,7 @@ func runAgainst(t *testing.T, srv *registerServer) []keyResult {
 	in := &instance{name: "memory", url: hs.URL,
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	rec := newRecorder()
-	c := runClients(in, rec, workload{clients: 8, keys: 3, d: 500 * time.Millisecond}, 9)
+	c := runClients(in, rec, workload{clients: 8, keys: 3, d: 500 * time.Millisecond, perClient: 50}, 9)
 	if len(c.unexpected) > 0 || c.reads == 0 || c.writes == 0 {
 		t.Fatalf("%v; unexpected answers: %v", c, c.unexpected)
 	}
