@@ -124,12 +124,17 @@ async function main() {
     assert.deepEqual(await client.state.get(store, key("tx-a")), { a: 1 });
   });
 
-  check("ttlInSeconds is refused with Dapr's error shape", async () => {
-    const res = await client.state.save(store, [{ key: key("ttl"), value: 1, metadata: { ttlInSeconds: "60" } }]);
-    assert.ok(res.error, "a save with ttlInSeconds succeeded");
-    const body = errorBody(res.error);
+  check("ttlInSeconds makes the item expire; a malformed one is refused with Dapr's error shape", async () => {
+    const res = await client.state.save(store, [{ key: key("ttl"), value: 1, metadata: { ttlInSeconds: "2" } }]);
+    assert.ok(!res.error, `a save with ttlInSeconds 2 failed: ${res.error}`);
+    assert.equal(await client.state.get(store, key("ttl")), 1);
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+    assert.equal(await client.state.get(store, key("ttl")), "", "the item is still served a second after its TTL");
+    const bad = await client.state.save(store, [{ key: key("ttl"), value: 1, metadata: { ttlInSeconds: "soon" } }]);
+    assert.ok(bad.error, "a save with ttlInSeconds soon succeeded");
+    const body = errorBody(bad.error);
     assert.equal(body.status, 400);
-    assert.equal(body.errorCode, "ERR_STATE_SAVE");
+    assert.equal(body.errorCode, "ERR_MALFORMED_REQUEST");
     assert.match(body.message, /ttlInSeconds/);
   });
 
