@@ -26,6 +26,11 @@ const Publication = "warmcache_changes"
 // errStandby means that another instance holds the slot.
 var errStandby = errors.New("the replication slot is held by another instance")
 
+// errSlotElsewhere means that a slot of the name exists in another database
+// of the cluster (slot names are the cluster's, not a database's): this
+// database's changes cannot be captured under that name.
+var errSlotElsewhere = errors.New("a replication slot of this name belongs to another database of the cluster; give this database's service a slot of its own (--replication-slot)")
+
 // maxBuffered bounds the changes held before they are applied: a larger
 // transaction is applied in parts (pgoutput sends only committed
 // transactions, so a part never needs to be undone), and confirmed at its
@@ -348,10 +353,20 @@ func (c *capture) ensureSlot(ctx context.Context, conn slotConn) error {
 		return nil
 	}
 	if err := conn.createSlot(ctx); err != nil {
-		if pgCode(err) == pgerrcode.DuplicateObject {
-			return errStandby
+		if pgCode(err) != pgerrcode.DuplicateObject {
+			return fmt.Errorf("create the slot: %w", err)
 		}
-		return fmt.Errorf("create the slot: %w", err)
+		// Either another instance created it in this database meanwhile,
+		// or the name is taken in another database.
+		found, _, _, err := conn.slotState(ctx)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read the slot: %w", err)
+		case found:
+			return errStandby
+		default:
+			return fmt.Errorf("slot %q: %w", c.slot, errSlotElsewhere)
+		}
 	}
 	c.m.slotResets.WithLabelValues(reset).Inc()
 	if err := c.gens.bumpAll(ctx, "replication slot "+reset); err != nil {

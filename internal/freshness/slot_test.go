@@ -103,7 +103,9 @@ func TestCaptureEnsuresTheSlot(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		state slotState
-		errs  map[string]error
+		// states, when set, are the slot's states at each read instead.
+		states []slotState
+		errs   map[string]error
 		// calls are the server calls after slotState; reset is the
 		// reason counted, empty for none.
 		calls   []string
@@ -120,15 +122,22 @@ func TestCaptureEnsuresTheSlot(t *testing.T) {
 		{name: "catalog unreadable", errs: map[string]error{"slotState": errDown}, wantErr: isErr(errDown)},
 		{name: "lost and not dropped", state: slotState{found: true, walStatus: "lost"}, errs: map[string]error{"dropLost": errDown},
 			calls: []string{"dropLost"}, wantErr: isErr(errDown)},
-		{name: "created by another instance meanwhile", state: slotState{},
+		{name: "created by another instance meanwhile", states: []slotState{{}, {found: true, active: true}},
 			errs:  map[string]error{"createSlot": &pgconn.PgError{Code: pgerrcode.DuplicateObject}},
-			calls: []string{"createSlot"}, wantErr: isErr(errStandby)},
+			calls: []string{"createSlot", "slotState"}, wantErr: isErr(errStandby)},
+		{name: "the name taken in another database", states: []slotState{{}, {}},
+			errs:  map[string]error{"createSlot": &pgconn.PgError{Code: pgerrcode.DuplicateObject}},
+			calls: []string{"createSlot", "slotState"}, wantErr: isErr(errSlotElsewhere)},
 		{name: "not created", state: slotState{}, errs: map[string]error{"createSlot": errDown},
 			calls: []string{"createSlot"}, wantErr: isErr(errDown)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ct := newCaptureTest(t)
-			server := &fakeServer{states: []slotState{tc.state}, errs: tc.errs}
+			states := tc.states
+			if states == nil {
+				states = []slotState{tc.state}
+			}
+			server := &fakeServer{states: states, errs: tc.errs}
 			ct.c.dial = server.dial
 			err := ct.c.prepare(context.Background())
 			switch {
