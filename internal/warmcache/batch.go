@@ -1,6 +1,7 @@
 package warmcache
 
 import (
+	"runtime"
 	"slices"
 	"sync"
 )
@@ -59,6 +60,12 @@ func (b *batcher[G]) runHere(g G) {
 	if !b.enqueue(g) {
 		return
 	}
+	// Let the goroutines that are ready to run (requests that arrived
+	// together, on a busy core) queue their groups before this lane takes
+	// its batch: without it, the lane takes g alone and the others start
+	// lanes of their own, one round trip each. When nothing else is ready
+	// it returns at once.
+	runtime.Gosched()
 	for {
 		batch, mine := b.next(g)
 		if batch == nil {
