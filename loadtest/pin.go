@@ -64,6 +64,15 @@ func (p pinning) loader(bin string, args []string) (string, []string) {
 	return p.wrap(p.load, bin, args)
 }
 
+// loaderPrefix is the command that runs a program on the load generators'
+// CPUs, or nil when nothing is pinned.
+func (p pinning) loaderPrefix() []string {
+	if p.load == "" {
+		return nil
+	}
+	return []string{"taskset", "-c", p.load}
+}
+
 func (p pinning) wrap(cpus, bin string, args []string) (string, []string) {
 	if cpus == "" {
 		return bin, args

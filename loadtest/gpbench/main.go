@@ -28,22 +28,28 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/loadtest/bench"
 	"github.com/warmcache/warmcache/loadtest/peer"
+	"github.com/warmcache/warmcache/loadtest/wrk"
 )
 
 type options struct {
@@ -54,6 +60,17 @@ type options struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "peer" {
+		// The peer in a process of its own, for the pinned hits.
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := peer.Serve(ctx, os.Args[2:], os.Stdout, os.Stderr)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gpbench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "gpbench:", err)
 		os.Exit(1)
@@ -94,7 +111,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.stop()
 	r.kv = srv.base + "/v1/kv/widgets/"
-	peerURL, closePeer, err := startPeer(ctx, peer.Config{Redis: o.redis, Postgres: r.dsn, Prefix: "gpbench-peer-" + randomHex() + ":", Conns: o.workers})
+	r.svcPID = srv.cmd.Process.Pid
+	r.peerPrefix = "gpbench-peer-" + randomHex() + ":"
+	peerURL, closePeer, err := startPeer(ctx, peer.Config{Redis: o.redis, Postgres: r.dsn, Prefix: r.peerPrefix, Conns: o.workers})
 	if err != nil {
 		return err
 	}
@@ -135,16 +154,20 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 // environment and address, and the report being written.
 type gpRun struct {
 	o       options
-	dir     string          // temporary files: scripts, namespaces, NDJSON
-	version string          // the cluster's version()
-	dsn     string          // the run's own database
-	nsFile  string          // the namespaces file of the service and the CLI
-	env     []string        // the environment of bin/warmcache
-	client  *http.Client    // the client of every HTTP measurement
-	kv      string          // the service's URL of the widgets namespace
-	peer    string          // the peer's URL of the widgets namespace
-	b       strings.Builder // the report
-	targets []targetRow     // the targets, held in the report's first table
+	dir     string       // temporary files: scripts, namespaces, NDJSON
+	version string       // the cluster's version()
+	dsn     string       // the run's own database
+	nsFile  string       // the namespaces file of the service and the CLI
+	env     []string     // the environment of bin/warmcache
+	client  *http.Client // the client of every HTTP measurement
+	kv      string       // the service's URL of the widgets namespace
+	peer    string       // the peer's URL of the widgets namespace
+	svcPID  int          // the service's process
+	// peerPrefix is the peer's Redis prefix, shared by the pinned peer so
+	// that it finds the entries the hits filled.
+	peerPrefix string
+	b          strings.Builder // the report
+	targets    []targetRow     // the targets, held in the report's first table
 }
 
 // targetRow is one target of the Greenplum lane and its verdict.
@@ -330,8 +353,113 @@ func (r *gpRun) hits() error {
 	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
 	fmt.Fprintf(&r.b, "| peer hit (the hand-written cache-aside, the same 1,000 keys, %s) | %s | %s | %s | %.2f | floor req/s |\n\n",
 		peerHit.tags(), num(peerHit.rate()), ms(peerHit.p(0.5)), ms(peerHit.p(0.99)), peerHit.rate()/floor.rate())
-	r.targets = append(r.targets, target("hits", "≥ 1.3 × the peer's hits", hit.rate()/peerHit.rate(), 1.3))
+	pinned, why, err := r.pinnedHits()
+	switch {
+	case err != nil:
+		return err
+	case pinned == nil:
+		fmt.Fprintf(&r.b, "The hits were not measured pinned: %s; the target holds the unpinned ones.\n\n", why)
+		r.targets = append(r.targets, target("hits (unpinned)", "≥ 1.3 × the peer's hits", hit.rate()/peerHit.rate(), 1.3))
+	default:
+		fmt.Fprintf(&r.b, "Pinned (%s), wrk with %d connections, %s each:\n\n", pinned.placement, o.workers, o.duration)
+		fmt.Fprintf(&r.b, "| path | req/s | p50 | p99 | X-Cache |\n|---|---:|---:|---:|---|\n")
+		for _, row := range []struct {
+			name string
+			run  bench.Run
+		}{{"service hit", pinned.service}, {"peer hit", pinned.peer}} {
+			fmt.Fprintf(&r.b, "| %s | %s | %s | %s | %v |\n", row.name, num(row.run.Throughput), ms(row.run.Latency.P50), ms(row.run.Latency.P99), row.run.Sources)
+		}
+		fmt.Fprintf(&r.b, "\n")
+		r.targets = append(r.targets, target("hits", "≥ 1.3 × the peer's hits, pinned", pinned.service.Throughput/pinned.peer.Throughput, 1.3))
+	}
 	return nil
+}
+
+// pinnedHitRuns are the hits measured with the servers and wrk on separate
+// CPUs.
+type pinnedHitRuns struct {
+	service, peer bench.Run
+	placement     string
+}
+
+// pinnedHits measures the service's hits and the peer's as make bench does:
+// the service, the peer (a process of its own) and Redis on CPU 0, wrk on
+// the others. Hits never reach the cluster. It returns nil and why when the
+// machine cannot pin (one CPU, no taskset or no wrk).
+func (r *gpRun) pinnedHits() (*pinnedHitRuns, string, error) {
+	o := r.o
+	n := runtime.NumCPU()
+	if n < 2 {
+		return nil, fmt.Sprintf("the machine has %d CPU", n), nil
+	}
+	for _, prog := range []string{"taskset", "wrk"} {
+		if _, err := exec.LookPath(prog); err != nil {
+			return nil, prog + " is not installed", nil
+		}
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: o.redis})
+	info, err := rdb.InfoMap(ctx, "server").Result()
+	_ = rdb.Close()
+	if err != nil {
+		return nil, "", fmt.Errorf("redis INFO: %w", err)
+	}
+	redisPID, err := strconv.Atoi(info["Server"]["process_id"])
+	if err != nil {
+		return nil, "", fmt.Errorf("redis process_id: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command("taskset", "-c", "0", self, "peer", "-redis", o.redis, "-postgres", r.dsn,
+		"-prefix", r.peerPrefix, "-conns", strconv.Itoa(o.workers))
+	cmd.Stderr = os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	base, ok := strings.CutPrefix(strings.TrimSpace(line), "peer: serving on ")
+	if err != nil || !ok {
+		return nil, "", fmt.Errorf("the pinned peer did not start: %q, %v", line, err)
+	}
+	load := "1"
+	if n > 2 {
+		load = fmt.Sprintf("1-%d", n-1)
+	}
+	all := fmt.Sprintf("0-%d", n-1)
+	for _, pid := range []int{r.svcPID, redisPID} {
+		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).CombinedOutput(); err != nil {
+			return nil, "", fmt.Errorf("taskset %d: %v: %s", pid, err, out)
+		}
+		defer func() { _ = exec.Command("taskset", "-a", "-p", "-c", all, strconv.Itoa(pid)).Run() }()
+	}
+	paths := make([]string, 20_000)
+	for i := range paths {
+		paths[i] = "/v1/kv/widgets/" + strconv.Itoa(1+mathrand.IntN(1000))
+	}
+	res := &pinnedHitRuns{placement: "the service, the peer and Redis on CPU 0, wrk on CPU " + load}
+	for _, t := range []struct {
+		base string
+		run  *bench.Run
+	}{{strings.TrimSuffix(r.kv, "/v1/kv/widgets/"), &res.service}, {base, &res.peer}} {
+		// Both found their 1,000 keys in Redis, filled by the unpinned
+		// hits; a second of warm-up opens wrk's connections.
+		spec := wrk.Spec{Scenario: "gp-hits", Base: t.base, Paths: paths, Conns: o.workers, Duration: time.Second, Dir: r.dir, Prefix: []string{"taskset", "-c", load}}
+		if _, err := wrk.Run(ctx, spec); err != nil {
+			return nil, "", err
+		}
+		spec.Duration = o.duration
+		if *t.run, err = wrk.Run(ctx, spec); err != nil {
+			return nil, "", err
+		}
+	}
+	return res, "", nil
 }
 
 // writes measures PUT latency, one client, against pgbench of the same
@@ -639,8 +767,8 @@ func attack(client *http.Client, workers int, d time.Duration, next func() (*htt
 	return res
 }
 
-// bench is what pgbench reported.
-type bench struct {
+// pgbenchResult is what pgbench reported.
+type pgbenchResult struct {
 	tps     float64
 	latency time.Duration
 }
@@ -650,23 +778,23 @@ var (
 	latRe = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 )
 
-func pgbench(o options, dsn, dir, mode string, clients int, script string) (bench, error) {
+func pgbench(o options, dsn, dir, mode string, clients int, script string) (pgbenchResult, error) {
 	file := filepath.Join(dir, fmt.Sprintf("script-%d.sql", time.Now().UnixNano()))
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
-		return bench{}, err
+		return pgbenchResult{}, err
 	}
 	out, err := command(nil, o.pgbench, "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
 		"-T", strconv.Itoa(max(1, int(o.duration.Seconds()))), "-f", file, dsn)
 	if err != nil {
-		return bench{}, fmt.Errorf("pgbench: %v\n%s", err, out)
+		return pgbenchResult{}, fmt.Errorf("pgbench: %v\n%s", err, out)
 	}
 	m, l := tpsRe.FindStringSubmatch(out), latRe.FindStringSubmatch(out)
 	if m == nil || l == nil {
-		return bench{}, fmt.Errorf("pgbench output not understood:\n%s", out)
+		return pgbenchResult{}, fmt.Errorf("pgbench output not understood:\n%s", out)
 	}
 	tps, _ := strconv.ParseFloat(m[1], 64)
 	lat, _ := strconv.ParseFloat(l[1], 64)
-	return bench{tps: tps, latency: time.Duration(lat * float64(time.Millisecond))}, nil
+	return pgbenchResult{tps: tps, latency: time.Duration(lat * float64(time.Millisecond))}, nil
 }
 
 func command(env []string, name string, args ...string) (string, error) {

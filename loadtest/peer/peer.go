@@ -10,8 +10,10 @@ package peer
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -86,4 +88,46 @@ func Open(ctx context.Context, c Config) (http.Handler, func(), error) {
 		pool.Close()
 	}
 	return Handler(rdb, pool, c.Prefix, 10*time.Minute), closeAll, nil
+}
+
+// Serve runs `peer -addr HOST:PORT -redis HOST:PORT -postgres DSN -prefix
+// P -conns N` until ctx is cancelled: the peer in a process of its own, so
+// that its CPU is measured, and pinned, on its own. It prints
+// "peer: serving on http://HOST:PORT" once it listens.
+func Serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("peer", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback)")
+	var c Config
+	fs.StringVar(&c.Redis, "redis", "127.0.0.1:6379", "Redis address")
+	fs.StringVar(&c.Postgres, "postgres", "", "the warehouse's DSN (direct)")
+	fs.StringVar(&c.Prefix, "prefix", "peer:", "Redis key prefix")
+	fs.IntVar(&c.Conns, "conns", 32, "the warehouse pool's and the Redis pool's size")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if host, _, err := net.SplitHostPort(*addr); err != nil || !net.ParseIP(host).IsLoopback() {
+		return fmt.Errorf("peer: -addr %q: want a loopback host:port", *addr)
+	}
+	h, closePeer, err := Open(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer closePeer()
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("peer: listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "peer: serving on http://%s\n", ln.Addr())
+	select {
+	case err := <-served:
+		return fmt.Errorf("peer: %w", err)
+	case <-ctx.Done():
+	}
+	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(drainCtx)
 }
