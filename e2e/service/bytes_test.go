@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // bytesNamespaces declares two bytes namespaces, a heap table and, on
@@ -43,16 +43,8 @@ const bytesNamespaces = `namespaces:
 // surfaceValues are each byte 0x00-0xFF and 1 MiB of random bytes (the
 // value bound).
 func surfaceValues() map[string][]byte {
-	every := make([]byte, 256)
-	for i := range every {
-		every[i] = byte(i)
-	}
-	random := make([]byte, 1<<20)
-	r := rand.New(rand.NewPCG(21, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	return map[string][]byte{"every-byte": every, "1MiB": random}
+	all := tiertest.OpaqueValues()
+	return map[string][]byte{"every-byte": all["every-byte"], "1MiB": all["1MiB"]}
 }
 
 // bytesSurface writes and reads one bytes namespace's values on one

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +25,7 @@ import (
 	"github.com/warmcache/warmcache/internal/daprapi"
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // surfaces are both Dapr transports over one service on the in-memory
@@ -73,16 +73,12 @@ func (s *surfaces) do(method, path, body string) *httptest.ResponseRecorder {
 }
 
 func opaqueValues() map[string][]byte {
-	every := make([]byte, 256)
-	for i := range every {
-		every[i] = byte(i)
-	}
-	random := make([]byte, 1<<20)
-	r := rand.New(rand.NewPCG(21, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	return map[string][]byte{"every-byte": every, "1MiB": random, "one": {0x1}, "text": []byte("testValue1")}
+	v := tiertest.OpaqueValues()
+	delete(v, "empty")
+	delete(v, "text")
+	// The values of Dapr's own conformance suite.
+	v["one"], v["text"] = []byte{0x1}, []byte("testValue1")
+	return v
 }
 
 // TestBytesRoundTrip saves opaque values over Dapr's gRPC API, under

@@ -2,29 +2,18 @@ package grpcapi_test
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // opaqueValues are the values the bytes tests round-trip: each byte
 // 0x00-0xFF, 1 MiB of random bytes (the value bound), no bytes, and bytes
 // that are not JSON.
-func opaqueValues() map[string][]byte {
-	every := make([]byte, 256)
-	for i := range every {
-		every[i] = byte(i)
-	}
-	random := make([]byte, 1<<20)
-	r := rand.New(rand.NewPCG(21, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	return map[string][]byte{"every-byte": every, "1MiB": random, "empty": {}, "text": []byte("not json")}
-}
+func opaqueValues() map[string][]byte { return tiertest.OpaqueValues() }
 
 // TestContractBytes round-trips opaque values through Put, Get and MGet
 // of a bytes namespace, with its content type, and checks that it refuses

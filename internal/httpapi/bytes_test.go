@@ -4,28 +4,18 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // opaqueValues are the values the bytes tests round-trip: each byte
 // 0x00-0xFF, 1 MiB of random bytes (the value bound), no bytes, and bytes
 // that are not JSON.
-func opaqueValues() map[string][]byte {
-	every := make([]byte, 256)
-	for i := range every {
-		every[i] = byte(i)
-	}
-	random := make([]byte, 1<<20)
-	r := rand.New(rand.NewPCG(21, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	return map[string][]byte{"every-byte": every, "1MiB": random, "empty": {}, "text": []byte("not json")}
-}
+func opaqueValues() map[string][]byte { return tiertest.OpaqueValues() }
 
 // TestBytesNamespace round-trips opaque values through PUT, GET and
 // _mget of a bytes namespace, under any request Content-Type, and answers

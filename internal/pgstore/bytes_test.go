@@ -3,7 +3,6 @@ package pgstore_test
 import (
 	"bytes"
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	migrations "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // bytesValues are the values every bytes test round-trips: each byte
@@ -20,23 +20,11 @@ import (
 // as bytea's hex text and as bytea's escape text, which must come back as
 // written, not decoded.
 func bytesValues() map[string][]byte {
-	every := make([]byte, 256)
-	for i := range every {
-		every[i] = byte(i)
-	}
-	random := make([]byte, 1<<20)
-	r := rand.New(rand.NewPCG(21, 2))
-	for i := range random {
-		random[i] = byte(r.Uint32())
-	}
-	return map[string][]byte{
-		"every-byte": every,
-		"1MiB":       random,
-		"empty":      {},
-		"json":       []byte(`{"a": 1}`),
-		"hex-text":   []byte(`\x41`),
-		"escape":     []byte(`\\\101`),
-	}
+	v := tiertest.OpaqueValues()
+	v["json"] = []byte(`{"a": 1}`)
+	v["hex-text"] = []byte(`\x41`)
+	v["escape"] = []byte(`\\\101`)
+	return v
 }
 
 // checkBytes writes each of bytesValues under its own key and reads it
