@@ -198,143 +198,209 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 	if err := checkNamespace(ns); err != nil {
 		return StatementSet{}, err
 	}
-	var (
-		table   = tableIdent(ns.Table)
-		key     = ident(ns.KeyColumn)
-		version = ident(ns.VersionColumn)
-		keyType = string(ns.KeyType)
-	)
-	byKey := fmt.Sprintf("%s = $1::%s", key, keyType)
-	// live is the condition that a row is not past its expiry, and
-	// expiry the column that returns it, with their columns qualified by
-	// a prefix ("" or "t."); both are empty without an expiry column.
-	var live, expiry func(qual string) string
-	var exp string
+	p := newSQLParts(ns)
+	s := p.lookups(ns)
+	s.AppendOptimized = appendOptimized
+	s.Expiring = p.exp != ""
+	p.deletes(&s, appendOptimized)
+	if p.exp != "" {
+		p.expiryStatements(&s, appendOptimized)
+	}
+	p.writes(&s, ns, appendOptimized)
+	s.setLookupFunction(ns, tableSchema(ns.Table))
+	return s, nil
+}
+
+// sqlParts holds the quoted names of a namespace's table and the clauses
+// its statements share.
+type sqlParts struct {
+	table, key, version, keyType string
+	// byKey is the condition on the key column that selects key $1.
+	byKey string
+	// exp is the quoted expiry column, "" without one.
+	exp string
+	// insCol and insVal are the expiry's column and value ($4) in an
+	// INSERT, and excludedExp its assignment in ON CONFLICT. All are
+	// empty without an expiry column.
+	insCol, insVal, excludedExp string
+}
+
+func newSQLParts(ns *warmcache.Namespace) sqlParts {
+	p := sqlParts{
+		table:   tableIdent(ns.Table),
+		key:     ident(ns.KeyColumn),
+		version: ident(ns.VersionColumn),
+		keyType: string(ns.KeyType),
+	}
+	p.byKey = fmt.Sprintf("%s = $1::%s", p.key, p.keyType)
 	if ns.ExpiresColumn != "" {
-		exp = ident(ns.ExpiresColumn)
-		live = func(qual string) string {
-			return fmt.Sprintf(" AND (%s%s IS NULL OR %s%s > now())", qual, exp, qual, exp)
-		}
-		expiry = func(qual string) string { return ", " + qual + exp }
-	} else {
-		live = func(string) string { return "" }
-		expiry = live
+		p.exp = ident(ns.ExpiresColumn)
+		p.insCol, p.insVal = ", "+p.exp, ", "+p.ttlExpr("$4")
+		p.excludedExp = fmt.Sprintf(", %s = EXCLUDED.%s", p.exp, p.exp)
 	}
-	// newVersion is the version a write gives an existing row.
-	newVersion := func(param string) string {
-		return fmt.Sprintf("GREATEST(%s::bigint, t.%s + 1)", param, version)
+	return p
+}
+
+// live is the condition that a row is not past its expiry, with its
+// columns qualified by a prefix ("" or "t."); it is empty without an
+// expiry column.
+func (p sqlParts) live(qual string) string {
+	if p.exp == "" {
+		return ""
 	}
-	s := StatementSet{
+	return fmt.Sprintf(" AND (%s%s IS NULL OR %s%s > now())", qual, p.exp, qual, p.exp)
+}
+
+// expiry is the column that returns a row's expiry, qualified by a prefix
+// ("" or "t."); it is empty without an expiry column.
+func (p sqlParts) expiry(qual string) string {
+	if p.exp == "" {
+		return ""
+	}
+	return ", " + qual + p.exp
+}
+
+// newVersion is the version a write gives an existing row.
+func (p sqlParts) newVersion(param string) string {
+	return fmt.Sprintf("GREATEST(%s::bigint, t.%s + 1)", param, p.version)
+}
+
+// ttlExpr is the expiry of a write whose TTL in milliseconds is parameter
+// param.
+func (p sqlParts) ttlExpr(param string) string {
+	return fmt.Sprintf("date_trunc('milliseconds', now() + %s::bigint * interval '1 millisecond')", param)
+}
+
+// setExp is the assignment of the expiry of a write whose TTL is
+// parameter param; it is empty without an expiry column.
+func (p sqlParts) setExp(param string) string {
+	if p.exp == "" {
+		return ""
+	}
+	return fmt.Sprintf(", %s = %s", p.exp, p.ttlExpr(param))
+}
+
+// lookups returns a StatementSet with the reads and the locks set.
+func (p sqlParts) lookups(ns *warmcache.Namespace) StatementSet {
+	return StatementSet{
 		Lookup: fmt.Sprintf("SELECT %s, %s%s FROM %s WHERE %s%s",
-			valueExpr(ns, ""), version, expiry(""), table, byKey, live("")),
+			valueExpr(ns, ""), p.version, p.expiry(""), p.table, p.byKey, p.live("")),
 		LookupMany: fmt.Sprintf("SELECT %s, %s, %s%s FROM %s WHERE %s = ANY($1::%s[])%s",
-			key, valueExpr(ns, ""), version, expiry(""), table, key, keyType, live("")),
+			p.key, valueExpr(ns, ""), p.version, p.expiry(""), p.table, p.key, p.keyType, p.live("")),
 		LookupPositions: fmt.Sprintf("SELECT k.i, %s, t.%s%s FROM unnest($1::%s[]) WITH ORDINALITY AS k(key, i) JOIN %s AS t ON t.%s = k.key%s",
-			valueExpr(ns, "t."), version, expiry("t."), keyType, table, key, live("t.")),
+			valueExpr(ns, "t."), p.version, p.expiry("t."), p.keyType, p.table, p.key, p.live("t.")),
 		TableLock:   "SELECT pg_advisory_xact_lock_shared($1::bigint)",
 		KeyLock:     "SELECT pg_advisory_xact_lock($1::bigint)",
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ") FROM generate_series(1, $1::integer)",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s%s",
-			version, table, byKey, live("")),
-		AppendOptimized: appendOptimized,
-		Expiring:        exp != "",
+			p.version, p.table, p.byKey, p.live("")),
 	}
+}
+
+// deletes sets the deletes of one key in s, and the row lock when the
+// table is not append-optimized.
+func (p sqlParts) deletes(s *StatementSet, appendOptimized bool) {
+	table, version, byKey := p.table, p.version, p.byKey
 	if appendOptimized {
 		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s%s RETURNING t.%s",
-			table, version, newVersion("$2"), byKey, live("t."), version)
+			table, version, p.newVersion("$2"), byKey, p.live("t."), version)
 		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint%s RETURNING t.%s",
-			table, version, newVersion("$3"), byKey, version, live("t."), version)
+			table, version, p.newVersion("$3"), byKey, version, p.live("t."), version)
 		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
-	} else {
-		s.RowLock = fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s FOR UPDATE) AS r",
-			table, byKey)
-		s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s%s RETURNING %s",
-			table, byKey, live("t."), newVersion("$2"))
-		s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint%s RETURNING %s",
-			table, byKey, version, live("t."), newVersion("$3"))
+		return
 	}
-	if exp != "" {
-		expired := fmt.Sprintf("%s <= now()", exp)
-		anyKey := fmt.Sprintf("%s = ANY($1::%s[])", key, keyType)
-		s.PurgeExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, byKey, expired)
-		s.ExpiredKeys = fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT $1::integer", key, table, expired)
-		if appendOptimized {
-			s.RetireExpired = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s RETURNING t.%s, t.%s",
-				table, version, newVersion("$2"), anyKey, expired, key, version)
-			s.RemoveExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, anyKey, expired)
-		} else {
-			s.DeleteExpired = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s RETURNING t.%s, %s",
-				table, anyKey, expired, key, newVersion("$2"))
-		}
-	}
-	// setExp is the assignment of the expiry of a write whose TTL is
-	// parameter param; insCol and insVal are the expiry's column and
-	// value ($4) in an INSERT, and excludedExp its assignment in ON
-	// CONFLICT. All are empty without an expiry column.
-	setExp := func(string) string { return "" }
-	insCol, insVal, excludedExp := "", "", ""
-	if exp != "" {
-		ttlExpr := func(param string) string {
-			return fmt.Sprintf("date_trunc('milliseconds', now() + %s::bigint * interval '1 millisecond')", param)
-		}
-		setExp = func(param string) string { return fmt.Sprintf(", %s = %s", exp, ttlExpr(param)) }
-		insCol, insVal = ", "+exp, ", "+ttlExpr("$4")
-		excludedExp = fmt.Sprintf(", %s = EXCLUDED.%s", exp, exp)
-	}
+	s.RowLock = fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s FOR UPDATE) AS r",
+		table, byKey)
+	s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s%s RETURNING %s",
+		table, byKey, p.live("t."), p.newVersion("$2"))
+	s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint%s RETURNING %s",
+		table, byKey, version, p.live("t."), p.newVersion("$3"))
+}
 
+// expiryStatements sets in s the statements that find and delete rows past
+// their expiry. It needs an expiry column.
+func (p sqlParts) expiryStatements(s *StatementSet, appendOptimized bool) {
+	table, key, version := p.table, p.key, p.version
+	expired := fmt.Sprintf("%s <= now()", p.exp)
+	anyKey := fmt.Sprintf("%s = ANY($1::%s[])", key, p.keyType)
+	s.PurgeExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, p.byKey, expired)
+	s.ExpiredKeys = fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT $1::integer", key, table, expired)
+	if appendOptimized {
+		s.RetireExpired = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s RETURNING t.%s, t.%s",
+			table, version, p.newVersion("$2"), anyKey, expired, key, version)
+		s.RemoveExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, anyKey, expired)
+		return
+	}
+	s.DeleteExpired = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s RETURNING t.%s, %s",
+		table, anyKey, expired, key, p.newVersion("$2"))
+}
+
+// writes sets the writes of s: Upsert (or Update with appendOptimized),
+// UpdateIfMatch and Insert, for the layout of ns.
+func (p sqlParts) writes(s *StatementSet, ns *warmcache.Namespace, appendOptimized bool) {
+	table, version := p.table, p.version
 	// insertInto is the INSERT of key $1 and value $2 at version $3,
 	// without its conflict and returning clauses; set is the assignment
 	// of value $2 to an existing row t, and from the FROM clause it needs.
 	var insertInto, set, from string
 	switch ns.Layout {
 	case warmcache.LayoutPacked:
-		value := ident(ns.ValueColumn)
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) VALUES ($1::%s, $2::jsonb, $3::bigint%s)",
-			table, key, value, version, insCol, keyType, insVal)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
-			insertInto, key, value, value, version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
-		set = value + " = $2::jsonb"
+		insertInto, set = p.valueColumnWrite(s, ns, "jsonb")
 	case warmcache.LayoutBytes:
 		// The value is bytea as the writer sent it: the parameter is
 		// bytes, never text cast to JSON.
-		value := ident(ns.ValueColumn)
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) VALUES ($1::%s, $2::bytea, $3::bigint%s)",
-			table, key, value, version, insCol, keyType, insVal)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
-			insertInto, key, value, value, version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
-		set = value + " = $2::bytea"
+		insertInto, set = p.valueColumnWrite(s, ns, "bytea")
 	case warmcache.LayoutColumns:
-		// json_populate_record maps the object's fields onto a row of the
-		// table's type, converting each to its column's type; a missing
-		// field is NULL.
-		record := fmt.Sprintf("json_populate_record(NULL::%s, $2::json) AS r", table)
-		names := make([]string, len(ns.Columns))
-		fromRecord := make([]string, len(ns.Columns))
-		excluded := make([]string, len(ns.Columns))
-		assign := make([]string, len(ns.Columns))
-		for i, c := range ns.Columns {
-			col := ident(c.Name)
-			names[i] = col
-			fromRecord[i] = "r." + col
-			excluded[i] = col + " = EXCLUDED." + col
-			assign[i] = col + " = r." + col
-		}
-		insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) SELECT $1::%s, %s, $3::bigint%s FROM %s",
-			table, key, strings.Join(names, ", "), version, insCol, keyType, strings.Join(fromRecord, ", "), insVal, record)
-		s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
-			insertInto, key, strings.Join(excluded, ", "), version, version, version, excludedExp, valueExpr(ns, "t."), version, expiry("t."))
-		set, from = strings.Join(assign, ", "), " FROM "+record
+		insertInto, set, from = p.columnsWrite(s, ns)
 	}
 	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s AND t.%s = $3::bigint%s RETURNING %s, t.%s%s",
-		table, set, version, newVersion("$4"), setExp("$5"), from, byKey, version, live("t."), valueExpr(ns, "t."), version, expiry("t."))
+		table, set, version, p.newVersion("$4"), p.setExp("$5"), from, p.byKey, version, p.live("t."), valueExpr(ns, "t."), version, p.expiry("t."))
 	if appendOptimized {
 		s.Upsert = ""
 		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s RETURNING %s, t.%s%s",
-			table, set, version, newVersion("$3"), setExp("$4"), from, byKey, valueExpr(ns, "t."), version, expiry("t."))
+			table, set, version, p.newVersion("$3"), p.setExp("$4"), from, p.byKey, valueExpr(ns, "t."), version, p.expiry("t."))
 	}
-	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s%s", insertInto, valueExpr(ns, "t."), version, expiry("t."))
-	s.setLookupFunction(ns, tableSchema(ns.Table))
-	return s, nil
+	s.Insert = fmt.Sprintf("%s RETURNING %s, t.%s%s", insertInto, valueExpr(ns, "t."), version, p.expiry("t."))
+}
+
+// valueColumnWrite sets s.Upsert for a layout with one value column of
+// type typ (packed: jsonb, bytes: bytea), and returns the INSERT without
+// its conflict and returning clauses and the assignment of value $2.
+func (p sqlParts) valueColumnWrite(s *StatementSet, ns *warmcache.Namespace, typ string) (insertInto, set string) {
+	table, key, version := p.table, p.key, p.version
+	value := ident(ns.ValueColumn)
+	insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) VALUES ($1::%s, $2::%s, $3::bigint%s)",
+		table, key, value, version, p.insCol, p.keyType, typ, p.insVal)
+	s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s = EXCLUDED.%s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
+		insertInto, key, value, value, version, version, version, p.excludedExp, valueExpr(ns, "t."), version, p.expiry("t."))
+	return insertInto, value + " = $2::" + typ
+}
+
+// columnsWrite sets s.Upsert for the columns layout, and returns the
+// INSERT without its conflict and returning clauses, the assignment of
+// value $2 and the FROM clause that assignment needs.
+func (p sqlParts) columnsWrite(s *StatementSet, ns *warmcache.Namespace) (insertInto, set, from string) {
+	table, key, version := p.table, p.key, p.version
+	// json_populate_record maps the object's fields onto a row of the
+	// table's type, converting each to its column's type; a missing
+	// field is NULL.
+	record := fmt.Sprintf("json_populate_record(NULL::%s, $2::json) AS r", table)
+	names := make([]string, len(ns.Columns))
+	fromRecord := make([]string, len(ns.Columns))
+	excluded := make([]string, len(ns.Columns))
+	assign := make([]string, len(ns.Columns))
+	for i, c := range ns.Columns {
+		col := ident(c.Name)
+		names[i] = col
+		fromRecord[i] = "r." + col
+		excluded[i] = col + " = EXCLUDED." + col
+		assign[i] = col + " = r." + col
+	}
+	insertInto = fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s%s) SELECT $1::%s, %s, $3::bigint%s FROM %s",
+		table, key, strings.Join(names, ", "), version, p.insCol, p.keyType, strings.Join(fromRecord, ", "), p.insVal, record)
+	s.Upsert = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s, %s = GREATEST(EXCLUDED.%s, t.%s + 1)%s RETURNING %s, t.%s%s",
+		insertInto, key, strings.Join(excluded, ", "), version, version, version, p.excludedExp, valueExpr(ns, "t."), version, p.expiry("t."))
+	return insertInto, strings.Join(assign, ", "), " FROM " + record
 }
 
 // valueExpr returns the expression that reads a row's value as JSON text,

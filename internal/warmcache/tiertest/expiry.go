@@ -23,94 +23,103 @@ const expiryPoll = 5 * time.Second
 //   - DeleteExpired (when the tier is a warmcache.Expirer) deletes expired
 //     rows, each at a version above its row's, and never a live row.
 func warmExpiry(t *testing.T, open func(t *testing.T) *warmTier) {
-	t.Run("a write with a TTL returns its expiry and a lookup reads it", func(t *testing.T) {
-		w := expiring(t, open)
-		k := w.key(t)
-		before := time.Now()
-		e := w.write1(t, warmcache.Write{Key: k, Value: w.value(1, "ttl"), TTL: time.Hour})
-		after := time.Now()
-		const skew = 2 * time.Second // the warehouse's clock against this one
-		if e.ExpiresAt.Before(before.Add(time.Hour-skew)) || e.ExpiresAt.After(after.Add(time.Hour+skew)) {
-			t.Errorf("a write with a TTL of 1h at %v returned the expiry %v", before, e.ExpiresAt)
+	t.Run("a write with a TTL returns its expiry and a lookup reads it", func(t *testing.T) { expiryTTL(t, open) })
+	t.Run("an expired row reads as absent and writes treat it as absent", func(t *testing.T) { expiryExpiredAbsent(t, open) })
+	t.Run("DeleteExpired deletes expired rows and no live one", func(t *testing.T) { expiryDeleteExpired(t, open) })
+}
+
+// expiryTTL runs the rule "a write with a TTL returns its expiry and a lookup reads it".
+func expiryTTL(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := expiring(t, open)
+	k := w.key(t)
+	before := time.Now()
+	e := w.write1(t, warmcache.Write{Key: k, Value: w.value(1, "ttl"), TTL: time.Hour})
+	after := time.Now()
+	const skew = 2 * time.Second // the warehouse's clock against this one
+	if e.ExpiresAt.Before(before.Add(time.Hour-skew)) || e.ExpiresAt.After(after.Add(time.Hour+skew)) {
+		t.Errorf("a write with a TTL of 1h at %v returned the expiry %v", before, e.ExpiresAt)
+	}
+	got := w.lookup(t, k)[0]
+	if !got.Found || !got.ExpiresAt.Equal(e.ExpiresAt) {
+		t.Errorf("lookup reads %s expiring %v, want the write's expiry %v", show(got), got.ExpiresAt, e.ExpiresAt)
+	}
+	e2 := w.write1(t, put(k, w.value(2, "no ttl")))
+	if !e2.ExpiresAt.IsZero() {
+		t.Errorf("a write without a TTL returned the expiry %v, want none", e2.ExpiresAt)
+	}
+	if got := w.lookup(t, k)[0]; !got.Found || !got.ExpiresAt.IsZero() {
+		t.Errorf("after a write without a TTL, lookup reads %s expiring %v, want no expiry", show(got), got.ExpiresAt)
+	}
+}
+
+// expiryExpiredAbsent runs the rule "an expired row reads as absent and writes treat it as absent".
+func expiryExpiredAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := expiring(t, open)
+	k := w.key(t)
+	old := w.write1(t, warmcache.Write{Key: k, Value: w.value(1, "short"), TTL: time.Millisecond})
+	w.awaitExpiry(t, k)
+	if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(2, "if-match"), IfMatch: &old.Version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
+		t.Errorf("IfMatch at the expired row's version: %v, want ErrVersionMismatch", err)
+	}
+	if _, err := w.write(t, del(k)); !errors.Is(err, warmcache.ErrNotFound) {
+		t.Errorf("delete of an expired row: %v, want ErrNotFound", err)
+	}
+	created := w.write1(t, warmcache.Write{Key: k, Value: w.value(3, "created"), IfAbsent: true})
+	if created.Version <= old.Version {
+		t.Errorf("IfAbsent over an expired row at version %d got version %d, want a greater one", old.Version, created.Version)
+	}
+	w.expect(t, k, created)
+}
+
+// expiryDeleteExpired runs the rule "DeleteExpired deletes expired rows and no live one".
+func expiryDeleteExpired(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := expiring(t, open)
+	x, ok := w.Warm.(warmcache.Expirer)
+	if !ok {
+		t.Skip("the tier is no warmcache.Expirer")
+	}
+	gone, live, forever := w.key(t), w.key(t), w.key(t)
+	old := w.write1(t, warmcache.Write{Key: gone, Value: w.value(1, "gone"), TTL: time.Millisecond})
+	liveEntry := w.write1(t, warmcache.Write{Key: live, Value: w.value(2, "live"), TTL: time.Hour})
+	foreverEntry := w.write1(t, put(forever, w.value(3, "forever")))
+	w.awaitExpiry(t, gone)
+	deleted := false
+	// The table may hold other steps' expired rows: sweep until it
+	// holds none.
+	for range 1000 {
+		keys, entries, err := x.DeleteExpired(callContext(t), w.Namespace, 100)
+		if err != nil {
+			t.Fatalf("DeleteExpired: %v", err)
 		}
-		got := w.lookup(t, k)[0]
-		if !got.Found || !got.ExpiresAt.Equal(e.ExpiresAt) {
-			t.Errorf("lookup reads %s expiring %v, want the write's expiry %v", show(got), got.ExpiresAt, e.ExpiresAt)
+		if len(keys) != len(entries) {
+			t.Fatalf("DeleteExpired returned %d keys and %d entries", len(keys), len(entries))
 		}
-		e2 := w.write1(t, put(k, w.value(2, "no ttl")))
-		if !e2.ExpiresAt.IsZero() {
-			t.Errorf("a write without a TTL returned the expiry %v, want none", e2.ExpiresAt)
-		}
-		if got := w.lookup(t, k)[0]; !got.Found || !got.ExpiresAt.IsZero() {
-			t.Errorf("after a write without a TTL, lookup reads %s expiring %v, want no expiry", show(got), got.ExpiresAt)
-		}
-	})
-	t.Run("an expired row reads as absent and writes treat it as absent", func(t *testing.T) {
-		w := expiring(t, open)
-		k := w.key(t)
-		old := w.write1(t, warmcache.Write{Key: k, Value: w.value(1, "short"), TTL: time.Millisecond})
-		w.awaitExpiry(t, k)
-		if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(2, "if-match"), IfMatch: &old.Version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
-			t.Errorf("IfMatch at the expired row's version: %v, want ErrVersionMismatch", err)
-		}
-		if _, err := w.write(t, del(k)); !errors.Is(err, warmcache.ErrNotFound) {
-			t.Errorf("delete of an expired row: %v, want ErrNotFound", err)
-		}
-		created := w.write1(t, warmcache.Write{Key: k, Value: w.value(3, "created"), IfAbsent: true})
-		if created.Version <= old.Version {
-			t.Errorf("IfAbsent over an expired row at version %d got version %d, want a greater one", old.Version, created.Version)
-		}
-		w.expect(t, k, created)
-	})
-	t.Run("DeleteExpired deletes expired rows and no live one", func(t *testing.T) {
-		w := expiring(t, open)
-		x, ok := w.Warm.(warmcache.Expirer)
-		if !ok {
-			t.Skip("the tier is no warmcache.Expirer")
-		}
-		gone, live, forever := w.key(t), w.key(t), w.key(t)
-		old := w.write1(t, warmcache.Write{Key: gone, Value: w.value(1, "gone"), TTL: time.Millisecond})
-		liveEntry := w.write1(t, warmcache.Write{Key: live, Value: w.value(2, "live"), TTL: time.Hour})
-		foreverEntry := w.write1(t, put(forever, w.value(3, "forever")))
-		w.awaitExpiry(t, gone)
-		deleted := false
-		// The table may hold other steps' expired rows: sweep until it
-		// holds none.
-		for range 1000 {
-			keys, entries, err := x.DeleteExpired(callContext(t), w.Namespace, 100)
-			if err != nil {
-				t.Fatalf("DeleteExpired: %v", err)
-			}
-			if len(keys) != len(entries) {
-				t.Fatalf("DeleteExpired returned %d keys and %d entries", len(keys), len(entries))
-			}
-			for i, k := range keys {
-				switch k.Text {
-				case live.Text, forever.Text:
-					t.Errorf("DeleteExpired deleted the live key %s", k.Text)
-				case gone.Text:
-					deleted = true
-					if e := entries[i]; e.Found || e.Version <= old.Version {
-						t.Errorf("DeleteExpired returned %s for the row at version %d, want absent at a greater version", show(e), old.Version)
-					}
+		for i, k := range keys {
+			switch k.Text {
+			case live.Text, forever.Text:
+				t.Errorf("DeleteExpired deleted the live key %s", k.Text)
+			case gone.Text:
+				deleted = true
+				if e := entries[i]; e.Found || e.Version <= old.Version {
+					t.Errorf("DeleteExpired returned %s for the row at version %d, want absent at a greater version", show(e), old.Version)
 				}
 			}
-			if len(keys) == 0 {
-				break
-			}
 		}
-		if !deleted {
-			t.Errorf("DeleteExpired never deleted the expired key %s", gone.Text)
+		if len(keys) == 0 {
+			break
 		}
-		w.expectAbsent(t, gone)
-		w.expect(t, live, liveEntry)
-		w.expect(t, forever, foreverEntry)
-		// The key lives again once written.
-		again := w.write1(t, put(gone, w.value(4, "again")))
-		if again.Version <= old.Version {
-			t.Errorf("a write after the sweep got version %d, want above %d", again.Version, old.Version)
-		}
-	})
+	}
+	if !deleted {
+		t.Errorf("DeleteExpired never deleted the expired key %s", gone.Text)
+	}
+	w.expectAbsent(t, gone)
+	w.expect(t, live, liveEntry)
+	w.expect(t, forever, foreverEntry)
+	// The key lives again once written.
+	again := w.write1(t, put(gone, w.value(4, "again")))
+	if again.Version <= old.Version {
+		t.Errorf("a write after the sweep got version %d, want above %d", again.Version, old.Version)
+	}
 }
 
 // expiring opens a tier and skips the rule unless its namespace has an

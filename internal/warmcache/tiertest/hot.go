@@ -54,252 +54,297 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	for _, r := range fillRules {
 		t.Run(r.name, func(t *testing.T) { checkFillRule(t, open(t), r) })
 	}
-	t.Run("a batch's fills of one key keep the newest", func(t *testing.T) {
-		h := open(t)
-		for _, c := range []struct {
-			name  string
-			fills []warmcache.Entry
-			want  warmcache.Entry
-		}{
-			{"older then newer", []warmcache.Entry{present(1, `"v1"`), present(2, `"v2"`)}, present(2, `"v2"`)},
-			{"newer then older", []warmcache.Entry{present(2, `"v2"`), present(1, `"v1"`)}, present(2, `"v2"`)},
-			{"present then read absent", []warmcache.Entry{present(2, `"v2"`), absent(0)}, present(2, `"v2"`)},
-			{"delete then present at its version", []warmcache.Entry{present(2, `"v2"`), absent(3), present(3, `"v3"`)}, absent(3)},
-		} {
-			for _, cached := range []bool{false, true} {
-				name := c.name
-				if cached {
-					name += " cached"
-				}
-				t.Run(name, func(t *testing.T) {
-					k := h.key(name)
-					fills := make([]warmcache.Fill, len(c.fills))
-					for i, e := range c.fills {
-						fills[i] = warmcache.Fill{Key: k, Entry: e, Keep: hotKeep, Cached: cached}
-					}
-					h.fill(t, fills...)
-					h.expect(t, k, c.want)
-				})
-			}
-		}
-	})
-	t.Run("concurrent fills keep the newest", func(t *testing.T) {
-		h := open(t)
-		k := h.key("hot")
-		const workers = 50
-		versions := make([]int64, workers)
-		for i := range versions {
-			versions[i] = rand.Int64N(1_000_000) + 1
-		}
-		start := make(chan struct{})
-		errs := make(chan error, workers)
-		var wg sync.WaitGroup
-		for _, v := range versions {
-			wg.Go(func() {
-				<-start
-				errs <- h.hot.FillMany(callContext(t), h.ns, []warmcache.Fill{{Key: k, Entry: present(v, fmt.Sprintf(`{"v":%d}`, v)), Keep: hotKeep}})
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Errorf("FillMany: %v", err)
-			}
-		}
-		top := slices.Max(versions)
-		h.expect(t, k, present(top, fmt.Sprintf(`{"v":%d}`, top)))
-	})
+	t.Run("a batch's fills of one key keep the newest", func(t *testing.T) { hotBatchNewest(t, open) })
+	t.Run("concurrent fills keep the newest", func(t *testing.T) { hotConcurrentNewest(t, open) })
 	t.Run("ExpiresAt is kept", func(t *testing.T) { hotExpiry(t, open(t)) })
-	t.Run("GetMany keeps order and length", func(t *testing.T) {
-		h := open(t)
-		h.fill(t,
-			warmcache.Fill{Key: h.key("a"), Entry: present(1, `{"a":1}`), Keep: hotKeep},
-			warmcache.Fill{Key: h.key("neg"), Entry: absent(0), Keep: hotKeep},
-			warmcache.Fill{Key: h.key("gone"), Entry: absent(4), Keep: hotKeep},
-			warmcache.Fill{Key: h.key("b"), Entry: present(2, `{"b":2}`), Keep: hotKeep})
-		reads := []struct {
-			key  string
-			want warmcache.Entry
-			hit  bool
-		}{
-			{"b", present(2, `{"b":2}`), true},
-			{"missing-1", warmcache.Entry{}, false},
-			{"neg", absent(0), true},
-			{"a", present(1, `{"a":1}`), true},
-			{"gone", absent(4), true},
-			{"missing-2", warmcache.Entry{}, false},
-			{"a", present(1, `{"a":1}`), true},
-		}
-		keys := make([]warmcache.Key, len(reads))
-		for i, r := range reads {
-			keys[i] = h.key(r.key)
-		}
-		es, hits := h.get(t, keys...)
-		for i, r := range reads {
-			if hits[i] != r.hit || (r.hit && !sameEntry(es[i], r.want)) {
-				t.Errorf("keys[%d] %s: %s, hit %v; want %s, hit %v", i, r.key, show(es[i]), hits[i], show(r.want), r.hit)
-			}
-		}
-	})
-	t.Run("GetMany of no keys", func(t *testing.T) {
-		h := open(t)
-		es, hits, err := h.hot.GetMany(callContext(t), h.ns, nil)
-		if err != nil || len(es) != 0 || len(hits) != 0 {
-			t.Errorf("GetMany(nil) = %v, %v, %v; want empty", es, hits, err)
-		}
-	})
-	t.Run("a cached absent entry is a hit", func(t *testing.T) {
-		h := open(t)
-		neg, gone := h.key("neg"), h.key("gone")
-		h.fill(t, warmcache.Fill{Key: neg, Entry: absent(0), Keep: hotKeep}, warmcache.Fill{Key: gone, Entry: absent(4), Keep: hotKeep})
-		h.expect(t, neg, absent(0))
-		h.expect(t, gone, absent(4))
-		es, hits := h.get(t, neg, gone)
-		if !hits[0] || !hits[1] || !sameEntry(es[0], absent(0)) || !sameEntry(es[1], absent(4)) {
-			t.Errorf("GetMany = %s, %s, hits %v; want absent@0 and absent@4, both hits", show(es[0]), show(es[1]), hits)
-		}
-	})
-	t.Run("a key that holds nothing is a miss", func(t *testing.T) {
-		h := open(t)
-		h.expectMiss(t, h.key("never"))
-		if _, hits := h.get(t, h.key("never-1"), h.key("never-2")); hits[0] || hits[1] {
-			t.Errorf("GetMany of two keys never filled: hits %v, want none", hits)
-		}
-	})
-	t.Run("FillMany of no fills", func(t *testing.T) {
-		h := open(t)
-		if err := h.hot.FillMany(callContext(t), h.ns, nil); err != nil {
-			t.Errorf("FillMany(nil) = %v", err)
-		}
-	})
-	t.Run("FreshUntil is kept", func(t *testing.T) {
-		h := open(t)
-		fresh := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
-		for _, c := range entryKinds() {
-			t.Run(c.name, func(t *testing.T) {
-				for _, at := range []time.Time{fresh, {}} {
-					k := h.key(c.name + " " + strconv.FormatBool(at.IsZero()))
-					e := c.entry
-					e.FreshUntil = at
-					h.fill(t, warmcache.Fill{Key: k, Entry: e, Keep: hotKeep})
-					got := h.expect(t, k, e)
-					if !got.FreshUntil.Equal(at) {
-						t.Errorf("filled fresh until %v, read back %v", at, got.FreshUntil)
-					}
-				}
-			})
-		}
-	})
-	t.Run("Keep bounds the lifetime of a fill", func(t *testing.T) {
-		h := open(t)
-		for _, c := range entryKinds() {
-			t.Run(c.name, func(t *testing.T) {
-				k := h.key(c.name)
-				short := h.shortKeep()
-				start := time.Now()
-				h.fill(t, warmcache.Fill{Key: k, Entry: c.entry, Keep: short})
-				if h.clock != nil {
-					h.clock.Advance(short)
-					if got, hit := h.get1(t, k); !hit || !sameEntry(got, c.entry) {
-						t.Fatalf("at the end of its Keep: %s, hit %v; want %s kept until past it", show(got), hit, show(c.entry))
-					}
-					h.clock.Advance(time.Millisecond)
-					if got, hit := h.get1(t, k); hit {
-						t.Fatalf("past its Keep: %s still cached", show(got))
-					}
-					return
-				}
-				got, hit := h.get1(t, k)
-				switch {
-				case !hit && time.Since(start) < short:
-					t.Fatalf("gone before its Keep of %v", short)
-				case hit && !sameEntry(got, c.entry):
-					t.Fatalf("read back %s, want %s", show(got), show(c.entry))
-				}
-				h.expectGone(t, k, start, short)
-			})
-		}
-	})
-	t.Run("a refused fill leaves the lifetime", func(t *testing.T) {
-		h := open(t)
+	t.Run("GetMany keeps order and length", func(t *testing.T) { hotGetManyOrder(t, open) })
+	t.Run("GetMany of no keys", func(t *testing.T) { hotGetManyNone(t, open) })
+	t.Run("a cached absent entry is a hit", func(t *testing.T) { hotAbsentHit(t, open) })
+	t.Run("a key that holds nothing is a miss", func(t *testing.T) { hotNothingMiss(t, open) })
+	t.Run("FillMany of no fills", func(t *testing.T) { hotFillManyNone(t, open) })
+	t.Run("FreshUntil is kept", func(t *testing.T) { hotFreshUntil(t, open) })
+	t.Run("Keep bounds the lifetime of a fill", func(t *testing.T) { hotKeepBounds(t, open) })
+	t.Run("a refused fill leaves the lifetime", func(t *testing.T) { hotRefusedLifetime(t, open) })
+	t.Run("a renewal takes its own Keep", func(t *testing.T) { hotRenewalKeep(t, open) })
+	t.Run("an expired entry refuses no fill", func(t *testing.T) { hotExpiredRefusesNone(t, open) })
+	t.Run("namespaces are apart", func(t *testing.T) { hotNamespacesApart(t, open) })
+	t.Run("negative version refused", func(t *testing.T) { hotNegativeVersion(t, open) })
+	t.Run("Ping answers", func(t *testing.T) { hotPing(t, open) })
+}
+
+// hotBatchNewest runs the rule "a batch's fills of one key keep the newest".
+func hotBatchNewest(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	for _, c := range []struct {
+		name  string
+		fills []warmcache.Entry
+		want  warmcache.Entry
+	}{
+		{"older then newer", []warmcache.Entry{present(1, `"v1"`), present(2, `"v2"`)}, present(2, `"v2"`)},
+		{"newer then older", []warmcache.Entry{present(2, `"v2"`), present(1, `"v1"`)}, present(2, `"v2"`)},
+		{"present then read absent", []warmcache.Entry{present(2, `"v2"`), absent(0)}, present(2, `"v2"`)},
+		{"delete then present at its version", []warmcache.Entry{present(2, `"v2"`), absent(3), present(3, `"v3"`)}, absent(3)},
+	} {
 		for _, cached := range []bool{false, true} {
-			t.Run("cached "+strconv.FormatBool(cached), func(t *testing.T) {
-				k := h.key(strconv.FormatBool(cached))
-				short := h.shortKeep()
-				start := time.Now()
-				h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: short})
-				h.fill(t, warmcache.Fill{Key: k, Entry: present(3, `"v3"`), Keep: hotKeep, Cached: cached})
-				h.expectGone(t, k, start, short)
+			name := c.name
+			if cached {
+				name += " cached"
+			}
+			t.Run(name, func(t *testing.T) {
+				k := h.key(name)
+				fills := make([]warmcache.Fill, len(c.fills))
+				for i, e := range c.fills {
+					fills[i] = warmcache.Fill{Key: k, Entry: e, Keep: hotKeep, Cached: cached}
+				}
+				h.fill(t, fills...)
+				h.expect(t, k, c.want)
 			})
 		}
-	})
-	t.Run("a renewal takes its own Keep", func(t *testing.T) {
-		h := open(t)
-		t.Run("shorter", func(t *testing.T) {
-			k := h.key("shorter")
+	}
+}
+
+// hotConcurrentNewest runs the rule "concurrent fills keep the newest".
+func hotConcurrentNewest(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	k := h.key("hot")
+	const workers = 50
+	versions := make([]int64, workers)
+	for i := range versions {
+		versions[i] = rand.Int64N(1_000_000) + 1
+	}
+	start := make(chan struct{})
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for _, v := range versions {
+		wg.Go(func() {
+			<-start
+			errs <- h.hot.FillMany(callContext(t), h.ns, []warmcache.Fill{{Key: k, Entry: present(v, fmt.Sprintf(`{"v":%d}`, v)), Keep: hotKeep}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("FillMany: %v", err)
+		}
+	}
+	top := slices.Max(versions)
+	h.expect(t, k, present(top, fmt.Sprintf(`{"v":%d}`, top)))
+}
+
+// hotGetManyOrder runs the rule "GetMany keeps order and length".
+func hotGetManyOrder(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	h.fill(t,
+		warmcache.Fill{Key: h.key("a"), Entry: present(1, `{"a":1}`), Keep: hotKeep},
+		warmcache.Fill{Key: h.key("neg"), Entry: absent(0), Keep: hotKeep},
+		warmcache.Fill{Key: h.key("gone"), Entry: absent(4), Keep: hotKeep},
+		warmcache.Fill{Key: h.key("b"), Entry: present(2, `{"b":2}`), Keep: hotKeep})
+	reads := []struct {
+		key  string
+		want warmcache.Entry
+		hit  bool
+	}{
+		{"b", present(2, `{"b":2}`), true},
+		{"missing-1", warmcache.Entry{}, false},
+		{"neg", absent(0), true},
+		{"a", present(1, `{"a":1}`), true},
+		{"gone", absent(4), true},
+		{"missing-2", warmcache.Entry{}, false},
+		{"a", present(1, `{"a":1}`), true},
+	}
+	keys := make([]warmcache.Key, len(reads))
+	for i, r := range reads {
+		keys[i] = h.key(r.key)
+	}
+	es, hits := h.get(t, keys...)
+	for i, r := range reads {
+		if hits[i] != r.hit || (r.hit && !sameEntry(es[i], r.want)) {
+			t.Errorf("keys[%d] %s: %s, hit %v; want %s, hit %v", i, r.key, show(es[i]), hits[i], show(r.want), r.hit)
+		}
+	}
+}
+
+// hotGetManyNone runs the rule "GetMany of no keys".
+func hotGetManyNone(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	es, hits, err := h.hot.GetMany(callContext(t), h.ns, nil)
+	if err != nil || len(es) != 0 || len(hits) != 0 {
+		t.Errorf("GetMany(nil) = %v, %v, %v; want empty", es, hits, err)
+	}
+}
+
+// hotAbsentHit runs the rule "a cached absent entry is a hit".
+func hotAbsentHit(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	neg, gone := h.key("neg"), h.key("gone")
+	h.fill(t, warmcache.Fill{Key: neg, Entry: absent(0), Keep: hotKeep}, warmcache.Fill{Key: gone, Entry: absent(4), Keep: hotKeep})
+	h.expect(t, neg, absent(0))
+	h.expect(t, gone, absent(4))
+	es, hits := h.get(t, neg, gone)
+	if !hits[0] || !hits[1] || !sameEntry(es[0], absent(0)) || !sameEntry(es[1], absent(4)) {
+		t.Errorf("GetMany = %s, %s, hits %v; want absent@0 and absent@4, both hits", show(es[0]), show(es[1]), hits)
+	}
+}
+
+// hotNothingMiss runs the rule "a key that holds nothing is a miss".
+func hotNothingMiss(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	h.expectMiss(t, h.key("never"))
+	if _, hits := h.get(t, h.key("never-1"), h.key("never-2")); hits[0] || hits[1] {
+		t.Errorf("GetMany of two keys never filled: hits %v, want none", hits)
+	}
+}
+
+// hotFillManyNone runs the rule "FillMany of no fills".
+func hotFillManyNone(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	if err := h.hot.FillMany(callContext(t), h.ns, nil); err != nil {
+		t.Errorf("FillMany(nil) = %v", err)
+	}
+}
+
+// hotFreshUntil runs the rule "FreshUntil is kept".
+func hotFreshUntil(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	fresh := time.UnixMilli(time.Now().Add(time.Hour).UnixMilli())
+	for _, c := range entryKinds() {
+		t.Run(c.name, func(t *testing.T) {
+			for _, at := range []time.Time{fresh, {}} {
+				k := h.key(c.name + " " + strconv.FormatBool(at.IsZero()))
+				e := c.entry
+				e.FreshUntil = at
+				h.fill(t, warmcache.Fill{Key: k, Entry: e, Keep: hotKeep})
+				got := h.expect(t, k, e)
+				if !got.FreshUntil.Equal(at) {
+					t.Errorf("filled fresh until %v, read back %v", at, got.FreshUntil)
+				}
+			}
+		})
+	}
+}
+
+// hotKeepBounds runs the rule "Keep bounds the lifetime of a fill".
+func hotKeepBounds(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	for _, c := range entryKinds() {
+		t.Run(c.name, func(t *testing.T) {
+			k := h.key(c.name)
 			short := h.shortKeep()
-			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"first"`), Keep: hotKeep})
 			start := time.Now()
-			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"again"`), Keep: short, Cached: true})
+			h.fill(t, warmcache.Fill{Key: k, Entry: c.entry, Keep: short})
+			if h.clock != nil {
+				h.clock.Advance(short)
+				if got, hit := h.get1(t, k); !hit || !sameEntry(got, c.entry) {
+					t.Fatalf("at the end of its Keep: %s, hit %v; want %s kept until past it", show(got), hit, show(c.entry))
+				}
+				h.clock.Advance(time.Millisecond)
+				if got, hit := h.get1(t, k); hit {
+					t.Fatalf("past its Keep: %s still cached", show(got))
+				}
+				return
+			}
+			got, hit := h.get1(t, k)
+			switch {
+			case !hit && time.Since(start) < short:
+				t.Fatalf("gone before its Keep of %v", short)
+			case hit && !sameEntry(got, c.entry):
+				t.Fatalf("read back %s, want %s", show(got), show(c.entry))
+			}
 			h.expectGone(t, k, start, short)
 		})
-		t.Run("longer", func(t *testing.T) {
-			k := h.key("longer")
+	}
+}
+
+// hotRefusedLifetime runs the rule "a refused fill leaves the lifetime".
+func hotRefusedLifetime(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	for _, cached := range []bool{false, true} {
+		t.Run("cached "+strconv.FormatBool(cached), func(t *testing.T) {
+			k := h.key(strconv.FormatBool(cached))
 			short := h.shortKeep()
 			start := time.Now()
-			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"first"`), Keep: short})
-			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"again"`), Keep: hotKeep, Cached: true})
-			h.passKeep(start, short)
-			h.expect(t, k, present(5, `"again"`))
+			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: short})
+			h.fill(t, warmcache.Fill{Key: k, Entry: present(3, `"v3"`), Keep: hotKeep, Cached: cached})
+			h.expectGone(t, k, start, short)
 		})
+	}
+}
+
+// hotRenewalKeep runs the rule "a renewal takes its own Keep".
+func hotRenewalKeep(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	t.Run("shorter", func(t *testing.T) {
+		k := h.key("shorter")
+		short := h.shortKeep()
+		h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"first"`), Keep: hotKeep})
+		start := time.Now()
+		h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"again"`), Keep: short, Cached: true})
+		h.expectGone(t, k, start, short)
 	})
-	t.Run("an expired entry refuses no fill", func(t *testing.T) {
-		h := open(t)
-		for _, cached := range []bool{false, true} {
-			t.Run("cached "+strconv.FormatBool(cached), func(t *testing.T) {
-				k := h.key(strconv.FormatBool(cached))
-				short := h.shortKeep()
-				start := time.Now()
-				h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: short})
-				h.expectGone(t, k, start, short)
-				h.fill(t, warmcache.Fill{Key: k, Entry: present(3, `"v3"`), Keep: hotKeep, Cached: cached})
-				h.expect(t, k, present(3, `"v3"`))
-			})
-		}
+	t.Run("longer", func(t *testing.T) {
+		k := h.key("longer")
+		short := h.shortKeep()
+		start := time.Now()
+		h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"first"`), Keep: short})
+		h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"again"`), Keep: hotKeep, Cached: true})
+		h.passKeep(start, short)
+		h.expect(t, k, present(5, `"again"`))
 	})
-	t.Run("namespaces are apart", func(t *testing.T) {
-		h := open(t)
-		other := &warmcache.Namespace{Name: h.ns.Name + "-other"}
-		k := h.key("k")
-		h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: hotKeep})
-		if err := h.hot.FillMany(callContext(t), other, []warmcache.Fill{{Key: k, Entry: present(3, `"other"`), Keep: hotKeep}}); err != nil {
-			t.Fatalf("FillMany in another namespace: %v", err)
-		}
-		h.expect(t, k, present(5, `"v5"`))
-		es, hits, err := h.hot.GetMany(callContext(t), other, []warmcache.Key{k, h.key("only-here")})
-		if err != nil || len(es) != 2 || len(hits) != 2 {
-			t.Fatalf("GetMany in another namespace = %v, %v, %v", es, hits, err)
-		}
-		if !hits[0] || !sameEntry(es[0], present(3, `"other"`)) || hits[1] {
-			t.Errorf("the other namespace reads %s (hit %v) and a hit %v; want its own entry and a miss", show(es[0]), hits[0], hits[1])
-		}
-	})
-	t.Run("negative version refused", func(t *testing.T) {
-		h := open(t)
-		k := h.key("negative")
-		if err := h.hot.FillMany(callContext(t), h.ns, []warmcache.Fill{{Key: k, Entry: present(-1, `1`), Keep: hotKeep}}); err == nil {
-			t.Error("a fill at version -1 succeeded, want an error")
-		}
-		h.expectMiss(t, k)
-	})
-	t.Run("Ping answers", func(t *testing.T) {
-		h := open(t)
-		if err := h.hot.Ping(callContext(t)); err != nil {
-			t.Errorf("Ping = %v", err)
-		}
-	})
+}
+
+// hotExpiredRefusesNone runs the rule "an expired entry refuses no fill".
+func hotExpiredRefusesNone(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	for _, cached := range []bool{false, true} {
+		t.Run("cached "+strconv.FormatBool(cached), func(t *testing.T) {
+			k := h.key(strconv.FormatBool(cached))
+			short := h.shortKeep()
+			start := time.Now()
+			h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: short})
+			h.expectGone(t, k, start, short)
+			h.fill(t, warmcache.Fill{Key: k, Entry: present(3, `"v3"`), Keep: hotKeep, Cached: cached})
+			h.expect(t, k, present(3, `"v3"`))
+		})
+	}
+}
+
+// hotNamespacesApart runs the rule "namespaces are apart".
+func hotNamespacesApart(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	other := &warmcache.Namespace{Name: h.ns.Name + "-other"}
+	k := h.key("k")
+	h.fill(t, warmcache.Fill{Key: k, Entry: present(5, `"v5"`), Keep: hotKeep})
+	if err := h.hot.FillMany(callContext(t), other, []warmcache.Fill{{Key: k, Entry: present(3, `"other"`), Keep: hotKeep}}); err != nil {
+		t.Fatalf("FillMany in another namespace: %v", err)
+	}
+	h.expect(t, k, present(5, `"v5"`))
+	es, hits, err := h.hot.GetMany(callContext(t), other, []warmcache.Key{k, h.key("only-here")})
+	if err != nil || len(es) != 2 || len(hits) != 2 {
+		t.Fatalf("GetMany in another namespace = %v, %v, %v", es, hits, err)
+	}
+	if !hits[0] || !sameEntry(es[0], present(3, `"other"`)) || hits[1] {
+		t.Errorf("the other namespace reads %s (hit %v) and a hit %v; want its own entry and a miss", show(es[0]), hits[0], hits[1])
+	}
+}
+
+// hotNegativeVersion runs the rule "negative version refused".
+func hotNegativeVersion(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	k := h.key("negative")
+	if err := h.hot.FillMany(callContext(t), h.ns, []warmcache.Fill{{Key: k, Entry: present(-1, `1`), Keep: hotKeep}}); err == nil {
+		t.Error("a fill at version -1 succeeded, want an error")
+	}
+	h.expectMiss(t, k)
+}
+
+// hotPing runs the rule "Ping answers".
+func hotPing(t *testing.T, open func(t *testing.T) *hotTier) {
+	h := open(t)
+	if err := h.hot.Ping(callContext(t)); err != nil {
+		t.Errorf("Ping = %v", err)
+	}
 }
 
 // fillRule is one case of the version rules: the key holds cached (nothing

@@ -62,335 +62,407 @@ func Warm(t *testing.T, newWarm func(t *testing.T) WarmTier) {
 		return &warmTier{WarmTier: tier, next: &next}
 	}
 
-	t.Run("a write returns what a lookup reads", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		v := w.value(1, "one")
-		e := w.write1(t, put(k, v))
-		if !e.Found || e.Version <= 0 || !sameJSON(e.Value, v) {
-			t.Fatalf("upsert of a new key returned %s, want %s at a positive version", show(e), v)
-		}
-		w.expect(t, k, e)
-		d := w.write1(t, del(k))
-		if d.Found || d.Version <= e.Version || len(d.Value) != 0 {
-			t.Fatalf("delete returned %s, want absent at a version over %d", show(d), e.Version)
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("an upsert's version exceeds the key's", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e1 := w.write1(t, put(k, w.value(1, "one")))
-		e2 := w.write1(t, put(k, w.value(2, "two")))
-		if e2.Version <= e1.Version {
-			t.Fatalf("versions went %d then %d, want growing", e1.Version, e2.Version)
-		}
-		w.expect(t, k, e2)
-	})
-	t.Run("a delete's version exceeds the key's", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e := w.write1(t, put(k, w.value(1, "one")))
-		d := w.write1(t, del(k))
-		if d.Found || d.Version <= e.Version {
-			t.Fatalf("delete of version %d returned %s, want absent at a higher version", e.Version, show(d))
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("versions grow across deletes", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		var versions []int64
-		for i, wr := range []warmcache.Write{
-			put(k, w.value(1, "one")),
-			del(k),
-			put(k, w.value(2, "two")),
-			{Key: k, Delete: true, AbsentOK: true},
-			{Key: k, Value: w.value(3, "three"), IfAbsent: true},
-			put(k, w.value(4, "four")),
-			del(k),
-		} {
-			e := w.write1(t, wr)
-			if n := len(versions); n > 0 && e.Version <= versions[n-1] {
-				t.Fatalf("write %d (%s) at version %d, after %v: want above every version the key had", i, describe(wr), e.Version, versions)
-			}
-			versions = append(versions, e.Version)
-		}
-	})
-	t.Run("a delete of an absent key fails with ErrNotFound", func(t *testing.T) {
-		w := open(t)
-		never := w.key(t)
-		if _, err := w.write(t, del(never)); !errors.Is(err, warmcache.ErrNotFound) {
-			t.Errorf("delete of a key never written: %v, want ErrNotFound", err)
-		}
-		deleted := w.key(t)
-		w.write1(t, put(deleted, w.value(1, "one")))
-		w.write1(t, del(deleted))
-		if _, err := w.write(t, del(deleted)); !errors.Is(err, warmcache.ErrNotFound) {
-			t.Errorf("second delete of a key: %v, want ErrNotFound", err)
-		}
-	})
-	t.Run("an absent-ok delete of an absent key returns the zero entry", func(t *testing.T) {
-		w := open(t)
-		never, deleted := w.key(t), w.key(t)
-		w.write1(t, put(deleted, w.value(1, "one")))
-		w.write1(t, del(deleted))
-		for _, k := range []warmcache.Key{never, deleted} {
-			e := w.write1(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true})
-			if e.Found || e.Version != 0 || e.Value != nil {
-				t.Errorf("absent-ok delete of absent key %s = %+v, want the zero entry", k.Text, e)
-			}
-			w.expectAbsent(t, k)
-		}
-	})
-	t.Run("an absent-ok delete of a present key deletes it", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e := w.write1(t, put(k, w.value(1, "one")))
-		d := w.write1(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true})
-		if d.Found || d.Version <= e.Version {
-			t.Fatalf("absent-ok delete of version %d returned %s, want absent at a higher version", e.Version, show(d))
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("IfMatch at the key's version writes", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e1 := w.write1(t, put(k, w.value(1, "one")))
-		e2 := w.write1(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfMatch: &e1.Version})
-		if !e2.Found || e2.Version <= e1.Version {
-			t.Fatalf("upsert at IfMatch %d returned %s, want a higher version", e1.Version, show(e2))
-		}
-		w.expect(t, k, e2)
-		d := w.write1(t, warmcache.Write{Key: k, Delete: true, IfMatch: &e2.Version})
-		if d.Found || d.Version <= e2.Version {
-			t.Fatalf("delete at IfMatch %d returned %s, want absent at a higher version", e2.Version, show(d))
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("a stale IfMatch fails with ErrVersionMismatch", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e1 := w.write1(t, put(k, w.value(1, "one")))
-		e2 := w.write1(t, put(k, w.value(2, "two")))
-		stale := e1.Version
-		for _, wr := range []warmcache.Write{
-			{Key: k, Value: w.value(3, "three"), IfMatch: &stale},
-			{Key: k, Delete: true, IfMatch: &stale},
-			{Key: k, Delete: true, AbsentOK: true, IfMatch: &stale},
-		} {
-			if _, err := w.write(t, wr); !errors.Is(err, warmcache.ErrVersionMismatch) {
-				t.Errorf("%s: %v, want ErrVersionMismatch", describe(wr), err)
-			}
-			w.expect(t, k, e2)
-		}
-	})
-	t.Run("IfMatch on an absent key fails with ErrVersionMismatch", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		version := int64(1)
-		if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(1, "one"), IfMatch: &version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
-			t.Errorf("upsert at IfMatch of a key never written: %v, want ErrVersionMismatch", err)
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("a delete at a version of an absent key fails with ErrNotFound", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		version := int64(1)
-		if _, err := w.write(t, warmcache.Write{Key: k, Delete: true, IfMatch: &version}); !errors.Is(err, warmcache.ErrNotFound) {
-			t.Errorf("delete at IfMatch of a key never written: %v, want ErrNotFound", err)
-		}
-	})
-	t.Run("an absent-ok delete at a version of an absent key fails with ErrVersionMismatch", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e := w.write1(t, put(k, w.value(1, "one")))
-		w.write1(t, del(k))
-		if _, err := w.write(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true, IfMatch: &e.Version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
-			t.Errorf("absent-ok delete at the version the key had: %v, want ErrVersionMismatch", err)
-		}
-	})
-	t.Run("IfAbsent creates a key", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		v := w.value(1, "one")
-		e := w.write1(t, warmcache.Write{Key: k, Value: v, IfAbsent: true})
-		if !e.Found || e.Version <= 0 || !sameJSON(e.Value, v) {
-			t.Fatalf("create returned %s, want %s", show(e), v)
-		}
-		w.expect(t, k, e)
-	})
-	t.Run("IfAbsent of an existing key fails with ErrVersionMismatch", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		e := w.write1(t, put(k, w.value(1, "one")))
-		if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfAbsent: true}); !errors.Is(err, warmcache.ErrVersionMismatch) {
-			t.Errorf("create of an existing key: %v, want ErrVersionMismatch", err)
-		}
-		w.expect(t, k, e)
-	})
-	t.Run("IfAbsent of a deleted key creates it", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		w.write1(t, put(k, w.value(1, "one")))
-		d := w.write1(t, del(k))
-		e := w.write1(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfAbsent: true})
-		if !e.Found || e.Version <= d.Version {
-			t.Fatalf("create after a delete at version %d returned %s, want a higher version", d.Version, show(e))
-		}
-		w.expect(t, k, e)
-	})
-	t.Run("a value the table refuses fails with ErrInvalidValue", func(t *testing.T) {
-		w := open(t)
-		if w.Invalid == nil {
-			t.Skip("the tier refuses no value")
-		}
-		k := w.key(t)
-		if _, err := w.write(t, put(k, w.Invalid)); !errors.Is(err, warmcache.ErrInvalidValue) {
-			t.Errorf("upsert of %q: %v, want ErrInvalidValue", w.Invalid, err)
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("LookupMany keeps order and length", func(t *testing.T) {
-		w := open(t)
-		a, b, gone, missing1, missing2 := w.key(t), w.key(t), w.key(t), w.key(t), w.key(t)
-		ea := w.write1(t, put(a, w.value(1, "a")))
-		eb := w.write1(t, put(b, w.value(2, "b")))
-		w.write1(t, put(gone, w.value(3, "gone")))
-		w.write1(t, del(gone))
-		keys := []warmcache.Key{b, missing1, a, gone, missing2, a}
-		want := []warmcache.Entry{eb, {}, ea, {}, {}, ea}
-		got := w.lookup(t, keys...)
-		for i := range keys {
-			if got[i].Found != want[i].Found || (want[i].Found && !sameEntry(got[i], want[i])) {
-				t.Errorf("keys[%d] %s: %s, want %s", i, keys[i].Text, show(got[i]), show(want[i]))
-			}
-		}
-	})
-	t.Run("LookupMany of no keys", func(t *testing.T) {
-		w := open(t)
-		got, err := w.Warm.LookupMany(callContext(t), w.Namespace, nil)
-		if err != nil || len(got) != 0 {
-			t.Errorf("LookupMany(nil) = %v, %v; want empty", got, err)
-		}
-	})
-	t.Run("Write of no writes", func(t *testing.T) {
-		w := open(t)
-		got, err := w.Warm.Write(callContext(t), w.Namespace, nil)
-		if err != nil || len(got) != 0 {
-			t.Errorf("Write(nil) = %v, %v; want empty", got, err)
-		}
-	})
-	t.Run("a transaction's versions ascend in its order", func(t *testing.T) {
-		w := open(t)
-		k1, k2, k3 := w.key(t), w.key(t), w.key(t)
-		es := w.mustWrite(t, put(k3, w.value(3, "c")), put(k1, w.value(1, "a")), put(k2, w.value(2, "b")))
-		for i, e := range es {
-			if !e.Found || e.Version <= 0 || (i > 0 && e.Version <= es[i-1].Version) {
-				t.Fatalf("entries %v: want present at ascending versions", es)
-			}
-		}
-		got := w.lookup(t, k3, k1, k2)
-		for i := range es {
-			if !sameEntry(got[i], es[i]) {
-				t.Errorf("write %d: lookup reads %s, the write returned %s", i, show(got[i]), show(es[i]))
-			}
-		}
-	})
-	t.Run("a key written twice in one transaction ends at the later write", func(t *testing.T) {
-		w := open(t)
-		k := w.key(t)
-		es := w.mustWrite(t, put(k, w.value(1, "one")), put(k, w.value(2, "two")))
-		if es[1].Version <= es[0].Version {
-			t.Fatalf("versions %d then %d in one transaction, want growing", es[0].Version, es[1].Version)
-		}
-		w.expect(t, k, es[1])
-		es = w.mustWrite(t, put(k, w.value(3, "three")), del(k))
-		if es[1].Found || es[1].Version <= es[0].Version {
-			t.Fatalf("upsert then delete in one transaction returned %s, %s; want the delete above the upsert", show(es[0]), show(es[1]))
-		}
-		w.expectAbsent(t, k)
-	})
-	t.Run("a transaction applies all its writes", func(t *testing.T) {
-		w := open(t)
-		ks := w.keys(t, 5)
-		seeded := w.mustWrite(t, put(ks[0], w.value(1, "1")), put(ks[1], w.value(2, "2")), put(ks[2], w.value(3, "3")))
-		es := w.mustWrite(t,
-			warmcache.Write{Key: ks[0], Value: w.value(10, "1"), IfMatch: &seeded[0].Version},
-			del(ks[1]),
-			warmcache.Write{Key: ks[3], Value: w.value(4, "4"), IfAbsent: true},
-			warmcache.Write{Key: ks[4], Delete: true, AbsentOK: true},
-			put(ks[0], w.value(11, "1")),
-		)
-		if es[0].Version <= seeded[0].Version || es[4].Version <= es[0].Version {
-			t.Errorf("key 0 went to versions %d then %d from %d, want growing", es[0].Version, es[4].Version, seeded[0].Version)
-		}
-		if es[1].Found || es[1].Version <= seeded[1].Version {
-			t.Errorf("delete returned %s, want absent above version %d", show(es[1]), seeded[1].Version)
-		}
-		if !es[2].Found || !sameJSON(es[2].Value, w.value(4, "4")) {
-			t.Errorf("create returned %s", show(es[2]))
-		}
-		if e := es[3]; e.Found || e.Version != 0 || e.Value != nil {
-			t.Errorf("absent-ok delete of an absent key = %+v, want the zero entry", e)
-		}
-		got := w.lookup(t, ks...)
-		for i, want := range []warmcache.Entry{es[4], {}, seeded[2], es[2], {}} {
-			if got[i].Found != want.Found || (want.Found && !sameEntry(got[i], want)) {
-				t.Errorf("key %d reads %s, want %s", i, show(got[i]), show(want))
-			}
-		}
-	})
-	t.Run("a failing write rolls back the earlier ones", func(t *testing.T) {
-		w := open(t)
-		ks := w.keys(t, 6)
-		seeded := w.mustWrite(t, put(ks[0], w.value(1, "1")), put(ks[1], w.value(2, "2")), put(ks[2], w.value(3, "3")), put(ks[3], w.value(4, "4")))
-		moved := w.write1(t, put(ks[0], w.value(10, "1")))
-		w.write1(t, del(ks[1]))
-		before := w.lookup(t, ks...)
-		stale := seeded[0].Version
-		failures := []struct {
-			name string
-			last warmcache.Write
-			want error
-		}{
-			{"stale version", warmcache.Write{Key: ks[0], Value: w.value(0, "stale"), IfMatch: &stale}, warmcache.ErrVersionMismatch},
-			{"create of an existing key", warmcache.Write{Key: ks[0], Value: w.value(0, "create"), IfAbsent: true}, warmcache.ErrVersionMismatch},
-			{"delete of an absent key", del(ks[1]), warmcache.ErrNotFound},
-			{"absent-ok delete at a version", warmcache.Write{Key: ks[1], Delete: true, AbsentOK: true, IfMatch: &seeded[1].Version}, warmcache.ErrVersionMismatch},
-			{"value the table refuses", put(ks[2], w.Invalid), warmcache.ErrInvalidValue},
-		}
-		for _, f := range failures {
-			t.Run(f.name, func(t *testing.T) {
-				if f.want == warmcache.ErrInvalidValue && w.Invalid == nil {
-					t.Skip("the tier refuses no value")
-				}
-				_, err := w.write(t,
-					put(ks[2], w.value(30, "changed")),
-					put(ks[5], w.value(6, "new")),
-					del(ks[3]),
-					warmcache.Write{Key: ks[0], Value: w.value(12, "1"), IfMatch: &moved.Version},
-					f.last)
-				if !errors.Is(err, f.want) {
-					t.Errorf("err = %v, want %v", err, f.want)
-				}
-				after := w.lookup(t, ks...)
-				for i := range ks {
-					if after[i].Found != before[i].Found || (before[i].Found && !sameEntry(after[i], before[i])) {
-						t.Errorf("key %d reads %s after the failed write, %s before it", i, show(after[i]), show(before[i]))
-					}
-				}
-			})
-		}
-	})
-	t.Run("Ping answers", func(t *testing.T) {
-		w := open(t)
-		if err := w.Warm.Ping(callContext(t)); err != nil {
-			t.Errorf("Ping = %v", err)
-		}
-	})
+	t.Run("a write returns what a lookup reads", func(t *testing.T) { warmWriteReads(t, open) })
+	t.Run("an upsert's version exceeds the key's", func(t *testing.T) { warmUpsertVersion(t, open) })
+	t.Run("a delete's version exceeds the key's", func(t *testing.T) { warmDeleteVersion(t, open) })
+	t.Run("versions grow across deletes", func(t *testing.T) { warmVersionsAcrossDeletes(t, open) })
+	t.Run("a delete of an absent key fails with ErrNotFound", func(t *testing.T) { warmDeleteAbsent(t, open) })
+	t.Run("an absent-ok delete of an absent key returns the zero entry", func(t *testing.T) { warmAbsentOKDeleteAbsent(t, open) })
+	t.Run("an absent-ok delete of a present key deletes it", func(t *testing.T) { warmAbsentOKDeletePresent(t, open) })
+	t.Run("IfMatch at the key's version writes", func(t *testing.T) { warmIfMatch(t, open) })
+	t.Run("a stale IfMatch fails with ErrVersionMismatch", func(t *testing.T) { warmStaleIfMatch(t, open) })
+	t.Run("IfMatch on an absent key fails with ErrVersionMismatch", func(t *testing.T) { warmIfMatchAbsent(t, open) })
+	t.Run("a delete at a version of an absent key fails with ErrNotFound", func(t *testing.T) { warmDeleteAtVersionAbsent(t, open) })
+	t.Run("an absent-ok delete at a version of an absent key fails with ErrVersionMismatch", func(t *testing.T) { warmAbsentOKDeleteAtVersionAbsent(t, open) })
+	t.Run("IfAbsent creates a key", func(t *testing.T) { warmIfAbsentCreates(t, open) })
+	t.Run("IfAbsent of an existing key fails with ErrVersionMismatch", func(t *testing.T) { warmIfAbsentExisting(t, open) })
+	t.Run("IfAbsent of a deleted key creates it", func(t *testing.T) { warmIfAbsentDeleted(t, open) })
+	t.Run("a value the table refuses fails with ErrInvalidValue", func(t *testing.T) { warmRefusedValue(t, open) })
+	t.Run("LookupMany keeps order and length", func(t *testing.T) { warmLookupManyOrder(t, open) })
+	t.Run("LookupMany of no keys", func(t *testing.T) { warmLookupManyNone(t, open) })
+	t.Run("Write of no writes", func(t *testing.T) { warmWriteNone(t, open) })
+	t.Run("a transaction's versions ascend in its order", func(t *testing.T) { warmTxVersionsAscend(t, open) })
+	t.Run("a key written twice in one transaction ends at the later write", func(t *testing.T) { warmTxKeyTwice(t, open) })
+	t.Run("a transaction applies all its writes", func(t *testing.T) { warmTxAppliesAll(t, open) })
+	t.Run("a failing write rolls back the earlier ones", func(t *testing.T) { warmTxRollsBack(t, open) })
+	t.Run("Ping answers", func(t *testing.T) { warmPing(t, open) })
 	warmExpiry(t, open)
+}
+
+// warmWriteReads runs the rule "a write returns what a lookup reads".
+func warmWriteReads(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	v := w.value(1, "one")
+	e := w.write1(t, put(k, v))
+	if !e.Found || e.Version <= 0 || !sameJSON(e.Value, v) {
+		t.Fatalf("upsert of a new key returned %s, want %s at a positive version", show(e), v)
+	}
+	w.expect(t, k, e)
+	d := w.write1(t, del(k))
+	if d.Found || d.Version <= e.Version || len(d.Value) != 0 {
+		t.Fatalf("delete returned %s, want absent at a version over %d", show(d), e.Version)
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmUpsertVersion runs the rule "an upsert's version exceeds the key's".
+func warmUpsertVersion(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e1 := w.write1(t, put(k, w.value(1, "one")))
+	e2 := w.write1(t, put(k, w.value(2, "two")))
+	if e2.Version <= e1.Version {
+		t.Fatalf("versions went %d then %d, want growing", e1.Version, e2.Version)
+	}
+	w.expect(t, k, e2)
+}
+
+// warmDeleteVersion runs the rule "a delete's version exceeds the key's".
+func warmDeleteVersion(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e := w.write1(t, put(k, w.value(1, "one")))
+	d := w.write1(t, del(k))
+	if d.Found || d.Version <= e.Version {
+		t.Fatalf("delete of version %d returned %s, want absent at a higher version", e.Version, show(d))
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmVersionsAcrossDeletes runs the rule "versions grow across deletes".
+func warmVersionsAcrossDeletes(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	var versions []int64
+	for i, wr := range []warmcache.Write{
+		put(k, w.value(1, "one")),
+		del(k),
+		put(k, w.value(2, "two")),
+		{Key: k, Delete: true, AbsentOK: true},
+		{Key: k, Value: w.value(3, "three"), IfAbsent: true},
+		put(k, w.value(4, "four")),
+		del(k),
+	} {
+		e := w.write1(t, wr)
+		if n := len(versions); n > 0 && e.Version <= versions[n-1] {
+			t.Fatalf("write %d (%s) at version %d, after %v: want above every version the key had", i, describe(wr), e.Version, versions)
+		}
+		versions = append(versions, e.Version)
+	}
+}
+
+// warmDeleteAbsent runs the rule "a delete of an absent key fails with ErrNotFound".
+func warmDeleteAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	never := w.key(t)
+	if _, err := w.write(t, del(never)); !errors.Is(err, warmcache.ErrNotFound) {
+		t.Errorf("delete of a key never written: %v, want ErrNotFound", err)
+	}
+	deleted := w.key(t)
+	w.write1(t, put(deleted, w.value(1, "one")))
+	w.write1(t, del(deleted))
+	if _, err := w.write(t, del(deleted)); !errors.Is(err, warmcache.ErrNotFound) {
+		t.Errorf("second delete of a key: %v, want ErrNotFound", err)
+	}
+}
+
+// warmAbsentOKDeleteAbsent runs the rule "an absent-ok delete of an absent key returns the zero entry".
+func warmAbsentOKDeleteAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	never, deleted := w.key(t), w.key(t)
+	w.write1(t, put(deleted, w.value(1, "one")))
+	w.write1(t, del(deleted))
+	for _, k := range []warmcache.Key{never, deleted} {
+		e := w.write1(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true})
+		if e.Found || e.Version != 0 || e.Value != nil {
+			t.Errorf("absent-ok delete of absent key %s = %+v, want the zero entry", k.Text, e)
+		}
+		w.expectAbsent(t, k)
+	}
+}
+
+// warmAbsentOKDeletePresent runs the rule "an absent-ok delete of a present key deletes it".
+func warmAbsentOKDeletePresent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e := w.write1(t, put(k, w.value(1, "one")))
+	d := w.write1(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true})
+	if d.Found || d.Version <= e.Version {
+		t.Fatalf("absent-ok delete of version %d returned %s, want absent at a higher version", e.Version, show(d))
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmIfMatch runs the rule "IfMatch at the key's version writes".
+func warmIfMatch(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e1 := w.write1(t, put(k, w.value(1, "one")))
+	e2 := w.write1(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfMatch: &e1.Version})
+	if !e2.Found || e2.Version <= e1.Version {
+		t.Fatalf("upsert at IfMatch %d returned %s, want a higher version", e1.Version, show(e2))
+	}
+	w.expect(t, k, e2)
+	d := w.write1(t, warmcache.Write{Key: k, Delete: true, IfMatch: &e2.Version})
+	if d.Found || d.Version <= e2.Version {
+		t.Fatalf("delete at IfMatch %d returned %s, want absent at a higher version", e2.Version, show(d))
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmStaleIfMatch runs the rule "a stale IfMatch fails with ErrVersionMismatch".
+func warmStaleIfMatch(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e1 := w.write1(t, put(k, w.value(1, "one")))
+	e2 := w.write1(t, put(k, w.value(2, "two")))
+	stale := e1.Version
+	for _, wr := range []warmcache.Write{
+		{Key: k, Value: w.value(3, "three"), IfMatch: &stale},
+		{Key: k, Delete: true, IfMatch: &stale},
+		{Key: k, Delete: true, AbsentOK: true, IfMatch: &stale},
+	} {
+		if _, err := w.write(t, wr); !errors.Is(err, warmcache.ErrVersionMismatch) {
+			t.Errorf("%s: %v, want ErrVersionMismatch", describe(wr), err)
+		}
+		w.expect(t, k, e2)
+	}
+}
+
+// warmIfMatchAbsent runs the rule "IfMatch on an absent key fails with ErrVersionMismatch".
+func warmIfMatchAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	version := int64(1)
+	if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(1, "one"), IfMatch: &version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
+		t.Errorf("upsert at IfMatch of a key never written: %v, want ErrVersionMismatch", err)
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmDeleteAtVersionAbsent runs the rule "a delete at a version of an absent key fails with ErrNotFound".
+func warmDeleteAtVersionAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	version := int64(1)
+	if _, err := w.write(t, warmcache.Write{Key: k, Delete: true, IfMatch: &version}); !errors.Is(err, warmcache.ErrNotFound) {
+		t.Errorf("delete at IfMatch of a key never written: %v, want ErrNotFound", err)
+	}
+}
+
+// warmAbsentOKDeleteAtVersionAbsent runs the rule "an absent-ok delete at a version of an absent key fails with ErrVersionMismatch".
+func warmAbsentOKDeleteAtVersionAbsent(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e := w.write1(t, put(k, w.value(1, "one")))
+	w.write1(t, del(k))
+	if _, err := w.write(t, warmcache.Write{Key: k, Delete: true, AbsentOK: true, IfMatch: &e.Version}); !errors.Is(err, warmcache.ErrVersionMismatch) {
+		t.Errorf("absent-ok delete at the version the key had: %v, want ErrVersionMismatch", err)
+	}
+}
+
+// warmIfAbsentCreates runs the rule "IfAbsent creates a key".
+func warmIfAbsentCreates(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	v := w.value(1, "one")
+	e := w.write1(t, warmcache.Write{Key: k, Value: v, IfAbsent: true})
+	if !e.Found || e.Version <= 0 || !sameJSON(e.Value, v) {
+		t.Fatalf("create returned %s, want %s", show(e), v)
+	}
+	w.expect(t, k, e)
+}
+
+// warmIfAbsentExisting runs the rule "IfAbsent of an existing key fails with ErrVersionMismatch".
+func warmIfAbsentExisting(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	e := w.write1(t, put(k, w.value(1, "one")))
+	if _, err := w.write(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfAbsent: true}); !errors.Is(err, warmcache.ErrVersionMismatch) {
+		t.Errorf("create of an existing key: %v, want ErrVersionMismatch", err)
+	}
+	w.expect(t, k, e)
+}
+
+// warmIfAbsentDeleted runs the rule "IfAbsent of a deleted key creates it".
+func warmIfAbsentDeleted(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	w.write1(t, put(k, w.value(1, "one")))
+	d := w.write1(t, del(k))
+	e := w.write1(t, warmcache.Write{Key: k, Value: w.value(2, "two"), IfAbsent: true})
+	if !e.Found || e.Version <= d.Version {
+		t.Fatalf("create after a delete at version %d returned %s, want a higher version", d.Version, show(e))
+	}
+	w.expect(t, k, e)
+}
+
+// warmRefusedValue runs the rule "a value the table refuses fails with ErrInvalidValue".
+func warmRefusedValue(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	if w.Invalid == nil {
+		t.Skip("the tier refuses no value")
+	}
+	k := w.key(t)
+	if _, err := w.write(t, put(k, w.Invalid)); !errors.Is(err, warmcache.ErrInvalidValue) {
+		t.Errorf("upsert of %q: %v, want ErrInvalidValue", w.Invalid, err)
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmLookupManyOrder runs the rule "LookupMany keeps order and length".
+func warmLookupManyOrder(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	a, b, gone, missing1, missing2 := w.key(t), w.key(t), w.key(t), w.key(t), w.key(t)
+	ea := w.write1(t, put(a, w.value(1, "a")))
+	eb := w.write1(t, put(b, w.value(2, "b")))
+	w.write1(t, put(gone, w.value(3, "gone")))
+	w.write1(t, del(gone))
+	keys := []warmcache.Key{b, missing1, a, gone, missing2, a}
+	want := []warmcache.Entry{eb, {}, ea, {}, {}, ea}
+	got := w.lookup(t, keys...)
+	for i := range keys {
+		if got[i].Found != want[i].Found || (want[i].Found && !sameEntry(got[i], want[i])) {
+			t.Errorf("keys[%d] %s: %s, want %s", i, keys[i].Text, show(got[i]), show(want[i]))
+		}
+	}
+}
+
+// warmLookupManyNone runs the rule "LookupMany of no keys".
+func warmLookupManyNone(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	got, err := w.Warm.LookupMany(callContext(t), w.Namespace, nil)
+	if err != nil || len(got) != 0 {
+		t.Errorf("LookupMany(nil) = %v, %v; want empty", got, err)
+	}
+}
+
+// warmWriteNone runs the rule "Write of no writes".
+func warmWriteNone(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	got, err := w.Warm.Write(callContext(t), w.Namespace, nil)
+	if err != nil || len(got) != 0 {
+		t.Errorf("Write(nil) = %v, %v; want empty", got, err)
+	}
+}
+
+// warmTxVersionsAscend runs the rule "a transaction's versions ascend in its order".
+func warmTxVersionsAscend(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k1, k2, k3 := w.key(t), w.key(t), w.key(t)
+	es := w.mustWrite(t, put(k3, w.value(3, "c")), put(k1, w.value(1, "a")), put(k2, w.value(2, "b")))
+	for i, e := range es {
+		if !e.Found || e.Version <= 0 || (i > 0 && e.Version <= es[i-1].Version) {
+			t.Fatalf("entries %v: want present at ascending versions", es)
+		}
+	}
+	got := w.lookup(t, k3, k1, k2)
+	for i := range es {
+		if !sameEntry(got[i], es[i]) {
+			t.Errorf("write %d: lookup reads %s, the write returned %s", i, show(got[i]), show(es[i]))
+		}
+	}
+}
+
+// warmTxKeyTwice runs the rule "a key written twice in one transaction ends at the later write".
+func warmTxKeyTwice(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	k := w.key(t)
+	es := w.mustWrite(t, put(k, w.value(1, "one")), put(k, w.value(2, "two")))
+	if es[1].Version <= es[0].Version {
+		t.Fatalf("versions %d then %d in one transaction, want growing", es[0].Version, es[1].Version)
+	}
+	w.expect(t, k, es[1])
+	es = w.mustWrite(t, put(k, w.value(3, "three")), del(k))
+	if es[1].Found || es[1].Version <= es[0].Version {
+		t.Fatalf("upsert then delete in one transaction returned %s, %s; want the delete above the upsert", show(es[0]), show(es[1]))
+	}
+	w.expectAbsent(t, k)
+}
+
+// warmTxAppliesAll runs the rule "a transaction applies all its writes".
+func warmTxAppliesAll(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	ks := w.keys(t, 5)
+	seeded := w.mustWrite(t, put(ks[0], w.value(1, "1")), put(ks[1], w.value(2, "2")), put(ks[2], w.value(3, "3")))
+	es := w.mustWrite(t,
+		warmcache.Write{Key: ks[0], Value: w.value(10, "1"), IfMatch: &seeded[0].Version},
+		del(ks[1]),
+		warmcache.Write{Key: ks[3], Value: w.value(4, "4"), IfAbsent: true},
+		warmcache.Write{Key: ks[4], Delete: true, AbsentOK: true},
+		put(ks[0], w.value(11, "1")),
+	)
+	if es[0].Version <= seeded[0].Version || es[4].Version <= es[0].Version {
+		t.Errorf("key 0 went to versions %d then %d from %d, want growing", es[0].Version, es[4].Version, seeded[0].Version)
+	}
+	if es[1].Found || es[1].Version <= seeded[1].Version {
+		t.Errorf("delete returned %s, want absent above version %d", show(es[1]), seeded[1].Version)
+	}
+	if !es[2].Found || !sameJSON(es[2].Value, w.value(4, "4")) {
+		t.Errorf("create returned %s", show(es[2]))
+	}
+	if e := es[3]; e.Found || e.Version != 0 || e.Value != nil {
+		t.Errorf("absent-ok delete of an absent key = %+v, want the zero entry", e)
+	}
+	got := w.lookup(t, ks...)
+	for i, want := range []warmcache.Entry{es[4], {}, seeded[2], es[2], {}} {
+		if got[i].Found != want.Found || (want.Found && !sameEntry(got[i], want)) {
+			t.Errorf("key %d reads %s, want %s", i, show(got[i]), show(want))
+		}
+	}
+}
+
+// warmTxRollsBack runs the rule "a failing write rolls back the earlier ones".
+func warmTxRollsBack(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	ks := w.keys(t, 6)
+	seeded := w.mustWrite(t, put(ks[0], w.value(1, "1")), put(ks[1], w.value(2, "2")), put(ks[2], w.value(3, "3")), put(ks[3], w.value(4, "4")))
+	moved := w.write1(t, put(ks[0], w.value(10, "1")))
+	w.write1(t, del(ks[1]))
+	before := w.lookup(t, ks...)
+	stale := seeded[0].Version
+	failures := []struct {
+		name string
+		last warmcache.Write
+		want error
+	}{
+		{"stale version", warmcache.Write{Key: ks[0], Value: w.value(0, "stale"), IfMatch: &stale}, warmcache.ErrVersionMismatch},
+		{"create of an existing key", warmcache.Write{Key: ks[0], Value: w.value(0, "create"), IfAbsent: true}, warmcache.ErrVersionMismatch},
+		{"delete of an absent key", del(ks[1]), warmcache.ErrNotFound},
+		{"absent-ok delete at a version", warmcache.Write{Key: ks[1], Delete: true, AbsentOK: true, IfMatch: &seeded[1].Version}, warmcache.ErrVersionMismatch},
+		{"value the table refuses", put(ks[2], w.Invalid), warmcache.ErrInvalidValue},
+	}
+	for _, f := range failures {
+		t.Run(f.name, func(t *testing.T) {
+			if f.want == warmcache.ErrInvalidValue && w.Invalid == nil {
+				t.Skip("the tier refuses no value")
+			}
+			_, err := w.write(t,
+				put(ks[2], w.value(30, "changed")),
+				put(ks[5], w.value(6, "new")),
+				del(ks[3]),
+				warmcache.Write{Key: ks[0], Value: w.value(12, "1"), IfMatch: &moved.Version},
+				f.last)
+			if !errors.Is(err, f.want) {
+				t.Errorf("err = %v, want %v", err, f.want)
+			}
+			after := w.lookup(t, ks...)
+			for i := range ks {
+				if after[i].Found != before[i].Found || (before[i].Found && !sameEntry(after[i], before[i])) {
+					t.Errorf("key %d reads %s after the failed write, %s before it", i, show(after[i]), show(before[i]))
+				}
+			}
+		})
+	}
+}
+
+// warmPing runs the rule "Ping answers".
+func warmPing(t *testing.T, open func(t *testing.T) *warmTier) {
+	w := open(t)
+	if err := w.Warm.Ping(callContext(t)); err != nil {
+		t.Errorf("Ping = %v", err)
+	}
 }
 
 // warmTier is a warm tier under test with the suite's source of keys.
