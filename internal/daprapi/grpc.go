@@ -143,7 +143,7 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 	resp := &runtimev1.GetStateResponse{
 		Data:     it.Entry.Value,
 		Etag:     etagOf(it.Entry.Version),
-		Metadata: readMetadata(it),
+		Metadata: ItemMetadata(it),
 	}
 	if g.opaque(in.GetStoreName()) != nil {
 		resp.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
@@ -166,7 +166,7 @@ func (g *GRPC) GetBulkState(ctx context.Context, in *runtimev1.GetBulkStateReque
 		bi := &runtimev1.BulkStateItem{Key: it.key}
 		if it.found {
 			bi.Data, bi.Etag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			bi.Metadata = readMetadata(it.item)
+			bi.Metadata = ItemMetadata(it.item)
 			if opaque {
 				bi.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
 			}

@@ -160,7 +160,7 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 	h.Set("ETag", etagOf(it.Entry.Version))
 	h.Set("Metadata."+metaSource, string(it.Source))
 	if !it.Entry.ExpiresAt.IsZero() {
-		h.Set("Metadata."+metaExpireTime, it.Entry.ExpiresAt.UTC().Format(time.RFC3339))
+		h.Set("Metadata."+MetaTTLExpireTime, it.Entry.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	h.Set("X-Cache", string(it.Source))
 	h.Set("Content-Type", a.contentTypeOf(store))
@@ -293,7 +293,7 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		out[i] = bulkResponseItem{Key: it.key}
 		if it.found {
 			out[i].Data, out[i].ETag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			out[i].Metadata = readMetadata(it.item)
+			out[i].Metadata = ItemMetadata(it.item)
 			if opaque {
 				// The data of a bulk read is JSON: opaque bytes go as
 				// the JSON string of their base64.

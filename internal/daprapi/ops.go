@@ -109,7 +109,8 @@ func BulkRead(ctx context.Context, svc *warmcache.Service, namespace string, key
 // ETag is the ETag of a version.
 func ETag(version int64) string { return etagOf(version) }
 
-// ItemMetadata is the response metadata of a found item: the tier that
+// ItemMetadata is the response metadata of a found item, on both of the
+// runtime API's transports and the pluggable component: the tier that
 // answered (warmcache-source) and, when the item expires, ttlExpireTime.
 func ItemMetadata(it warmcache.Item) map[string]string {
 	md := map[string]string{metaSource: string(it.Source)}

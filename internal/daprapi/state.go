@@ -59,20 +59,7 @@ const (
 	// metaSource is the response metadata key that says which tier
 	// answered a read (hit-l1, hit, miss, stale).
 	metaSource = "warmcache-source"
-	// metaExpireTime is the response metadata key that says when an item
-	// with a TTL expires, in RFC 3339, as Dapr's stores answer it.
-	metaExpireTime = "ttlExpireTime"
 )
-
-// readMetadata returns the metadata of a read's answer: which tier
-// answered it, and when the item expires if it has a TTL.
-func readMetadata(it warmcache.Item) map[string]string {
-	m := map[string]string{metaSource: string(it.Source)}
-	if !it.Entry.ExpiresAt.IsZero() {
-		m[metaExpireTime] = it.Entry.ExpiresAt.UTC().Format(time.RFC3339)
-	}
-	return m
-}
 
 // state is what both transports share: the Dapr state operations over the
 // core, with Dapr's semantics, and access control.
