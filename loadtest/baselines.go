@@ -50,7 +50,7 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	if err != nil {
 		return nil, err
 	}
-	name, argv := h.pin.loader(bin, args)
+	name, argv := h.pin.Loader(bin, args)
 	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
 	var w *cpuWindow
@@ -175,7 +175,7 @@ func (h *harness) redisBenchmark(ctx context.Context, rdb *redis.Client, clients
 	host, port, _ := net.SplitHostPort(h.opts.RedisAddr)
 	runOnce := func(n int) (bench.RedisBenchmark, []string, error) {
 		args := []string{"-h", host, "-p", port, "-c", strconv.Itoa(clients), "-n", strconv.Itoa(n), "--csv", "GET", key}
-		name, argv := h.pin.loader(bin, args)
+		name, argv := h.pin.Loader(bin, args)
 		out, err := exec.CommandContext(ctx, name, argv...).CombinedOutput()
 		if err != nil {
 			return bench.RedisBenchmark{}, args, fmt.Errorf("redis-benchmark: %w\n%s", err, out)

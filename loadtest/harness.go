@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/loadtest/bench"
+	"github.com/warmcache/warmcache/loadtest/pin"
 )
 
 // harness runs the scenarios of one benchmark run and fills report.
@@ -28,7 +29,7 @@ type harness struct {
 	// found.
 	redisPID, postmasterPID, pgbouncerPID int
 	// pin places the servers and the load generators on separate CPUs.
-	pin pinning
+	pin pin.Placement
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -97,20 +98,30 @@ func (h *harness) run(ctx context.Context) error {
 // pinAll moves the harness to the load generators' CPUs and the running
 // shared servers to the servers' CPU, as h.pin says.
 func (h *harness) pinAll() error {
-	h.report.Env.Pinning, h.report.Env.Pinned = h.pin.String(), h.pin.on()
+	h.report.Env.Pinning, h.report.Env.Pinned = h.pin.String(), h.pin.On()
 	h.logf("%s", h.pin)
-	if err := h.pin.pinSelf(); err != nil {
+	if err := h.pin.PinSelf(); err != nil {
 		return fmt.Errorf("pin the load generator: %w", err)
 	}
-	if err := h.pin.pinServers(h.redisPID, h.postmasterPID, h.pgbouncerPID); err != nil {
+	if err := h.pin.PinServers(h.serverPIDs()...); err != nil {
 		return fmt.Errorf("pin the shared servers: %w", err)
 	}
 	return nil
 }
 
+// serverPIDs are the shared servers' processes: Redis, PgBouncer, and
+// PostgreSQL's postmaster with every backend it has forked.
+func (h *harness) serverPIDs() []int {
+	pids := []int{h.redisPID, h.pgbouncerPID}
+	if h.postmasterPID > 0 {
+		pids = append(append(pids, h.postmasterPID), childPIDs(h.postmasterPID)...)
+	}
+	return pids
+}
+
 // unpin gives the shared servers every CPU again.
 func (h *harness) unpin() {
-	if err := h.pin.release(h.redisPID, h.postmasterPID, h.pgbouncerPID); err != nil {
+	if err := h.pin.Release(h.serverPIDs()...); err != nil {
 		h.logf("%v", err)
 	}
 }
@@ -139,7 +150,7 @@ func (h *harness) begin(start time.Time) error {
 		Fixed:      map[string]bench.Run{},
 	}
 	h.report.Env.LoadStart = loadAverage()
-	h.pin = newPinning(o.Pin)
+	h.pin = pin.New(o.Pin)
 	h.logf("%d CPUs; load average now %s", runtime.NumCPU(), h.report.Env.LoadStart)
 	return nil
 }

@@ -227,7 +227,7 @@ func (h *harness) startProcess(name, bin string, args, env []string) (*process, 
 	if err != nil {
 		return nil, fmt.Errorf("%s: log file: %w", name, err)
 	}
-	bin, args = h.pin.server(bin, args)
+	bin, args = h.pin.Server(bin, args)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -20,5 +20,5 @@ type wrkPaths func(n int) []string
 // load generators' CPUs.
 func (h *harness) wrkAttack(ctx context.Context, scenario, base string, paths []string, header map[string]string, conns int, d time.Duration) (bench.Run, error) {
 	return wrk.Run(ctx, wrk.Spec{Scenario: scenario, Base: base, Paths: paths, Header: header, Conns: conns, Duration: d,
-		Dir: h.opts.ArtifactDir, Prefix: h.pin.loaderPrefix()})
+		Dir: h.opts.ArtifactDir, Prefix: h.pin.LoaderPrefix()})
 }

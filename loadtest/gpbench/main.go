@@ -31,7 +31,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +48,7 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/loadtest/bench"
 	"github.com/warmcache/warmcache/loadtest/peer"
+	"github.com/warmcache/warmcache/loadtest/pin"
 	"github.com/warmcache/warmcache/loadtest/wrk"
 )
 
@@ -388,14 +388,12 @@ type pinnedHitRuns struct {
 // machine cannot pin (one CPU, no taskset or no wrk).
 func (r *gpRun) pinnedHits() (*pinnedHitRuns, string, error) {
 	o := r.o
-	n := runtime.NumCPU()
-	if n < 2 {
-		return nil, fmt.Sprintf("the machine has %d CPU", n), nil
+	place := pin.New(true)
+	if !place.On() {
+		return nil, place.String(), nil
 	}
-	for _, prog := range []string{"taskset", "wrk"} {
-		if _, err := exec.LookPath(prog); err != nil {
-			return nil, prog + " is not installed", nil
-		}
+	if _, err := exec.LookPath("wrk"); err != nil {
+		return nil, "wrk is not installed", nil
 	}
 	ctx := context.Background()
 	rdb := redis.NewClient(&redis.Options{Addr: o.redis})
@@ -412,8 +410,9 @@ func (r *gpRun) pinnedHits() (*pinnedHitRuns, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cmd := exec.Command("taskset", "-c", "0", self, "peer", "-redis", o.redis, "-postgres", r.dsn,
-		"-prefix", r.peerPrefix, "-conns", strconv.Itoa(o.workers))
+	name, args := place.Server(self, []string{"peer", "-redis", o.redis, "-postgres", r.dsn,
+		"-prefix", r.peerPrefix, "-conns", strconv.Itoa(o.workers)})
+	cmd := exec.Command(name, args...)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -428,29 +427,22 @@ func (r *gpRun) pinnedHits() (*pinnedHitRuns, string, error) {
 	if err != nil || !ok {
 		return nil, "", fmt.Errorf("the pinned peer did not start: %q, %v", line, err)
 	}
-	load := "1"
-	if n > 2 {
-		load = fmt.Sprintf("1-%d", n-1)
+	if err := place.PinServers(r.svcPID, redisPID); err != nil {
+		return nil, "", err
 	}
-	all := fmt.Sprintf("0-%d", n-1)
-	for _, pid := range []int{r.svcPID, redisPID} {
-		if out, err := exec.Command("taskset", "-a", "-p", "-c", "0", strconv.Itoa(pid)).CombinedOutput(); err != nil {
-			return nil, "", fmt.Errorf("taskset %d: %v: %s", pid, err, out)
-		}
-		defer func() { _ = exec.Command("taskset", "-a", "-p", "-c", all, strconv.Itoa(pid)).Run() }()
-	}
+	defer func() { _ = place.Release(r.svcPID, redisPID) }()
 	paths := make([]string, 20_000)
 	for i := range paths {
 		paths[i] = "/v1/kv/widgets/" + strconv.Itoa(1+mathrand.IntN(1000))
 	}
-	res := &pinnedHitRuns{placement: "the service, the peer and Redis on CPU 0, wrk on CPU " + load}
+	res := &pinnedHitRuns{placement: "the service, the peer and Redis, and wrk: " + place.String()}
 	for _, t := range []struct {
 		base string
 		run  *bench.Run
 	}{{strings.TrimSuffix(r.kv, "/v1/kv/widgets/"), &res.service}, {base, &res.peer}} {
 		// Both found their 1,000 keys in Redis, filled by the unpinned
 		// hits; a second of warm-up opens wrk's connections.
-		spec := wrk.Spec{Scenario: "gp-hits", Base: t.base, Paths: paths, Conns: o.workers, Duration: time.Second, Dir: r.dir, Prefix: []string{"taskset", "-c", load}}
+		spec := wrk.Spec{Scenario: "gp-hits", Base: t.base, Paths: paths, Conns: o.workers, Duration: time.Second, Dir: r.dir, Prefix: place.LoaderPrefix()}
 		if _, err := wrk.Run(ctx, spec); err != nil {
 			return nil, "", err
 		}
