@@ -23,6 +23,7 @@ import (
 	"syscall"
 
 	"github.com/warmcache/warmcache/internal/localstack"
+	"github.com/warmcache/warmcache/loadtest/peer"
 )
 
 func main() {
@@ -41,7 +42,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serveFloor(ctx, args[1:], stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "peer" {
-		return servePeer(ctx, args[1:], stdout, stderr)
+		return peer.Serve(ctx, args[1:], stdout, stderr)
 	}
 	stack, err := localstack.FromEnv(getenv)
 	if err != nil {
