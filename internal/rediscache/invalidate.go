@@ -65,6 +65,14 @@ func NewInvalidations(c *Cache, reg prometheus.Registerer, log *slog.Logger) (*I
 			Help: "Subscriptions to the invalidation channel, the first and each one after a reconnect; each drops the near cache.",
 		}),
 	}
+	// Every result shows from the start, at zero, so that a rate over it
+	// does not wait for the first of its kind.
+	for _, result := range []string{"ok", "error"} {
+		inv.published.WithLabelValues(result)
+	}
+	for _, result := range []string{"ok", "malformed"} {
+		inv.received.WithLabelValues(result)
+	}
 	if err := promreg.Register(reg, "rediscache", inv.published, inv.received, inv.resyncs); err != nil {
 		return nil, err
 	}
