@@ -131,10 +131,10 @@ clean:
 	rm -rf bin
 
 # Regenerate the gRPC code from internal/grpcapi/proto/ (commit the result): protoc from
-# Debian's protobuf-compiler, and protoc-gen-go / protoc-gen-go-grpc at the
+# Debian's protobuf-compiler and libprotobuf-dev, and protoc-gen-go / protoc-gen-go-grpc at the
 # versions pinned in internal/grpcapi/proto/gen.sh, built into bin/.
 proto:
-	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler'; exit 1; }
+	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler libprotobuf-dev'; exit 1; }
 	internal/grpcapi/proto/gen.sh
 
 # Load test: prepares its own 1M-row database (warmcache_bench) on the local

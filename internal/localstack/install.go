@@ -12,10 +12,12 @@ import (
 	"time"
 )
 
-// debPackage is a Debian package and the program that shows it is there.
+// debPackage is a Debian package and the program that shows it is there,
+// or, for a package without one, a file it installs.
 type debPackage struct {
 	name    string
 	program string
+	file    string
 	// server marks the packages of the stack's servers, which Up installs
 	// when they are missing; the others are the tools that building and
 	// testing need, which only Install(ctx, w, true) installs.
@@ -25,19 +27,31 @@ type debPackage struct {
 // packages lists everything the project installs.
 func packages() []debPackage {
 	return []debPackage{
-		{"postgresql", "initdb", true},
-		{"redis-server", "redis-server", true},
-		{"pgbouncer", "pgbouncer", true},
-		{"postgresql-client", "psql", false},
-		{"redis-tools", "redis-cli", false},
-		{"make", "make", false},
-		{"gcc", "gcc", false},                  // go test -race needs cgo
-		{"protobuf-compiler", "protoc", false}, // the gRPC code is checked against its .proto
-		{"curl", "curl", false},                // .ci/run's smoke of make run
-		{"git", "git", false},                  // .ci/run clones
-		{"npm", "npm", false},                  // the @dapr/dapr check's packages (npm ci)
-		{"wrk", "wrk", false},                  // make bench's load generator of saturation GETs
+		{"postgresql", "initdb", "", true},
+		{"redis-server", "redis-server", "", true},
+		{"pgbouncer", "pgbouncer", "", true},
+		{"postgresql-client", "psql", "", false},
+		{"redis-tools", "redis-cli", "", false},
+		{"make", "make", "", false},
+		{"gcc", "gcc", "", false},                  // go test -race needs cgo
+		{"protobuf-compiler", "protoc", "", false}, // the gRPC code is checked against its .proto
+		// protoc's well-known types, which the .proto imports
+		{"libprotobuf-dev", "", "/usr/include/google/protobuf/timestamp.proto", false},
+		{"curl", "curl", "", false}, // .ci/run's smoke of make run
+		{"git", "git", "", false},   // .ci/run clones
+		{"npm", "npm", "", false},   // the @dapr/dapr check's packages (npm ci)
+		{"wrk", "wrk", "", false},   // make bench's load generator of saturation GETs
 	}
+}
+
+// installed reports whether p's program, or its file, is there.
+func (p debPackage) installed() bool {
+	if p.file != "" {
+		_, err := os.Stat(p.file)
+		return err == nil
+	}
+	_, err := Program(p.program)
+	return err == nil
 }
 
 // packageOf returns the Debian package that brings program.
@@ -58,7 +72,7 @@ func Missing(tools bool) []string {
 		if !p.server && !tools {
 			continue
 		}
-		if _, err := Program(p.program); err != nil {
+		if !p.installed() {
 			missing = append(missing, p.name)
 		}
 	}
