@@ -465,22 +465,29 @@ func (h *harness) writeReport() error {
 	if err := h.report.WriteMarkdown(&buf, "results"); err != nil {
 		return err
 	}
-	// The hand-written reading of the results (what bounds each target and
-	// what would move it) follows the measured part, and then the results
-	// of the freshness benchmark (e2e/fresh), which runs on a
-	// cluster of its own.
-	for _, part := range []string{"analysis.md", "freshness.md"} {
-		if text, err := os.ReadFile(filepath.Join(h.opts.OutDir, part)); err == nil {
-			buf.WriteString("\n")
-			buf.Write(text)
-		}
-	}
+	buf.Write(handWritten(h.opts.OutDir))
 	path := filepath.Join(h.opts.OutDir, "RESULTS.md")
 	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 		return err
 	}
 	h.logf("wrote %s and %s/*.png", path, dir)
 	return nil
+}
+
+// handWritten returns the hand-written parts of the report in dir, each
+// after an empty line: the reading of the results (what bounds each
+// target and what would move it), then the results of the freshness
+// benchmark (e2e/fresh), which runs on a cluster of its own. A part that
+// is missing is left out.
+func handWritten(dir string) []byte {
+	var buf bytes.Buffer
+	for _, part := range []string{"analysis.md", "freshness.md"} {
+		if text, err := os.ReadFile(filepath.Join(dir, part)); err == nil {
+			buf.WriteString("\n")
+			buf.Write(text)
+		}
+	}
+	return buf.Bytes()
 }
 
 // loadAverage returns the 1-minute load average, or "" where
