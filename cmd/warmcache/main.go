@@ -1,5 +1,6 @@
-// Command warmcache is a key-value gateway: it answers JSON values by key
-// from Redis and falls through to a PostgreSQL or Greenplum warehouse.
+// Command warmcache is a key-value gateway: it answers JSON values (or
+// opaque bytes, per namespace) by key from Redis and falls through to a
+// PostgreSQL or Greenplum warehouse.
 //
 //	warmcache serve                            run the gateway
 //	warmcache migrate up|down|status|plan      apply, revert, list or print the schema's migrations

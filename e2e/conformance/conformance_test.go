@@ -27,7 +27,8 @@ import (
 // step expects one error per failed key (a joined error of
 // state.BulkStoreError), but daprd's v1.17 client for pluggable stores
 // returns one error for a bulk set: the subtest fails for every pluggable
-// store. daprstore's own tests (TestBulkETags) cover what it checks.
+// store. daprstore's own tests (TestStore: "bulk etags" and "error
+// contract") cover what it checks.
 const skipped = "^TestDaprConformance$/./^etag$"
 
 func TestMain(m *testing.M) {

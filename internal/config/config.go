@@ -479,7 +479,7 @@ func (d *Dapr) register(s *settings) {
 		}
 	}
 	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
-		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else /tmp/dapr-components-sockets")
+		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+daprstore.DefaultSocketFolder)
 	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", daprstore.DefaultSocketName,
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
 	s.check(func() error {

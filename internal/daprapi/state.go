@@ -17,9 +17,12 @@
 //     any other read is the tiered read;
 //   - several items of one save, one bulk delete, and every transaction
 //     commit in one SQL transaction;
-//   - metadata: ttlInSeconds -1 (never expire, which is what the warehouse
-//     does) and contentType application/json are accepted, any other
-//     ttlInSeconds or contentType is refused; other keys are ignored;
+//   - metadata: ttlInSeconds is the item's time to live, a whole number
+//     of seconds up to warmcache.MaxTTL (-1 and 0: it never expires), and
+//     anything else is refused as malformed; on a JSON namespace
+//     contentType application/json (or a +json type) is accepted and any
+//     other is refused;
+//     other keys are ignored;
 //   - a namespace of opaque bytes (value layout bytes) takes any value
 //     under any contentType, and reads answer its bytes as stored with the
 //     namespace's content type (contentType in the response metadata, the

@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -118,8 +119,8 @@ func New(svc *warmcache.Service, components []Component, reg prometheus.Register
 		Name: "warmcache_dapr_component_requests_total",
 		Help: "Calls of daprd to the pluggable state store, by component, method and gRPC code.",
 	}, []string{"component", "method", "code"})
-	if err := reg.Register(s.calls); err != nil {
-		return nil, fmt.Errorf("daprstore: register metrics: %w", err)
+	if err := promreg.Register(reg, "daprstore", s.calls); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

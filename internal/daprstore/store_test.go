@@ -1,6 +1,7 @@
 package daprstore_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
 
 // client is a raw client of the store's services, whose calls name the
@@ -214,6 +216,28 @@ func TestStore(t *testing.T) {
 				it, err := srv.Gateway.Service().GetLatest(ctx, daprstoretest.Namespace, "orders||order-1")
 				if err != nil || string(it.Entry.Value) != "\x00\x01\xff" {
 					t.Fatalf("the namespace holds %q, %v under daprd's key; want the bytes as sent", it.Entry.Value, err)
+				}
+			})
+
+			t.Run("opaque values", func(t *testing.T) {
+				for name, v := range tiertest.OpaqueValues() {
+					key := "app||opaque-" + name
+					if _, err := c.Set(ctx, &proto.SetRequest{Key: key, Value: v}); err != nil {
+						t.Fatalf("Set %s (%d bytes): %v", name, len(v), err)
+					}
+					if got := get(t, key).GetData(); !bytes.Equal(got, v) {
+						t.Fatalf("strong Get %s: %d bytes, not the %d sent", name, len(got), len(v))
+					}
+					for range 2 { // a miss that fills Redis, then a hit
+						r, err := c.Get(ctx, &proto.GetRequest{Key: key})
+						if err != nil || !bytes.Equal(r.GetData(), v) {
+							t.Fatalf("Get %s (%s): %d bytes, %v; want the %d sent", name, r.GetMetadata()["warmcache-source"], len(r.GetData()), err, len(v))
+						}
+					}
+					bulk, err := c.BulkGet(ctx, &proto.BulkGetRequest{Items: []*proto.GetRequest{{Key: key}}})
+					if err != nil || len(bulk.GetItems()) != 1 || !bytes.Equal(bulk.GetItems()[0].GetData(), v) {
+						t.Fatalf("BulkGet %s: %v; want the %d bytes sent", name, err, len(v))
+					}
 				}
 			})
 
