@@ -19,7 +19,7 @@ import (
 	"github.com/dapr/kit/logger"
 
 	"github.com/warmcache/warmcache/internal/daprstore"
-	"github.com/warmcache/warmcache/internal/daprstore/daprstoretest"
+	"github.com/warmcache/warmcache/e2e/internal/daprstoretest"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 
@@ -27,8 +27,8 @@ import (
 // step expects one error per failed key (a joined error of
 // state.BulkStoreError), but daprd's v1.17 client for pluggable stores
 // returns one error for a bulk set: the subtest fails for every pluggable
-// store. daprstore's own tests (TestStore: "bulk etags" and "error
-// contract") cover what it checks.
+// store. TestStore, beside it ("bulk etags" and "error contract"), covers
+// what it checks.
 const skipped = "^TestDaprConformance$/./^etag$"
 
 func TestMain(m *testing.M) {
