@@ -18,8 +18,8 @@ import (
 	daprstate "github.com/dapr/dapr/pkg/components/state"
 	"github.com/dapr/kit/logger"
 
-	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/e2e/internal/daprstoretest"
+	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 

@@ -20,22 +20,9 @@ import (
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 
-// pluggableNamespaces declares the namespace of the pluggable component:
-// text keys for daprd's "appid||key" and opaque byte values.
-const pluggableNamespaces = `namespaces:
-  - name: statestore
-    table: dapr_state
-    key: {column: key, type: text}
-    value: {layout: bytes, column: value}
-    version_column: version
-    ttl: 5m
-    negative_ttl: 30s
-    writable: true
-    managed: true
-`
-
 // startPluggable migrates a fresh database and runs `warmcache serve` with
-// the pluggable component "statestore" on a socket folder of its own, as
+// the pluggable component "statestore" (text keys for daprd's "appid||key",
+// opaque byte values) on a socket folder of its own, as
 // a daprd beside it would find it, until the test ends. It returns the
 // socket.
 func startPluggable(t *testing.T) string {
@@ -46,7 +33,7 @@ func startPluggable(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	file := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(file, []byte(pluggableNamespaces), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(harness.NamespacesYAML(harness.BytesNamespace("statestore", "dapr_state", harness.Writable()...))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := map[string]string{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/e2e/internal/harness"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/schema"
@@ -29,19 +30,6 @@ const Namespace = "daprstate"
 
 // Component is the component name it is served under, the default one.
 const Component = "warmcache-state"
-
-// namespaces declares Namespace.
-const namespaces = `namespaces:
-  - name: daprstate
-    table: dapr_state
-    key: {column: key, type: text}
-    value: {layout: bytes, column: value}
-    version_column: version
-    ttl: 5m
-    negative_ttl: 30s
-    writable: true
-    managed: true
-`
 
 // Server is a running warmcache.
 type Server struct {
@@ -61,7 +49,7 @@ func Start(tb testing.TB, dsn string, args ...string) *Server {
 	}
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	file := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(file, []byte(namespaces), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(harness.NamespacesYAML(harness.BytesNamespace(Namespace, "dapr_state", harness.Writable()...))), 0o600); err != nil {
 		tb.Fatal(err)
 	}
 	env := map[string]string{

@@ -19,9 +19,23 @@ import (
 // that `warmcache migrate up` creates), followed by settings, one YAML line
 // each, such as "ttl: 5m".
 func Namespace(name, table, keyType string, settings ...string) string {
+	return entry(name, table, keyType, "packed", settings)
+}
+
+// BytesNamespace returns the entry of a namespace of opaque byte values, as
+// a Dapr state store needs: the namespace name over table, keyed by the
+// text column key, with the bytes value column value and the version column
+// version, followed by settings as in Namespace.
+func BytesNamespace(name, table string, settings ...string) string {
+	return entry(name, table, "text", "bytes", settings)
+}
+
+// entry returns one entry of a namespaces file whose value column, value,
+// has layout.
+func entry(name, table, keyType, layout string, settings []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  - name: %s\n    table: %s\n    key: {column: key, type: %s}\n"+
-		"    value: {layout: packed, column: value}\n    version_column: version\n", name, table, keyType)
+		"    value: {layout: %s, column: value}\n    version_column: version\n", name, table, keyType, layout)
 	for _, s := range settings {
 		b.WriteString("    " + s + "\n")
 	}
