@@ -113,24 +113,11 @@ func Run(ctx context.Context, t schema.Table, opts Options, log *slog.Logger) (R
 	start := time.Now()
 	ns := t.Namespace
 	opts = opts.withDefaults()
-	if opts.Store.DSN == "" {
-		return Report{}, errors.New("advise: no DSN")
-	}
-	cfg, err := pgxpool.ParseConfig(opts.Store.DSN)
+	pool, d, err := connect(ctx, opts.Store.DSN)
 	if err != nil {
-		return Report{}, fmt.Errorf("advise: parse DSN: %w", err)
-	}
-	cfg.MaxConns = 2
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return Report{}, fmt.Errorf("advise: connect: %w", err)
+		return Report{}, err
 	}
 	defer pool.Close()
-	d, err := dialect.Detect(ctx, pool)
-	if err != nil {
-		return Report{}, fmt.Errorf("advise: %w", err)
-	}
 
 	smp, err := readSample(ctx, pool, ns, opts.SampleRows)
 	if err != nil {
@@ -141,17 +128,11 @@ func Run(ctx context.Context, t schema.Table, opts Options, log *slog.Logger) (R
 	}
 	r := Report{Namespace: ns.Name, Dialect: d, Rows: len(smp.keys), AvgValueBytes: smp.avgValueBytes()}
 
-	scratch := "warmcache_advise_" + randomHex()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{scratch}.Sanitize()); err != nil {
-		return Report{}, fmt.Errorf("advise: create scratch schema: %w", err)
+	scratch, drop, err := createScratch(ctx, pool, log)
+	if err != nil {
+		return Report{}, err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if _, err := pool.Exec(dctx, "DROP SCHEMA "+pgx.Identifier{scratch}.Sanitize()+" CASCADE"); err != nil {
-			log.Error("advise: drop the scratch schema by hand", "schema", scratch, "err", err)
-		}
-	}()
+	defer drop()
 	if err := smp.stage(ctx, pool, scratch, ns, d); err != nil {
 		return Report{}, err
 	}
@@ -173,29 +154,55 @@ func Run(ctx context.Context, t schema.Table, opts Options, log *slog.Logger) (R
 	r.Current = Current(d, t, cands)
 	m := &measurer{pool: pool, dialect: d, ns: ns, scratch: scratch, smp: smp, dict: dict, opts: opts,
 		rng: mathrand.New(mathrand.NewPCG(opts.Seed, opts.Seed)), log: log}
-	r.Results = make([]Result, len(cands))
-	lookups := make([]func(context.Context, int) error, len(cands))
-	for i, c := range cands {
-		res, lookup, closeFn := m.build(ctx, i, c)
-		if ctx.Err() != nil {
-			return Report{}, ctx.Err()
-		}
-		if closeFn != nil {
-			defer closeFn()
-		}
-		if res.Err != nil {
-			log.Warn("advise: candidate not measured", "candidate", c.Name, "err", res.Err)
-		}
-		r.Results[i], lookups[i] = res, lookup
-	}
-	m.timeAll(ctx, r.Results, lookups)
-	if ctx.Err() != nil {
-		return Report{}, ctx.Err()
+	if r.Results, err = m.measureAll(ctx, cands); err != nil {
+		return Report{}, err
 	}
 	r.recommend()
 	r.Migration = migration(d, t, r)
 	r.Elapsed = time.Since(start)
 	return r, nil
+}
+
+// connect opens the advisor's small pool on dsn, in the simple protocol,
+// and detects the warehouse's dialect.
+func connect(ctx context.Context, dsn string) (*pgxpool.Pool, dialect.Dialect, error) {
+	if dsn == "" {
+		return nil, 0, errors.New("advise: no DSN")
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, 0, fmt.Errorf("advise: parse DSN: %w", err)
+	}
+	cfg.MaxConns = 2
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("advise: connect: %w", err)
+	}
+	d, err := dialect.Detect(ctx, pool)
+	if err != nil {
+		pool.Close()
+		return nil, 0, fmt.Errorf("advise: %w", err)
+	}
+	return pool, d, nil
+}
+
+// createScratch creates the schema of a run's candidate tables, and
+// returns its name and a func that drops it with everything in it (and
+// logs where that fails, so that an operator can drop it by hand).
+func createScratch(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) (string, func(), error) {
+	scratch := "warmcache_advise_" + randomHex()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{scratch}.Sanitize()); err != nil {
+		return "", nil, fmt.Errorf("advise: create scratch schema: %w", err)
+	}
+	drop := func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, err := pool.Exec(dctx, "DROP SCHEMA "+pgx.Identifier{scratch}.Sanitize()+" CASCADE"); err != nil {
+			log.Error("advise: drop the scratch schema by hand", "schema", scratch, "err", err)
+		}
+	}
+	return scratch, drop, nil
 }
 
 // sample is the rows copied from the namespace.
@@ -356,6 +363,32 @@ const sizeSQL = `SELECT coalesce(nullif((SELECT sum(pg_total_relation_size(relid
 // round gives every candidate its share in turn, so that a change of load
 // on the machine during the run affects all candidates alike.
 const lookupRounds = 10
+
+// measureAll builds each candidate's table and times its lookups, and
+// returns the results in the order of cands. What it built is closed when
+// it returns; a candidate that could not be built carries its error.
+func (m *measurer) measureAll(ctx context.Context, cands []Candidate) ([]Result, error) {
+	results := make([]Result, len(cands))
+	lookups := make([]func(context.Context, int) error, len(cands))
+	for i, c := range cands {
+		res, lookup, closeFn := m.build(ctx, i, c)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if closeFn != nil {
+			defer closeFn()
+		}
+		if res.Err != nil {
+			m.log.Warn("advise: candidate not measured", "candidate", c.Name, "err", res.Err)
+		}
+		results[i], lookups[i] = res, lookup
+	}
+	m.timeAll(ctx, results, lookups)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return results, nil
+}
 
 // timeAll runs a tenth of the lookups of each candidate untimed, then the
 // timed ones in rounds, on keys drawn at random from the sample, and sets
