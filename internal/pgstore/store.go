@@ -90,21 +90,9 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 	if err != nil {
 		return nil, err
 	}
-	if opts.DSN == "" {
-		return nil, errors.New("pgstore: no DSN")
-	}
-	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	cfg, err := poolConfig(opts)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: parse DSN: %w", err)
-	}
-	cfg.MaxConns = opts.MaxConns
-	cfg.MinConns = opts.MinConns
-	cfg.MaxConnLifetime = opts.MaxConnLifetime
-	cfg.MaxConnIdleTime = opts.MaxConnIdleTime
-	if opts.ConnectTimeout > 0 {
-		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
-	} else if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+		return nil, err
 	}
 	for _, ns := range namespaces {
 		if err := checkNamespace(ns); err != nil {
@@ -121,18 +109,10 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		return nil, err
 	}
 	cfg.ConnConfig.DefaultQueryExecMode = modes.Write
-	if opts.Tracer != nil {
+	if opts.Tracer != nil { // the pool's connections, not the probe's
 		cfg.ConnConfig.Tracer = opts.Tracer
 	}
-	if len(probe.settings) > 0 {
-		settings := strings.Join(probe.settings, "; ")
-		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			if err := c.PgConn().Exec(ctx, settings).Close(); err != nil {
-				return fmt.Errorf("pgstore: greenplum session settings: %w", err)
-			}
-			return nil
-		}
-	}
+	cfg.AfterConnect = applySettings(probe.settings)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: create pool: %w", err)
@@ -151,16 +131,10 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		pool.Close()
 		return nil, err
 	}
-	m := newMetrics()
-	for name, t := range s.tables {
-		t.metrics = m.forNamespace(name)
-	}
-	collectors := []prometheus.Collector{m.queries, m.duration, newPoolCollector(pool)}
-	if err := promreg.Register(reg, "pgstore", collectors...); err != nil {
+	if err := s.register(reg); err != nil {
 		s.Close()
 		return nil, err
 	}
-	s.collectors = collectors
 	log.Info("pgstore: opened warehouse pool",
 		"dialect", probe.dialect.String(),
 		"pooler", opts.Pooler,
@@ -169,6 +143,60 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 		"max_conns", opts.MaxConns,
 		"namespaces", len(namespaces))
 	return s, nil
+}
+
+// poolConfig returns the pool's configuration from opts (with its
+// defaults): the DSN's, with the pool's bounds and the connect timeout of
+// opts.
+func poolConfig(opts Options) (*pgxpool.Config, error) {
+	if opts.DSN == "" {
+		return nil, errors.New("pgstore: no DSN")
+	}
+	cfg, err := pgxpool.ParseConfig(opts.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: parse DSN: %w", err)
+	}
+	cfg.MaxConns = opts.MaxConns
+	cfg.MinConns = opts.MinConns
+	cfg.MaxConnLifetime = opts.MaxConnLifetime
+	cfg.MaxConnIdleTime = opts.MaxConnIdleTime
+	if opts.ConnectTimeout > 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	} else if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	return cfg, nil
+}
+
+// applySettings returns the AfterConnect hook that sets the session
+// settings the probe chose on each new connection, or nil when there are
+// none.
+func applySettings(settings []string) func(context.Context, *pgx.Conn) error {
+	if len(settings) == 0 {
+		return nil
+	}
+	sql := strings.Join(settings, "; ")
+	return func(ctx context.Context, c *pgx.Conn) error {
+		if err := c.PgConn().Exec(ctx, sql).Close(); err != nil {
+			return fmt.Errorf("pgstore: greenplum session settings: %w", err)
+		}
+		return nil
+	}
+}
+
+// register gives each table its namespace's metrics and registers the
+// store's collectors, the pool's among them, with reg.
+func (s *Store) register(reg prometheus.Registerer) error {
+	m := newMetrics()
+	for name, t := range s.tables {
+		t.metrics = m.forNamespace(name)
+	}
+	collectors := []prometheus.Collector{m.queries, m.duration, newPoolCollector(s.pool)}
+	if err := promreg.Register(reg, "pgstore", collectors...); err != nil {
+		return err
+	}
+	s.collectors = collectors
+	return nil
 }
 
 // server is what Open learns from its first connection.
