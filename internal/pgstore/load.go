@@ -147,75 +147,80 @@ WHERE c.oid = to_regclass(%[1]s) OR c.oid IN (SELECT relid FROM pg_partition_tre
 		AppendOptimized: appendOptimized,
 	}
 
-	// cols are the table's value columns, vals the expressions of a source
-	// row s that fill them; from is the source; stored and incoming
-	// compare a stored row t with an incoming one.
-	var cols, vals []string
-	var from, stored, incoming, excluded string
-	switch ns.Layout {
-	case warmcache.LayoutPacked:
-		cols = []string{ident(ns.ValueColumn)}
-		vals = []string{"s.value"}
-		from = loadSource + " AS s"
-		stored = "t." + ident(ns.ValueColumn) + "::jsonb"
-		incoming = "s.value"
-		excluded = "EXCLUDED." + ident(ns.ValueColumn) + "::jsonb"
-	case warmcache.LayoutColumns:
-		for _, c := range ns.Columns {
-			cols = append(cols, ident(c.Name))
-			vals = append(vals, "(s.r)."+ident(c.Name))
-		}
-		// json_populate_record maps the object's fields onto a row of the
-		// table's type, as a single write does.
-		from = fmt.Sprintf("(SELECT key, json_populate_record(NULL::%s, value::json) AS r FROM %s OFFSET 0) AS s", table, loadSource)
-		stored = valueExpr(ns, "t.")
-		incoming = valueExpr(ns, "(s.r).")
-		excluded = valueExpr(ns, "EXCLUDED.")
-	}
+	v := loadValues(ns, table, loadSource)
 	insert := fmt.Sprintf("INSERT INTO %s AS t (%s, %s, %s) SELECT s.key, %s, $1::bigint FROM %s",
-		table, key, strings.Join(cols, ", "), version, strings.Join(vals, ", "), from)
-	// A loaded row never expires: a load clears the expiry of the rows it
-	// writes, and a row with an expiry is not left alone as unchanged.
-	clearExp, hasExp := "", ""
-	if ns.ExpiresColumn != "" {
-		exp := ident(ns.ExpiresColumn)
-		clearExp, hasExp = exp+" = NULL", " OR t."+exp+" IS NOT NULL"
-	}
-	changed := func(a, b string) string {
-		if hasExp == "" {
-			return a + " IS DISTINCT FROM " + b
-		}
-		return "(" + a + " IS DISTINCT FROM " + b + hasExp + ")"
-	}
+		table, key, strings.Join(v.cols, ", "), version, strings.Join(v.vals, ", "), v.from)
+	clearExp, changed := loadExpiry(ns)
 
 	if !appendOptimized {
 		ls.Existing = fmt.Sprintf("SELECT count(*) FROM %s AS s WHERE EXISTS (SELECT 1 FROM %s AS t WHERE t.%s = s.key)",
 			loadSource, table, key)
-		assign := make([]string, 0, len(cols)+1)
-		for _, c := range cols {
+		assign := make([]string, 0, len(v.cols)+2)
+		for _, c := range v.cols {
 			assign = append(assign, c+" = EXCLUDED."+c)
 		}
 		assign = append(assign, fmt.Sprintf("%s = GREATEST(EXCLUDED.%s, t.%s + 1)", version, version, version))
-		if clearExp != "" {
-			assign = append(assign, clearExp)
-		}
+		assign = append(assign, clearExp...)
 		ls.Merge = fmt.Sprintf("%s ON CONFLICT (%s) DO UPDATE SET %s WHERE %s RETURNING t.%s",
-			insert, key, strings.Join(assign, ", "), changed(stored, excluded), key)
+			insert, key, strings.Join(assign, ", "), changed(v.stored, v.excluded), key)
 		return ls, nil
 	}
-	assign := make([]string, 0, len(cols)+1)
-	for i, c := range cols {
-		assign = append(assign, c+" = "+vals[i])
+	assign := make([]string, 0, len(v.cols)+2)
+	for i, c := range v.cols {
+		assign = append(assign, c+" = "+v.vals[i])
 	}
 	assign = append(assign, fmt.Sprintf("%s = GREATEST($1::bigint, t.%s + 1)", version, version))
-	if clearExp != "" {
-		assign = append(assign, clearExp)
-	}
+	assign = append(assign, clearExp...)
 	ls.Update = fmt.Sprintf("UPDATE %s AS t SET %s FROM %s WHERE t.%s = s.key AND %s RETURNING t.%s",
-		table, strings.Join(assign, ", "), from, key, changed(stored, incoming), key)
+		table, strings.Join(assign, ", "), v.from, key, changed(v.stored, v.incoming), key)
 	ls.Merge = fmt.Sprintf("%s WHERE NOT EXISTS (SELECT 1 FROM %s AS e WHERE e.%s = s.key) RETURNING t.%s",
 		insert, table, key, key)
 	return ls, nil
+}
+
+// loadShape is how a load writes a namespace's value: cols are the table's
+// value columns, vals the expressions of a source row s that fill them,
+// and from is the source; stored, incoming and excluded are the value of a
+// stored row t, of the incoming row s and of an upsert's EXCLUDED row, to
+// compare.
+type loadShape struct {
+	cols, vals                       []string
+	from, stored, incoming, excluded string
+}
+
+// loadValues returns the loadShape of ns's layout, read from the source
+// table loadSource, for its table.
+func loadValues(ns *warmcache.Namespace, table, loadSource string) loadShape {
+	if ns.Layout == warmcache.LayoutColumns {
+		var v loadShape
+		for _, c := range ns.Columns {
+			v.cols = append(v.cols, ident(c.Name))
+			v.vals = append(v.vals, "(s.r)."+ident(c.Name))
+		}
+		// json_populate_record maps the object's fields onto a row of the
+		// table's type, as a single write does.
+		v.from = fmt.Sprintf("(SELECT key, json_populate_record(NULL::%s, value::json) AS r FROM %s OFFSET 0) AS s", table, loadSource)
+		v.stored, v.incoming, v.excluded = valueExpr(ns, "t."), valueExpr(ns, "(s.r)."), valueExpr(ns, "EXCLUDED.")
+		return v
+	}
+	value := ident(ns.ValueColumn)
+	return loadShape{cols: []string{value}, vals: []string{"s.value"}, from: loadSource + " AS s",
+		stored: "t." + value + "::jsonb", incoming: "s.value", excluded: "EXCLUDED." + value + "::jsonb"}
+}
+
+// loadExpiry returns what a load does with ns's expiry column. A loaded
+// row never expires: a load clears the expiry of the rows it writes
+// (clear, the assignment; none without the column), and a row with an
+// expiry is not left alone as unchanged (changed(a, b) is the condition of
+// a write of b over a).
+func loadExpiry(ns *warmcache.Namespace) (clear []string, changed func(a, b string) string) {
+	if ns.ExpiresColumn == "" {
+		return nil, func(a, b string) string { return a + " IS DISTINCT FROM " + b }
+	}
+	exp := ident(ns.ExpiresColumn)
+	return []string{exp + " = NULL"}, func(a, b string) string {
+		return "(" + a + " IS DISTINCT FROM " + b + " OR t." + exp + " IS NOT NULL)"
+	}
 }
 
 // analyzeFraction is the share of the planner's row count that a load must
