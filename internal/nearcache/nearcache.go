@@ -115,6 +115,21 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 	if c.now == nil {
 		c.now = time.Now
 	}
+	cache, err := otter.New(c.otterOptions(opts))
+	if err != nil {
+		return nil, fmt.Errorf("nearcache: %w", err)
+	}
+	c.cache = cache
+	if err := c.register(reg, invalidations); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// otterOptions returns the options of the map under a Cache of opts:
+// bounded by bytes, each entry expiring after the lifetime it was stored
+// for, its evictions counted on c.
+func (c *Cache) otterOptions(opts Options) *otter.Options[mapKey, item] {
 	// The two series exist from the start, and an eviction counts without
 	// looking its label up.
 	sizeEvictions, expiredEvictions := c.evictions.WithLabelValues("size"), c.evictions.WithLabelValues("expired")
@@ -141,28 +156,27 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		// second. Its goroutine ends when the cache is collected.
 		oo.Clock = otter.NewCoarseClock(time.Millisecond)
 	}
-	cache, err := otter.New(oo)
-	if err != nil {
-		return nil, fmt.Errorf("nearcache: %w", err)
+	return oo
+}
+
+// register registers c's metrics, invalidations among them, on reg, when
+// reg is not nil.
+func (c *Cache) register(reg prometheus.Registerer, invalidations *prometheus.CounterVec) error {
+	if reg == nil {
+		return nil
 	}
-	c.cache = cache
-	if reg != nil {
-		collectors := []prometheus.Collector{
-			c.evictions, c.refused, invalidations,
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "warmcache_near_cache_bytes",
-				Help: "Weight of the near cache's entries in bytes (values, keys and a fixed overhead each).",
-			}, func() float64 { return float64(c.Bytes()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "warmcache_near_cache_entries",
-				Help: "Entries in the near cache, including invalidation marks; an estimate.",
-			}, func() float64 { return float64(c.cache.EstimatedSize()) }),
-		}
-		if err := promreg.Register(reg, "nearcache", collectors...); err != nil {
-			return nil, err
-		}
+	collectors := []prometheus.Collector{
+		c.evictions, c.refused, invalidations,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "warmcache_near_cache_bytes",
+			Help: "Weight of the near cache's entries in bytes (values, keys and a fixed overhead each).",
+		}, func() float64 { return float64(c.Bytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "warmcache_near_cache_entries",
+			Help: "Entries in the near cache, including invalidation marks; an estimate.",
+		}, func() float64 { return float64(c.cache.EstimatedSize()) }),
 	}
-	return c, nil
+	return promreg.Register(reg, "nearcache", collectors...)
 }
 
 // weigh is an entry's weight in bytes, saturated at the largest uint32.
