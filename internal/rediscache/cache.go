@@ -170,7 +170,22 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			return nil, err
 		}
 	}
-	c.client = redis.NewUniversalClient(&redis.UniversalOptions{
+	c.client = newClient(opts)
+	if opts.Instrument != nil {
+		if err := opts.Instrument(c.client); err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("rediscache: instrument the client: %w", err)
+		}
+	}
+	log.Info("redis hot tier configured",
+		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
+	return c, nil
+}
+
+// newClient returns go-redis's client of opts: one node, Sentinel or
+// Cluster, as the addresses and master name say.
+func newClient(opts Options) redis.UniversalClient {
+	return redis.NewUniversalClient(&redis.UniversalOptions{
 		Addrs:                 opts.Addrs,
 		MasterName:            opts.MasterName,
 		Username:              opts.Username,
@@ -191,15 +206,6 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
 	})
-	if opts.Instrument != nil {
-		if err := opts.Instrument(c.client); err != nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("rediscache: instrument the client: %w", err)
-		}
-	}
-	log.Info("redis hot tier configured",
-		slog.String("mode", mode(opts)), slog.Any("addrs", opts.Addrs), slog.String("prefix", opts.Prefix))
-	return c, nil
 }
 
 // mode names the kind of client that go-redis builds for opts.
