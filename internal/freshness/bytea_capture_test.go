@@ -36,7 +36,8 @@ func (c changes) Apply(ctx context.Context, _ *warmcache.Namespace, chs []warmca
 // outside the service, on a PostgreSQL cluster of its own with wal_level
 // logical: change capture must hand the caches each row's bytes as
 // written, every byte value and 1 MiB of random bytes (stored out of
-// line), decoded from pgoutput's text form of bytea.
+// line), decoded from pgoutput's text form of bytea; and a row with an
+// expiry as a refresh, which reads it with its expiry.
 func TestCaptureDecodesBytea(t *testing.T) {
 	pg := testproc.StartPostgres(t, "wal_level=logical", "max_wal_senders=10", "max_replication_slots=10", "wal_sender_timeout=10s")
 	dsn := pg.CreateDatabase(t, "warmcache")
@@ -44,7 +45,7 @@ func TestCaptureDecodesBytea(t *testing.T) {
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ns := &warmcache.Namespace{Name: "blobs", Table: "blobs", KeyColumn: "key", KeyType: warmcache.KeyText,
-		Layout: warmcache.LayoutBytes, ValueColumn: "body", VersionColumn: "version", Writable: true}
+		Layout: warmcache.LayoutBytes, ValueColumn: "body", VersionColumn: "version", ExpiresColumn: "expires_at", Writable: true}
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -107,6 +108,26 @@ func TestCaptureDecodesBytea(t *testing.T) {
 			delete(want, ch.Key.Text)
 		case <-ctx.Done():
 			t.Fatalf("change capture did not deliver %d rows", len(want))
+		}
+	}
+
+	// A row with an expiry is read again from the warehouse, which returns
+	// the expiry with it, so that no cache keeps its value past it.
+	if _, err := conn.Exec(ctx, "INSERT INTO blobs (key, body, expires_at) VALUES ('expiring', '\\x01', now() + interval '1 hour')"); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ch := <-got:
+			if ch.Key.Text != "expiring" {
+				continue
+			}
+			if !ch.Refresh || ch.Entry.Found {
+				t.Fatalf("change of a row with an expiry: refresh %v, found %v; want a refresh from the warehouse, not its value without the expiry", ch.Refresh, ch.Entry.Found)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("change capture did not deliver the row with an expiry")
 		}
 	}
 }

@@ -572,31 +572,34 @@ func (c *capture) row(relID uint32, tuple *pglogrepl.TupleData) {
 		return
 	}
 	// A row with an expiry (a TTL) is read from the warehouse, which
-	// returns the expiry with it, or nothing once it has passed.
-	_, expiring := col(ns.ExpiresColumn)
-	if ns.Layout == warmcache.LayoutPacked && !expiring {
-		// jsonb's text output is the JSON the lookups return. A value
-		// stored out of line and not changed by an UPDATE is not sent
-		// ('u'): it is read from the warehouse instead.
+	// returns the expiry with it, or nothing once it has passed: in every
+	// layout, so that no tier keeps its value past the expiry.
+	if _, expiring := col(ns.ExpiresColumn); !expiring {
 		if value, ok := col(ns.ValueColumn); ok {
-			e := warmcache.Entry{Found: true, Value: append([]byte(nil), value.Data...), Version: v}
-			c.add(ns, warmcache.Change{Key: k, Entry: e}, "upsert")
-			return
-		}
-	}
-	if ns.Layout == warmcache.LayoutBytes {
-		// bytea's text output (hex, \x..., or the older escape format)
-		// is decoded to the bytes the lookups return; an unchanged
-		// out-of-line value is read from the warehouse, as above.
-		if value, ok := col(ns.ValueColumn); ok {
-			if b, ok := decodeBytea(value.Data); ok {
-				e := warmcache.Entry{Found: true, Value: b, Version: v}
-				c.add(ns, warmcache.Change{Key: k, Entry: e}, "upsert")
+			if b, ok := capturedValue(ns, value.Data); ok {
+				c.add(ns, warmcache.Change{Key: k, Entry: warmcache.Entry{Found: true, Value: b, Version: v}}, "upsert")
 				return
 			}
 		}
 	}
 	c.add(ns, warmcache.Change{Key: k, Entry: warmcache.Entry{Version: v}, Refresh: true}, "refresh")
+}
+
+// capturedValue returns the value the lookups of ns return for a row whose
+// value column pgoutput sent as text, and false where the row must be read
+// from the warehouse instead. jsonb's text output is the JSON the lookups
+// return; bytea's text output (hex, \x..., or the older escape format) is
+// decoded to its bytes; the columns layout is always read. A value stored
+// out of line and not changed by an UPDATE is not sent ('u'), and the
+// caller reads that row too.
+func capturedValue(ns *warmcache.Namespace, text []byte) ([]byte, bool) {
+	switch ns.Layout {
+	case warmcache.LayoutPacked:
+		return append([]byte(nil), text...), true
+	case warmcache.LayoutBytes:
+		return decodeBytea(text)
+	}
+	return nil, false
 }
 
 // decodeBytea decodes the text form of a bytea: hex (\x followed by two
