@@ -386,8 +386,8 @@ func (c *capture) stream(ctx context.Context, src source) error {
 	c.resetBuffer()
 	var confirmed pglogrepl.LSN
 	inTxn := false
-	var nextStatus, nextWAL time.Time
-	nextPrune := c.now().Add(time.Minute)
+	var nextStatus time.Time
+	ch := chores{nextPrune: c.now().Add(time.Minute)}
 	for {
 		now := c.now()
 		if !now.Before(nextStatus) {
@@ -396,14 +396,7 @@ func (c *capture) stream(ctx context.Context, src source) error {
 			}
 			nextStatus = now.Add(c.status)
 		}
-		if !now.Before(nextWAL) {
-			c.reportWAL(ctx, src)
-			nextWAL = now.Add(5 * time.Second)
-		}
-		if !now.Before(nextPrune) {
-			c.pruneDeletes(ctx, src)
-			nextPrune = now.Add(pruneEvery)
-		}
+		c.doChores(ctx, src, &ch, now)
 		rctx, cancel := context.WithDeadline(ctx, nextStatus)
 		raw, err := src.receive(rctx)
 		cancel()
@@ -427,15 +420,11 @@ func (c *capture) stream(ctx context.Context, src source) error {
 		}
 		switch data[0] {
 		case pglogrepl.PrimaryKeepaliveMessageByteID:
-			pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+			reply, err := c.keepalive(data[1:], &confirmed, inTxn)
 			if err != nil {
-				return fmt.Errorf("keepalive: %w", err)
+				return err
 			}
-			if !inTxn && c.buffered == 0 && pkm.ServerWALEnd > confirmed {
-				confirmed = pkm.ServerWALEnd
-				c.m.caughtUp()
-			}
-			if pkm.ReplyRequested {
+			if reply {
 				nextStatus = time.Time{}
 			}
 		case pglogrepl.XLogDataByteID:
@@ -443,40 +432,82 @@ func (c *capture) stream(ctx context.Context, src source) error {
 			if err != nil {
 				return fmt.Errorf("xlogdata: %w", err)
 			}
-			msg, err := pglogrepl.Parse(xld.WALData)
-			if err != nil {
-				return fmt.Errorf("pgoutput: %w", err)
-			}
-			switch msg := msg.(type) {
-			case *pglogrepl.RelationMessage:
-				c.relations[msg.RelationID] = msg
-			case *pglogrepl.BeginMessage:
-				inTxn = true
-				c.m.pending(msg.CommitTime)
-			case *pglogrepl.InsertMessage:
-				c.row(msg.RelationID, msg.Tuple)
-			case *pglogrepl.UpdateMessage:
-				c.row(msg.RelationID, msg.NewTuple)
-			case *pglogrepl.DeleteMessage, *pglogrepl.TruncateMessage:
-				// A delete carries only the key: its version comes from the
-				// row that the delete trigger adds to the delete log in the
-				// same transaction. A truncate's trigger bumps the
-				// namespace's generation in the same transaction.
-			case *pglogrepl.CommitMessage:
-				if err := c.flush(ctx, src, confirmed); err != nil {
-					return err
-				}
-				confirmed = msg.TransactionEndLSN
-				inTxn = false
-				c.m.applied(msg.CommitTime)
-			}
-			if c.buffered >= maxBuffered || c.bufferedBytes >= maxBufferedBytes {
-				if err := c.flush(ctx, src, confirmed); err != nil {
-					return err
-				}
+			if err := c.message(ctx, src, xld.WALData, &confirmed, &inTxn); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// chores are what stream does on a schedule between messages: report the
+// slot's WAL, and prune the delete log.
+type chores struct {
+	nextWAL, nextPrune time.Time
+}
+
+// doChores does the chores of ch that are due at now.
+func (c *capture) doChores(ctx context.Context, src source, ch *chores, now time.Time) {
+	if !now.Before(ch.nextWAL) {
+		c.reportWAL(ctx, src)
+		ch.nextWAL = now.Add(5 * time.Second)
+	}
+	if !now.Before(ch.nextPrune) {
+		c.pruneDeletes(ctx, src)
+		ch.nextPrune = now.Add(pruneEvery)
+	}
+}
+
+// keepalive reads a primary keepalive message. Between transactions, with
+// nothing buffered, confirmed moves to the server's WAL end. It reports
+// whether the server asks for a status update at once.
+func (c *capture) keepalive(data []byte, confirmed *pglogrepl.LSN, inTxn bool) (bool, error) {
+	pkm, err := pglogrepl.ParsePrimaryKeepaliveMessage(data)
+	if err != nil {
+		return false, fmt.Errorf("keepalive: %w", err)
+	}
+	if !inTxn && c.buffered == 0 && pkm.ServerWALEnd > *confirmed {
+		*confirmed = pkm.ServerWALEnd
+		c.m.caughtUp()
+	}
+	return pkm.ReplyRequested, nil
+}
+
+// message buffers, or at a commit applies, one pgoutput message of the
+// stream. At a commit, confirmed moves to the transaction's end; inTxn
+// says whether a transaction is open. A full buffer is applied at once,
+// without moving confirmed.
+func (c *capture) message(ctx context.Context, src source, walData []byte, confirmed *pglogrepl.LSN, inTxn *bool) error {
+	msg, err := pglogrepl.Parse(walData)
+	if err != nil {
+		return fmt.Errorf("pgoutput: %w", err)
+	}
+	switch msg := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		c.relations[msg.RelationID] = msg
+	case *pglogrepl.BeginMessage:
+		*inTxn = true
+		c.m.pending(msg.CommitTime)
+	case *pglogrepl.InsertMessage:
+		c.row(msg.RelationID, msg.Tuple)
+	case *pglogrepl.UpdateMessage:
+		c.row(msg.RelationID, msg.NewTuple)
+	case *pglogrepl.DeleteMessage, *pglogrepl.TruncateMessage:
+		// A delete carries only the key: its version comes from the row
+		// that the delete trigger adds to the delete log in the same
+		// transaction. A truncate's trigger bumps the namespace's
+		// generation in the same transaction.
+	case *pglogrepl.CommitMessage:
+		if err := c.flush(ctx, src, *confirmed); err != nil {
+			return err
+		}
+		*confirmed = msg.TransactionEndLSN
+		*inTxn = false
+		c.m.applied(msg.CommitTime)
+	}
+	if c.buffered >= maxBuffered || c.bufferedBytes >= maxBufferedBytes {
+		return c.flush(ctx, src, *confirmed)
+	}
+	return nil
 }
 
 // confirm tells the server that everything up to pos is applied.
