@@ -183,6 +183,18 @@ func TestStore(t *testing.T) {
 				if r := get(t, "app||t1"); r.GetData() != nil {
 					t.Fatalf("app||t1 = %s after a failed transaction; want absent", r.GetData())
 				}
+				// A transaction's own metadata may name any content type:
+				// the namespace stores bytes.
+				if _, err := c.Transact(ctx, &proto.TransactionalStateRequest{
+					Metadata: map[string]string{"contentType": "application/octet-stream"},
+					Operations: []*proto.TransactionalStateOperation{
+						{Request: &proto.TransactionalStateOperation_Set{Set: set("app||t1", "\x00\xff", nil)}},
+					}}); err != nil {
+					t.Fatalf("Transact with contentType application/octet-stream: %v", err)
+				}
+				if r := get(t, "app||t1"); string(r.GetData()) != "\x00\xff" {
+					t.Fatalf("app||t1 = %q after the transaction; want its bytes", r.GetData())
+				}
 				max, err := c.MultiMaxSize(ctx, &proto.MultiMaxSizeRequest{})
 				if err != nil || max.GetMaxSize() != int64(srv.Gateway.Service().MaxBatchKeys()) {
 					t.Fatalf("MultiMaxSize = %v, %v; want the core's batch bound", max, err)

@@ -161,17 +161,24 @@ func (c change) op() (warmcache.Op, error) {
 		return warmcache.Op{}, fmt.Errorf("%w: an empty operation", daprapi.ErrMalformed)
 	}
 	if c.set != nil {
-		// The namespace stores bytes: any content type goes.
-		md := c.set.GetMetadata()
-		if _, ok := md[metaContentType]; ok {
-			md = maps.Clone(md)
-			delete(md, metaContentType)
-		}
+		md := anyContentType(c.set.GetMetadata())
 		return daprapi.SaveOp(daprapi.Save{Key: c.set.GetKey(), Value: c.set.GetValue(), ETag: etag(c.set.GetEtag()),
 			Concurrency: concurrency(c.set.GetOptions()), Metadata: md})
 	}
 	return daprapi.DeleteOp(daprapi.Delete{Key: c.del.GetKey(), ETag: etag(c.del.GetEtag()),
 		Concurrency: concurrency(c.del.GetOptions()), Metadata: c.del.GetMetadata()})
+}
+
+// anyContentType returns md without its contentType, which the runtime
+// API's checks would hold to JSON: the namespace stores bytes, so any
+// content type goes.
+func anyContentType(md map[string]string) map[string]string {
+	if _, ok := md[metaContentType]; !ok {
+		return md
+	}
+	md = maps.Clone(md)
+	delete(md, metaContentType)
+	return md
 }
 
 // write applies changes to the component's namespace in one transaction.
@@ -180,7 +187,7 @@ func (s *Store) write(ctx context.Context, changes []change, txMeta map[string]s
 	if err != nil {
 		return err
 	}
-	if err := daprapi.CheckMetadata(txMeta); err != nil {
+	if err := daprapi.CheckMetadata(anyContentType(txMeta)); err != nil {
 		return err
 	}
 	ops := make([]warmcache.Op, len(changes))

@@ -2,11 +2,15 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/warmcache/warmcache/internal/pgstore"
+	migrations "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -90,5 +94,95 @@ func checkExpiryQueryAndLoad(t *testing.T, s *pgstore.Store, ns *warmcache.Names
 		if !e.Found || !e.ExpiresAt.IsZero() {
 			t.Errorf("key %d after the load = %s expiring %v, want present without an expiry", i+1, e.Value, e.ExpiresAt)
 		}
+	}
+}
+
+// TestFirstWriteOverExpiredRow writes a key with a TTL, lets it expire, and
+// creates it again (IfAbsent) before any sweep: the purge of the expired
+// row is logged as a delete (which change capture and polling apply), and
+// the new row's version must be above that delete's, or the caches would
+// take the key as absent after the write. On PostgreSQL, whose delete
+// trigger logs deletes.
+func TestFirstWriteOverExpiredRow(t *testing.T) {
+	w := testenv.Warehouses()[0]
+	tb := bytesTable("blobs", migrations.Storage{})
+	ns := tb.Namespace
+	dsn := migrated(t, w, []migrations.Table{tb})
+	s := laneStore(t, dsn, ns)
+	ctx := testContext(t)
+	k := key(t, ns, "app||lease")
+	if _, err := s.Write(ctx, ns, []warmcache.Write{{Key: k, Value: []byte("a"), TTL: time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	es, err := s.Write(ctx, ns, []warmcache.Write{{Key: k, Value: []byte("b"), IfAbsent: true, TTL: time.Hour}})
+	if err != nil {
+		t.Fatalf("a first write over an expired row: %v", err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var logged int64
+	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM warmcache_deletes WHERE key = $1", k.Text).Scan(&logged); err != nil {
+		t.Fatal(err)
+	}
+	if logged == 0 || logged >= es[0].Version {
+		t.Fatalf("the purge was logged at version %d and the new row has %d; want a logged delete below the row", logged, es[0].Version)
+	}
+	if got, err := s.Lookup(ctx, ns, k); err != nil || !got.Found || string(got.Value) != "b" || got.Version != es[0].Version {
+		t.Fatalf("Lookup = %+v, %v; want the new row", got, err)
+	}
+}
+
+// TestWriteJudgesExpiryAfterItsLocks holds a key's write lock while the
+// key's row expires, with an If-Match write of the row's version waiting
+// for it: a read made meanwhile finds the key absent, so the write, which
+// runs once the lock is released, must find it absent too and fail, on
+// both dialects.
+func TestWriteJudgesExpiryAfterItsLocks(t *testing.T) {
+	for _, w := range testenv.Warehouses() {
+		t.Run(w.Name, func(t *testing.T) {
+			tb := bytesTable("blobs", migrations.Storage{})
+			ns := tb.Namespace
+			dsn := migrated(t, w, []migrations.Table{tb})
+			s := laneStore(t, dsn, ns)
+			ctx := testContext(t)
+			k := key(t, ns, "app||k")
+			es, err := s.Write(ctx, ns, []warmcache.Write{{Key: k, Value: []byte("a"), TTL: time.Second}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(context.Background())
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", pgstore.KeyLockHash(ns, k)); err != nil {
+				t.Fatal(err)
+			}
+			v := es[0].Version
+			done := make(chan error, 1)
+			go func() {
+				_, err := s.Write(ctx, ns, []warmcache.Write{{Key: k, Value: []byte("b"), IfMatch: &v, TTL: time.Hour}})
+				done <- err
+			}()
+			time.Sleep(time.Until(es[0].ExpiresAt.Add(200 * time.Millisecond)))
+			got, err := s.Lookup(ctx, ns, k)
+			if err != nil || got.Found {
+				t.Fatalf("Lookup after the expiry = %+v, %v; want absent", got, err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; !errors.Is(err, warmcache.ErrVersionMismatch) {
+				t.Fatalf("an If-Match write that waited past the expiry: %v; want a version mismatch, as the read found the key absent", err)
+			}
+		})
 	}
 }

@@ -27,3 +27,9 @@ var ClassifyErrorWrap = classify
 // LookupSignature returns the signature of s's lookup function, as
 // to_regprocedure takes it; empty without one.
 func LookupSignature(s StatementSet) string { return s.lookupSignature }
+
+// KeyLockHash is the advisory lock that a write of key in ns takes, for
+// tests that hold it to make a write wait.
+func KeyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
+	return lockHash(ns, &key)
+}

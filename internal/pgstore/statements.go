@@ -154,11 +154,11 @@ type StatementSet struct {
 	// row's expiry as one more column, and IfMatch, deletes and Version do
 	// not see it; Upsert, Update and Insert set the expiry from one more
 	// parameter, the TTL in milliseconds ($4, $5 for UpdateIfMatch), as
-	// the warehouse's now() plus the TTL, to the millisecond (as every tier
-	// keeps it), or NULL (never) when it is NULL, and return it after the
-	// version. A write that only creates runs
-	// PurgeExpired first, so that an expired row does not count as the
-	// key's.
+	// the statement's start plus the TTL (see writeClock), to the
+	// millisecond (as every tier keeps it), or NULL (never) when it is
+	// NULL, and return it after the version. A write that only creates
+	// runs PurgeExpired first, so that an expired row does not count as
+	// the key's, and draws its version again when it purged one.
 	Expiring bool
 	// PurgeExpired deletes the row of key $1 when it is past its expiry.
 	PurgeExpired string
@@ -241,14 +241,31 @@ func newSQLParts(ns *warmcache.Namespace) sqlParts {
 	return p
 }
 
-// live is the condition that a row is not past its expiry, with its
-// columns qualified by a prefix ("" or "t."); it is empty without an
-// expiry column.
+// writeClock is the time at which a write's statements judge and set
+// expiries: the statement's start. A write's transaction begins before it
+// waits for its key locks, so now(), the transaction's start, could lie
+// before an expiry that passed while it waited, and the write would then
+// treat as live a row that a read had already found absent.
+const writeClock = "statement_timestamp()"
+
+// live is the condition of a read that a row is not past its expiry, with
+// its columns qualified by a prefix ("" or "t."); it is empty without an
+// expiry column. A read is one statement, whose now() is its start.
 func (p sqlParts) live(qual string) string {
+	return p.liveAt(qual, "now()")
+}
+
+// liveInWrite is live for the statements of a write (see writeClock).
+func (p sqlParts) liveInWrite(qual string) string {
+	return p.liveAt(qual, writeClock)
+}
+
+// liveAt is live at the time clock.
+func (p sqlParts) liveAt(qual, clock string) string {
 	if p.exp == "" {
 		return ""
 	}
-	return fmt.Sprintf(" AND (%s%s IS NULL OR %s%s > now())", qual, p.exp, qual, p.exp)
+	return fmt.Sprintf(" AND (%s%s IS NULL OR %s%s > %s)", qual, p.exp, qual, p.exp, clock)
 }
 
 // expiry is the column that returns a row's expiry, qualified by a prefix
@@ -268,7 +285,7 @@ func (p sqlParts) newVersion(param string) string {
 // ttlExpr is the expiry of a write whose TTL in milliseconds is parameter
 // param.
 func (p sqlParts) ttlExpr(param string) string {
-	return fmt.Sprintf("date_trunc('milliseconds', now() + %s::bigint * interval '1 millisecond')", param)
+	return fmt.Sprintf("date_trunc('milliseconds', %s + %s::bigint * interval '1 millisecond')", writeClock, param)
 }
 
 // setExp is the assignment of the expiry of a write whose TTL is
@@ -293,7 +310,7 @@ func (p sqlParts) lookups(ns *warmcache.Namespace) StatementSet {
 		KeyLock:     "SELECT pg_advisory_xact_lock($1::bigint)",
 		NextVersion: "SELECT nextval(" + quoteLiteral(VersionSequence) + ") FROM generate_series(1, $1::integer)",
 		Version: fmt.Sprintf("SELECT %s FROM %s WHERE %s%s",
-			p.version, p.table, p.byKey, p.live("")),
+			p.version, p.table, p.byKey, p.liveInWrite("")),
 	}
 }
 
@@ -303,25 +320,25 @@ func (p sqlParts) deletes(s *StatementSet, appendOptimized bool) {
 	table, version, byKey := p.table, p.version, p.byKey
 	if appendOptimized {
 		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s%s RETURNING t.%s",
-			table, version, p.newVersion("$2"), byKey, p.live("t."), version)
+			table, version, p.newVersion("$2"), byKey, p.liveInWrite("t."), version)
 		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint%s RETURNING t.%s",
-			table, version, p.newVersion("$3"), byKey, version, p.live("t."), version)
+			table, version, p.newVersion("$3"), byKey, version, p.liveInWrite("t."), version)
 		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
 		return
 	}
 	s.RowLock = fmt.Sprintf("SELECT count(*) FROM (SELECT 1 FROM %s WHERE %s FOR UPDATE) AS r",
 		table, byKey)
 	s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s%s RETURNING %s",
-		table, byKey, p.live("t."), p.newVersion("$2"))
+		table, byKey, p.liveInWrite("t."), p.newVersion("$2"))
 	s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint%s RETURNING %s",
-		table, byKey, version, p.live("t."), p.newVersion("$3"))
+		table, byKey, version, p.liveInWrite("t."), p.newVersion("$3"))
 }
 
 // expiryStatements sets in s the statements that find and delete rows past
 // their expiry. It needs an expiry column.
 func (p sqlParts) expiryStatements(s *StatementSet, appendOptimized bool) {
 	table, key, version := p.table, p.key, p.version
-	expired := fmt.Sprintf("%s <= now()", p.exp)
+	expired := fmt.Sprintf("%s <= %s", p.exp, writeClock)
 	anyKey := fmt.Sprintf("%s = ANY($1::%s[])", key, p.keyType)
 	s.PurgeExpired = fmt.Sprintf("DELETE FROM %s WHERE %s AND %s", table, p.byKey, expired)
 	s.ExpiredKeys = fmt.Sprintf("SELECT %s FROM %s WHERE %s LIMIT $1::integer", key, table, expired)
@@ -354,7 +371,7 @@ func (p sqlParts) writes(s *StatementSet, ns *warmcache.Namespace, appendOptimiz
 		insertInto, set, from = p.columnsWrite(s, ns)
 	}
 	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s AND t.%s = $3::bigint%s RETURNING %s, t.%s%s",
-		table, set, version, p.newVersion("$4"), p.setExp("$5"), from, p.byKey, version, p.live("t."), valueExpr(ns, "t."), version, p.expiry("t."))
+		table, set, version, p.newVersion("$4"), p.setExp("$5"), from, p.byKey, version, p.liveInWrite("t."), valueExpr(ns, "t."), version, p.expiry("t."))
 	if appendOptimized {
 		s.Upsert = ""
 		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s RETURNING %s, t.%s%s",

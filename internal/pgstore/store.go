@@ -706,8 +706,18 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 	exists := fmt.Errorf("%w: key %q exists", warmcache.ErrVersionMismatch, w.Key.Text)
 	if t.stmts.Expiring {
 		// An expired row is an absent key: it gives way to the new one.
-		if _, err := q.Exec(ctx, t.stmts.PurgeExpired, s.modes.Write, keyArg(t.ns, w.Key)); err != nil {
+		// Its delete is logged (for change capture and polling) at a
+		// version drawn now, after the write's: the new row then takes a
+		// version drawn after that one, so that the delete does not win
+		// over the row it made room for.
+		tag, err := q.Exec(ctx, t.stmts.PurgeExpired, s.modes.Write, keyArg(t.ns, w.Key))
+		if err != nil {
 			return warmcache.Entry{}, err
+		}
+		if tag.RowsAffected() > 0 {
+			if err := q.QueryRow(ctx, t.stmts.NextVersion, s.modes.Write, 1).Scan(&version); err != nil {
+				return warmcache.Entry{}, err
+			}
 		}
 	}
 	if t.stmts.AppendOptimized {
