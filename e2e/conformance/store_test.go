@@ -267,7 +267,7 @@ func TestStore(t *testing.T) {
 					t.Errorf("Init naming another namespace: %v; want InvalidArgument", err)
 				}
 				f, err := c.Features(ctx, &proto.FeaturesRequest{})
-				if err != nil || !slices.Equal(f.GetFeatures(), daprstore.Features) {
+				if err != nil || !slices.Equal(f.GetFeatures(), []string{"ETAG", "TRANSACTIONAL", daprstore.FeatureTTL}) {
 					t.Errorf("Features = %v, %v", f, err)
 				}
 			})

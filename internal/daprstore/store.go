@@ -64,8 +64,19 @@ const DefaultSocketName = "warmcache"
 // fails to start the component rather than serve another namespace.
 const PropertyNamespace = "namespace"
 
-// Features are the state-store features served, as daprd names them.
-var Features = []string{"ETAG", "TRANSACTIONAL", "TTL"}
+// FeatureTTL is the feature of per-item TTLs, as daprd names it: served by
+// a component whose namespace has an expiry column.
+const FeatureTTL = "TTL"
+
+// features returns the state-store features of a component whose
+// namespace is ns, as daprd names them.
+func features(ns *warmcache.Namespace) []string {
+	f := []string{"ETAG", "TRANSACTIONAL"}
+	if ns.ExpiresColumn != "" {
+		f = append(f, FeatureTTL)
+	}
+	return f
+}
 
 // Component is one Dapr component served: its name (the metadata.name of
 // its component YAML) and its namespace.
@@ -206,9 +217,19 @@ func (s *Store) Init(ctx context.Context, in *proto.InitRequest) (*proto.InitRes
 // configuration.
 var errMisconfigured = errors.New("component misconfigured")
 
-// Features lists the features served.
-func (s *Store) Features(context.Context, *proto.FeaturesRequest) (*proto.FeaturesResponse, error) {
-	return &proto.FeaturesResponse{Features: Features}, nil
+// Features lists the features the component serves: ETags and
+// transactions always, per-item TTLs where its namespace has an expiry
+// column.
+func (s *Store) Features(ctx context.Context, _ *proto.FeaturesRequest) (*proto.FeaturesResponse, error) {
+	_, namespace, err := s.component(ctx)
+	if err != nil {
+		return nil, s.fail(ctx, "Features", err)
+	}
+	ns, err := s.svc.Namespace(namespace)
+	if err != nil {
+		return nil, s.fail(ctx, "Features", err)
+	}
+	return &proto.FeaturesResponse{Features: features(ns)}, nil
 }
 
 // Ping answers daprd's liveness check.

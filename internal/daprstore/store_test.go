@@ -1,11 +1,17 @@
 package daprstore_test
 
 import (
+	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 
+	proto "github.com/dapr/dapr/pkg/proto/components/v1"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/memtier"
@@ -46,5 +52,38 @@ func TestNewRefusesNamespaces(t *testing.T) {
 	}
 	if _, err := daprstore.New(svc, []daprstore.Component{{Name: "s", Namespace: "bytes"}}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("New over a text-keyed bytes namespace: %v", err)
+	}
+}
+
+// Features lists TTL only for a component whose namespace keeps expiries.
+func TestFeaturesFollowTheNamespace(t *testing.T) {
+	namespaces := []*warmcache.Namespace{
+		{Name: "plain", Table: "plain", KeyType: warmcache.KeyText, Layout: warmcache.LayoutBytes, Writable: true},
+		{Name: "expiring", Table: "expiring", KeyType: warmcache.KeyText, Layout: warmcache.LayoutBytes, Writable: true, ExpiresColumn: "expires_at"},
+	}
+	clock := memtier.NewClock()
+	svc, err := warmcache.NewService(memtier.NewHot(clock.Now), memtier.NewWarm(), namespaces, prometheus.NewRegistry(),
+		slog.New(slog.DiscardHandler), warmcache.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := daprstore.New(svc, []daprstore.Component{{Name: "plain", Namespace: "plain"}, {Name: "expiring", Namespace: "expiring"}},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for component, want := range map[string][]string{
+		"plain":    {"ETAG", "TRANSACTIONAL"},
+		"expiring": {"ETAG", "TRANSACTIONAL", daprstore.FeatureTTL},
+	} {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(daprstore.InstanceHeader, component))
+		f, err := s.Features(ctx, &proto.FeaturesRequest{})
+		if err != nil || !slices.Equal(f.GetFeatures(), want) {
+			t.Errorf("Features of %s = %v, %v; want %v", component, f.GetFeatures(), err, want)
+		}
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(daprstore.InstanceHeader, "other"))
+	if _, err := s.Features(ctx, &proto.FeaturesRequest{}); status.Code(err) != codes.NotFound {
+		t.Errorf("Features of an unknown component: %v; want NotFound", err)
 	}
 }
