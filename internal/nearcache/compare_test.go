@@ -135,27 +135,33 @@ func BenchmarkThroughput(b *testing.B) {
 					c.set(k, value)
 				}
 			}
-			var seed, hits, ops atomic.Uint64
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(seed.Add(1)) * len(trace) / 7
-				var h, n uint64
-				for pb.Next() {
-					k := trace[i%len(trace)]
-					i++
-					n++
-					if c.get(k) {
-						h++
-					} else {
-						c.set(k, value)
-					}
-				}
-				hits.Add(h)
-				ops.Add(n)
-			})
-			b.ReportMetric(float64(hits.Load())/float64(max(ops.Load(), 1)), "hit-ratio")
+			replay(b, c, trace, value)
 		})
 	}
+}
+
+// replay runs trace cache-aside on c from parallel goroutines, each from
+// its own place in the trace, and reports the hit ratio.
+func replay(b *testing.B, c contender, trace []string, value []byte) {
+	var seed, hits, ops atomic.Uint64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(seed.Add(1)) * len(trace) / 7
+		var h, n uint64
+		for pb.Next() {
+			k := trace[i%len(trace)]
+			i++
+			n++
+			if c.get(k) {
+				h++
+			} else {
+				c.set(k, value)
+			}
+		}
+		hits.Add(h)
+		ops.Add(n)
+	})
+	b.ReportMetric(float64(hits.Load())/float64(max(ops.Load(), 1)), "hit-ratio")
 }
 
 // BenchmarkHit is the near cache's hot path in the service: parallel Gets of
@@ -179,25 +185,7 @@ func BenchmarkHit(b *testing.B) {
 					}
 				}
 			}
-			var seed, hits, ops atomic.Uint64
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				i := int(seed.Add(1)) * len(trace) / 7
-				var h, n uint64
-				for pb.Next() {
-					k := trace[i%len(trace)]
-					i++
-					n++
-					if c.get(k) {
-						h++
-					} else {
-						c.set(k, value)
-					}
-				}
-				hits.Add(h)
-				ops.Add(n)
-			})
-			b.ReportMetric(float64(hits.Load())/float64(max(ops.Load(), 1)), "hit-ratio")
+			replay(b, c, trace, value)
 		})
 	}
 }
