@@ -3,6 +3,7 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -246,6 +247,25 @@ func TestStore(t *testing.T) {
 					if err != nil || len(bulk.GetItems()) != 1 || !bytes.Equal(bulk.GetItems()[0].GetData(), v) {
 						t.Fatalf("BulkGet %s: %v; want the %d bytes sent", name, err, len(v))
 					}
+				}
+			})
+
+			t.Run("answers daprd can receive", func(t *testing.T) {
+				big := tiertest.OpaqueValues()["1MiB"]
+				var items []*proto.GetRequest
+				for i := range 5 {
+					key := fmt.Sprintf("app||big-%d", i)
+					if _, err := c.Set(ctx, &proto.SetRequest{Key: key, Value: big}); err != nil {
+						t.Fatal(err)
+					}
+					items = append(items, &proto.GetRequest{Key: key})
+				}
+				if r, err := c.BulkGet(ctx, &proto.BulkGetRequest{Items: items[:3]}); err != nil || len(r.GetItems()) != 3 {
+					t.Fatalf("BulkGet of 3 MiB = %v; want its items", err)
+				}
+				_, err := c.BulkGet(ctx, &proto.BulkGetRequest{Items: items})
+				if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "daprd receives") {
+					t.Fatalf("BulkGet of 5 MiB: %v; want InvalidArgument saying that daprd receives at most %d bytes", err, daprstore.DaprdMaxRecvBytes)
 				}
 			})
 

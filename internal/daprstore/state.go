@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	proto "github.com/dapr/dapr/pkg/proto/components/v1"
+	protobuf "google.golang.org/protobuf/proto"
 
 	"github.com/warmcache/warmcache/internal/daprapi"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -29,11 +30,30 @@ func (s *Store) Get(ctx context.Context, in *proto.GetRequest) (*proto.GetRespon
 	if !found {
 		return &proto.GetResponse{}, nil
 	}
-	return &proto.GetResponse{
+	resp := &proto.GetResponse{
 		Data:     it.Entry.Value,
 		Etag:     &proto.Etag{Value: daprapi.ETag(it.Entry.Version)},
 		Metadata: daprapi.ItemMetadata(it),
-	}, nil
+	}
+	if err := fitsDaprd(resp); err != nil {
+		return nil, s.fail(ctx, "Get", err)
+	}
+	return resp, nil
+}
+
+// DaprdMaxRecvBytes is the largest answer daprd's client for pluggable
+// components receives: gRPC's default, which it keeps
+// (github.com/dapr/dapr pkg/components/pluggable/grpc.go).
+const DaprdMaxRecvBytes = 4 << 20
+
+// fitsDaprd refuses an answer larger than daprd receives
+// (warmcache.ErrTooLarge, with its size), so that the application learns
+// why instead of daprd failing to read it.
+func fitsDaprd(resp protobuf.Message) error {
+	if n := protobuf.Size(resp); n > DaprdMaxRecvBytes {
+		return fmt.Errorf("%w: the answer holds %d bytes, more than the %d that daprd receives from a pluggable component; read fewer keys at once", warmcache.ErrTooLarge, n, DaprdMaxRecvBytes)
+	}
+	return nil
 }
 
 // BulkGet reads keys, one item per requested key in their order. The keys
@@ -70,6 +90,9 @@ func (s *Store) BulkGet(ctx context.Context, in *proto.BulkGetRequest) (*proto.B
 		for j, it := range items {
 			resp.Items[at[j]] = bulkItem(it.Key, it.Item, it.Found)
 		}
+	}
+	if err := fitsDaprd(resp); err != nil {
+		return nil, s.fail(ctx, "BulkGet", err)
 	}
 	return resp, nil
 }
