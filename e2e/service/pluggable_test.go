@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -27,18 +26,11 @@ import (
 // socket.
 func startPluggable(t *testing.T) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "wc-pluggable-") // short: a socket path is at most 107 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	file := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(file, []byte(harness.NamespacesYAML(harness.BytesNamespace("statestore", "dapr_state", harness.Writable()...))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir := harness.SocketDir(t, "wc-pluggable-")
 	env := map[string]string{
-		"WARMCACHE_POSTGRES_DSN":    testenv.NewDatabase(t),
-		"WARMCACHE_NAMESPACES_FILE": file,
+		"WARMCACHE_POSTGRES_DSN": testenv.NewDatabase(t),
+		"WARMCACHE_NAMESPACES_FILE": harness.WriteFile(t, "namespaces.yaml",
+			harness.NamespacesYAML(harness.BytesNamespace("statestore", "dapr_state", harness.Writable()...))),
 		// daprd's own variable names the components folder.
 		"DAPR_COMPONENTS_SOCKETS_FOLDER": filepath.Join(dir, "sockets"),
 	}

@@ -4,14 +4,9 @@
 package daprstoretest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-
-	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,70 +35,40 @@ type Server struct {
 
 // Start migrates the warehouse database at dsn, then serves warmcache on
 // it and the test Redis with the pluggable component on a socket of its
-// own, until the test ends. args add command-line flags of serve.
+// own (harness.Serve), until the test ends. args add command-line flags of
+// serve.
 func Start(tb testing.TB, dsn string, args ...string) *Server {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "wc-dapr-") // short: a socket path is at most 107 bytes
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	file := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(file, []byte(harness.NamespacesYAML(harness.BytesNamespace(Namespace, "dapr_state", harness.Writable()...))), 0o600); err != nil {
-		tb.Fatal(err)
-	}
+	dir := harness.SocketDir(tb, "wc-dapr-")
 	env := map[string]string{
-		"WARMCACHE_POSTGRES_DSN":    dsn,
-		"WARMCACHE_NAMESPACES_FILE": file,
-		"WARMCACHE_REDIS_ADDRS":     testenv.RedisAddr(tb),
-		"WARMCACHE_REDIS_PREFIX":    "daprstore-" + testenv.RandomSuffix(tb) + ":",
-		"WARMCACHE_HOT_TIMEOUT":     "1s",
+		"WARMCACHE_POSTGRES_DSN": dsn,
+		"WARMCACHE_NAMESPACES_FILE": harness.WriteFile(tb, "namespaces.yaml",
+			harness.NamespacesYAML(harness.BytesNamespace(Namespace, "dapr_state", harness.Writable()...))),
+		"WARMCACHE_REDIS_ADDRS":  testenv.RedisAddr(tb),
+		"WARMCACHE_REDIS_PREFIX": "daprstore-" + testenv.RandomSuffix(tb) + ":",
+		"WARMCACHE_HOT_TIMEOUT":  "1s",
 		// Writes go through the component: polling suffices, and leaves no
 		// replication slot for the database's drop to race with.
 		"WARMCACHE_FRESHNESS":          "poll",
 		"WARMCACHE_DAPR_COMPONENTS":    Component + "=" + Namespace,
 		"WARMCACHE_DAPR_SOCKET_FOLDER": filepath.Join(dir, "sockets"),
 	}
-	args = append([]string{"--http-addr", "127.0.0.1:0", "--grpc-addr", ""}, args...)
-	cfg, err := config.Load(config.ServeCommand, args, func(k string) string { return env[k] }, &bytes.Buffer{})
-	if err != nil {
-		tb.Fatalf("config: %v", err)
+	args = append([]string{"--grpc-addr", ""}, args...)
+	migrate(tb, harness.Config(tb, env, args...))
+	// HTTP, the pluggable component, and without keys the open-access
+	// notice.
+	s := harness.Serve(tb, env, 3, args...)
+	if s.DaprSocket == "" {
+		tb.Fatalf("the pluggable component was not announced: %q", s.Lines)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	migrate(ctx, tb, cfg)
-
-	out := &announcer{seen: make(chan struct{}), want: "pluggable state store"}
-	g, err := gateway.Open(ctx, cfg, gateway.Options{Stdout: out, SkipDoctor: true})
-	if err != nil {
-		tb.Fatalf("gateway.Open: %v", err)
-	}
-	serveCtx, stop := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(serveCtx) }()
-	tb.Cleanup(func() {
-		stop()
-		if err := <-served; err != nil {
-			tb.Errorf("Serve: %v", err)
-		}
-		if err := g.Close(); err != nil {
-			tb.Errorf("Close: %v", err)
-		}
-	})
-	select {
-	case <-out.seen:
-	case err := <-served:
-		served <- err
-		tb.Fatalf("Serve returned before the pluggable component was served: %v", err)
-	case <-ctx.Done():
-		tb.Fatalf("the pluggable component was not announced: %q", out.String())
-	}
-	return &Server{Socket: cfg.Dapr.SocketPath(), Gateway: g}
+	return &Server{Socket: s.DaprSocket, Gateway: s.Gateway}
 }
 
 // migrate creates the namespaces' tables.
-func migrate(ctx context.Context, tb testing.TB, cfg config.Config) {
+func migrate(tb testing.TB, cfg config.Config) {
 	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	conn, err := pgx.Connect(ctx, cfg.Postgres.DSN)
 	if err != nil {
 		tb.Fatalf("migrate: %v", err)
@@ -116,31 +81,4 @@ func migrate(ctx context.Context, tb testing.TB, cfg config.Config) {
 	if err != nil {
 		tb.Fatalf("migrate: %v", err)
 	}
-}
-
-// announcer is the gateway's stdout: it closes seen once a line that
-// contains want is written.
-type announcer struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	done bool
-}
-
-func (a *announcer) Write(p []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.buf.Write(p)
-	if !a.done && strings.Contains(a.buf.String(), a.want) {
-		a.done = true
-		close(a.seen)
-	}
-	return len(p), nil
-}
-
-func (a *announcer) String() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.buf.String()
 }

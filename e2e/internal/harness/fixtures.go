@@ -95,6 +95,19 @@ func WriteFile(t testing.TB, name, content string) string {
 	return path
 }
 
+// SocketDir returns a new directory for unix sockets, removed when the test
+// ends. It is made under the system's temporary directory rather than
+// t.TempDir, whose long paths would not fit a socket's (at most 107 bytes).
+func SocketDir(t testing.TB, prefix string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
 // SeedWidgets inserts widgets 1..n into the widgets table that migrate up
 // created in dsn, each {"widget":{"id":"<i>","debug":"on"}} at a version of
 // its own.

@@ -79,6 +79,8 @@ type Served struct {
 	DaprSocket             string // the Dapr pluggable state store's socket path
 	Lines                  []string
 	Log                    *testproc.SyncBuffer
+	// Gateway is the served service, for a test that also calls its core.
+	Gateway *gateway.Gateway
 }
 
 // Serve runs the service of `warmcache serve` with args (always on free
@@ -103,6 +105,7 @@ func Serve(t testing.TB, env map[string]string, want int, args ...string) *Serve
 		cancel()
 		t.Fatalf("server did not start: %v; log:\n%s", err, s.Log)
 	}
+	s.Gateway = g
 	done := make(chan error, 1)
 	go func() {
 		err := errors.Join(g.Serve(ctx), g.Close())
