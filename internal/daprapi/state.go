@@ -21,8 +21,7 @@
 //     of seconds up to warmcache.MaxTTL (-1 and 0: it never expires), and
 //     anything else is refused as malformed; on a JSON namespace
 //     contentType application/json (or a +json type) is accepted and any
-//     other is refused;
-//     other keys are ignored;
+//     other is refused; other keys are ignored;
 //   - a namespace of opaque bytes (value layout bytes) takes any value
 //     under any contentType, and reads answer its bytes as stored with the
 //     namespace's content type (contentType in the response metadata, the
