@@ -1,5 +1,5 @@
 // Package testenv gives integration tests real servers: PostgreSQL, PgBouncer,
-// Redis and Greenplum. Each comes from an environment variable when it is set
+// Redis and Greenplum, and a real daprd (Daprd). Each comes from an environment variable when it is set
 // (CI may set them; `make test` sets the others to the servers of
 // internal/localstack); otherwise, where a
 // Docker engine is available, testcontainers-go starts PostgreSQL or Redis
@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -226,13 +227,15 @@ func GreenplumServer(tb testing.TB) string {
 	return ""
 }
 
-// greenplumKit returns where the Greenplum kit's up.sh is,
-// shared/greenplum/up.sh in a directory above the module root (the
-// directory of go.mod, found upward from the working directory): its parent,
-// grandparent or great-grandparent, as .ci/run looks for it. It reports
-// whether one was found; if not, the path names the nearest place.
-func greenplumKit() (string, bool) {
-	const rel = "shared/greenplum/up.sh"
+// greenplumKit returns where the Greenplum kit's up.sh is (see kit).
+func greenplumKit() (string, bool) { return kit("shared/greenplum/up.sh") }
+
+// kit returns where rel, a file of a kit beside the project, is: in a
+// directory above the module root (the directory of go.mod, found upward
+// from the working directory), its parent, grandparent or
+// great-grandparent, as .ci/run looks for it. It reports whether one was
+// found; if not, the path names the nearest place.
+func kit(rel string) (string, bool) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "../" + rel, false
@@ -256,6 +259,32 @@ func greenplumKit() (string, bool) {
 		}
 	}
 	return nearest, false
+}
+
+// Daprd returns the path of a daprd binary from the daprd kit
+// (shared/dapr/daprd.sh in a directory above the module root, which
+// unpacks daprd once and prints its path). Without the kit the test is
+// skipped, saying so, except under CI=true, where it fails; with the kit
+// the lane runs, in CI or not, and a kit that fails fails the test.
+func Daprd(tb testing.TB) string {
+	tb.Helper()
+	script, found := kit("shared/dapr/daprd.sh")
+	if !found {
+		Unavailable(tb, "testenv: this machine has no daprd kit (%s); the real-daprd lane is left out", script)
+	}
+	out, err := exec.Command(script).Output()
+	if err != nil {
+		var stderr []byte
+		if exit, ok := err.(*exec.ExitError); ok {
+			stderr = exit.Stderr
+		}
+		tb.Fatalf("testenv: the daprd kit %s failed: %v\n%s", script, err, stderr)
+	}
+	path := strings.TrimSpace(string(out))
+	if st, err := os.Stat(path); err != nil || st.IsDir() {
+		tb.Fatalf("testenv: the daprd kit %s printed %q, which is not a file: %v", script, path, err)
+	}
+	return path
 }
 
 // NewGreenplumDatabase creates a fresh, empty database on the Greenplum
