@@ -144,11 +144,13 @@ func TestDaprGoSDK(t *testing.T) {
 		if err != nil || string(now.Value) != `{"balance": 20}` {
 			t.Fatalf("after the conflicts GetState = %+v, %v; want balance 20", now, err)
 		}
-		// last-write ignores the ETag.
+		// last-write holds the ETag too, as state.postgresql does.
 		lastWrite := dapr.WithConcurrency(dapr.StateConcurrencyLastWrite)
-		if err := c.SaveStateWithETag(ctx, store, "acct", []byte(`{"balance": 40}`), v1.Etag, nil, lastWrite); err != nil {
-			t.Fatalf("last-write save with a stale ETag: %v", err)
-		}
+		err = c.SaveStateWithETag(ctx, store, "acct", []byte(`{"balance": 40}`), v1.Etag, nil, lastWrite)
+		wantStatus(t, "last-write save at a stale ETag", err, codes.Aborted, "possible etag mismatch")
+		err = c.DeleteStateWithETag(ctx, store, "acct", &dapr.ETag{Value: v1.Etag}, nil,
+			&dapr.StateOptions{Concurrency: dapr.StateConcurrencyLastWrite})
+		wantStatus(t, "last-write delete at a stale ETag", err, codes.Aborted, "possible etag mismatch")
 		// first-write without an ETag only creates.
 		err = c.SaveState(ctx, store, "acct", []byte(`{"balance": 50}`), nil, firstWrite)
 		wantStatus(t, "first-write create of an existing key", err, codes.Aborted, "exists")

@@ -135,11 +135,12 @@ func TestDaprPluggable(t *testing.T) {
 		if now := get(t, app+"acct"); string(now.Data) != "20" {
 			t.Fatalf("after the conflicts Get = %q; want 20", now.Data)
 		}
-		// last-write ignores the ETag.
-		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("40"), ETag: v1,
-			Options: state.SetStateOption{Concurrency: state.LastWrite}}); err != nil {
-			t.Fatalf("last-write Set with a stale ETag: %v", err)
-		}
+		// last-write holds the ETag too, as state.postgresql does.
+		err = store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("40"), ETag: v1,
+			Options: state.SetStateOption{Concurrency: state.LastWrite}})
+		wantETag(t, "last-write Set at a stale ETag", err, state.ETagMismatch)
+		err = store.Delete(ctx, &state.DeleteRequest{Key: app + "acct", ETag: v1, Options: state.DeleteStateOption{Concurrency: state.LastWrite}})
+		wantETag(t, "last-write Delete at a stale ETag", err, state.ETagMismatch)
 		// first-write without an ETag only creates.
 		if err := store.Set(ctx, &state.SetRequest{Key: app + "acct", Value: []byte("50"), Options: firstWrite}); err == nil {
 			t.Fatal("first-write create of an existing key succeeded")

@@ -41,8 +41,8 @@ var (
 type Save struct {
 	Key   string
 	Value []byte
-	// ETag, when not nil and not empty, is the version the key must have
-	// (unless Concurrency is LastWrite).
+	// ETag, when not nil and not empty, is the version the key must have,
+	// under either concurrency.
 	ETag *string
 	// Concurrency is FirstWrite, LastWrite or empty.
 	Concurrency string

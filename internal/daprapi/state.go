@@ -9,9 +9,11 @@
 //   - a Dapr key is a warmcache key, without Dapr's "appid||" prefix;
 //   - an ETag is the row's version, in decimal; an ETag that is not a
 //     version is refused as invalid;
-//   - a save or delete with an ETag must match the row's version, unless
-//     its concurrency is last-write, which ignores the ETag; a save without
-//     an ETag under first-write only creates, and fails if the key exists;
+//   - a save or delete with an ETag must match the row's version, under
+//     either concurrency, as state.postgresql holds it (state.redis too, for
+//     a delete); an empty ETag is none, as Dapr's stores read it
+//     (state.SetRequest.HasETag); a save without an ETag under first-write
+//     only creates, and fails if the key exists;
 //   - a delete of an absent key succeeds (without an ETag);
 //   - a read with strong consistency reads the warehouse past the caches;
 //     any other read is the tiered read;
@@ -255,9 +257,9 @@ func upsertOp(it setItem) (warmcache.Op, error) {
 		return warmcache.Op{}, err
 	}
 	switch {
-	case has && it.concurrency != lastWrite:
+	case has:
 		op.IfMatch = &version
-	case !has && it.concurrency == firstWrite:
+	case it.concurrency == firstWrite:
 		op.IfAbsent = true
 	}
 	return op, nil
@@ -276,7 +278,7 @@ func deleteOp(it deleteItem) (warmcache.Op, error) {
 	if err != nil {
 		return warmcache.Op{}, err
 	}
-	if has && it.concurrency != lastWrite {
+	if has {
 		op.IfMatch = &version
 	}
 	return op, nil

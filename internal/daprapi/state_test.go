@@ -11,8 +11,9 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// The concurrency matrix: an ETag binds unless last-write; first-write
-// without an ETag only creates.
+// The concurrency matrix: an ETag binds under either concurrency, as
+// state.postgresql holds it; first-write without an ETag only creates; an
+// empty ETag is none.
 func TestConcurrencyMapping(t *testing.T) {
 	etag := func(s string) *string { return &s }
 	tests := []struct {
@@ -29,7 +30,8 @@ func TestConcurrencyMapping(t *testing.T) {
 		{name: "empty etag, first-write", etag: etag(""), concurrency: firstWrite, ifAbsent: true},
 		{name: "etag, default", etag: etag("42"), ifMatch: 42},
 		{name: "quoted etag, first-write", etag: etag(`"42"`), concurrency: firstWrite, ifMatch: 42},
-		{name: "etag, last-write", etag: etag("42"), concurrency: lastWrite},
+		{name: "etag, last-write", etag: etag("42"), concurrency: lastWrite, ifMatch: 42},
+		{name: "empty etag, last-write", etag: etag(""), concurrency: lastWrite},
 		{name: "etag that is no version", etag: etag("W/abc"), err: errETagInvalid},
 	}
 	for _, tt := range tests {
