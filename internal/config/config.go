@@ -7,13 +7,19 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/daprstore"
@@ -119,6 +125,11 @@ type Dapr struct {
 	// registers: state.<SocketName> (--dapr-socket-name). Empty means
 	// "warmcache".
 	SocketName string
+	// MaxValueBytes bounds a value saved through the pluggable component
+	// (--dapr-max-value-bytes). Its default, daprstore.DefaultMaxValueBytes
+	// (4 MiB less 1 KiB), lets through every value that daprd's default body
+	// bound (4 MiB) lets through and that daprd can read back.
+	MaxValueBytes int64
 }
 
 // DaprComponent is one Dapr component served by the pluggable state store.
@@ -218,7 +229,8 @@ type Freshness struct {
 	// capture otherwise.
 	ReplicationDSN string
 	// ReplicationSlot names the deployment's replication slot; the
-	// instances of one deployment share it (--replication-slot).
+	// instances of one deployment share it (--replication-slot). Empty
+	// means DeploymentSlot's, which Load fills in.
 	ReplicationSlot string
 	// PollInterval is the time between two watermark polls and two reads
 	// of the namespace generations (--poll-interval).
@@ -430,6 +442,9 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 	if err := s.validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
+	if c.Freshness.ReplicationSlot == "" {
+		c.Freshness.ReplicationSlot = DeploymentSlot(c)
+	}
 	var err error
 	if c.NamespacesFile == "" {
 		c.Namespaces, c.Tables = DefaultNamespaces()
@@ -450,6 +465,36 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 		}
 	}
 	return c, nil
+}
+
+// DeploymentSlot returns the replication slot of c's deployment when
+// --replication-slot does not name one: "warmcache_" and 16 hex digits of a
+// SHA-256 of what a deployment is, its database's name (of the replication
+// DSN when set, else of the warehouse DSN), its Redis (addresses, sorted;
+// Sentinel master; database number) and its Redis key prefix. The instances of one deployment share all
+// three, and so the slot; two deployments on one PostgreSQL server differ
+// in at least one (two caches of one database differ in their Redis or its
+// prefix), and so never share a slot, whose changes only one of them would
+// then see. Changing any of the three changes the slot: the old one must be
+// dropped (docs/freshness.md).
+func DeploymentSlot(c Config) string {
+	dsn := c.Freshness.ReplicationDSN
+	if dsn == "" {
+		dsn = c.Postgres.DSN
+	}
+	database := dsn // a DSN that does not parse still names one deployment
+	if pc, err := pgconn.ParseConfig(dsn); err == nil {
+		database = pc.Database
+	}
+	addrs := slices.Clone(c.Redis.Addrs)
+	slices.Sort(addrs)
+	h := sha256.New()
+	parts := append([]string{database, c.Redis.Prefix, c.Redis.MasterName, strconv.Itoa(c.Redis.DB)}, addrs...)
+	for _, part := range parts {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	return freshness.DefaultSlot + "_" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func (h *HTTP) register(s *settings) {
@@ -482,6 +527,8 @@ func (d *Dapr) register(s *settings) {
 		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+daprstore.DefaultSocketFolder)
 	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", daprstore.DefaultSocketName,
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
+	s.positive64(&d.MaxValueBytes, "dapr-max-value-bytes", "WARMCACHE_DAPR_MAX_VALUE_BYTES", daprstore.DefaultMaxValueBytes,
+		"largest value saved through the pluggable component; raise it with daprd's --max-body-size")
 	s.check(func() error {
 		d.Components = nil
 		seen := map[string]bool{}
@@ -581,14 +628,18 @@ func (n *Near) register(s *settings) {
 func (f *Freshness) register(s *settings) {
 	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", freshness.DefaultMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
-	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", freshness.DefaultSlot, "replication slot of this deployment")
+	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "",
+		"replication slot of this deployment, shared by its instances; default warmcache_ and a hash of the database's name, the Redis addresses and the Redis prefix")
 	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", freshness.DefaultPollInterval, "time between two polls for writes that bypass the cache")
 	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", freshness.DefaultPollOverlap, "how far back each poll reads again")
 	s.check(func() error {
 		if err := oneOf("freshness", f.Mode, "auto", "capture", "poll", "off"); err != nil {
 			return err
 		}
-		if f.ReplicationSlot == "" || strings.IndexFunc(f.ReplicationSlot, func(r rune) bool {
+		if f.ReplicationSlot == "" {
+			return nil // DeploymentSlot's
+		}
+		if strings.IndexFunc(f.ReplicationSlot, func(r rune) bool {
 			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_')
 		}) >= 0 || len(f.ReplicationSlot) > 63 {
 			return fmt.Errorf("replication-slot: must be 1 to 63 lowercase letters, digits or underscores, got %q", f.ReplicationSlot)

@@ -34,6 +34,7 @@ var errorTable = []struct {
 	{err: warmcache.ErrNotFound, code: codes.FailedPrecondition, etag: true},
 	{err: daprapi.ErrETagInvalid, code: codes.InvalidArgument, etag: true},
 	{err: errUnknownComponent, code: codes.NotFound},
+	{err: errQueryUnsupported, code: codes.Unimplemented},
 	{err: errMisconfigured, code: codes.InvalidArgument},
 	{err: daprapi.ErrMalformed, code: codes.InvalidArgument},
 	{err: daprapi.ErrUnsupported, code: codes.InvalidArgument},

@@ -178,12 +178,18 @@ func (c change) key() string {
 	return c.del.GetKey()
 }
 
-// op maps the change to a core op, through the runtime API's mapping.
-func (c change) op() (warmcache.Op, error) {
+// op maps the change to a core op, through the runtime API's mapping. A
+// value over maxValue bytes is refused with the bound and its flag.
+func (c change) op(maxValue int) (warmcache.Op, error) {
 	if c.set == nil && c.del == nil {
 		return warmcache.Op{}, fmt.Errorf("%w: an empty operation", daprapi.ErrMalformed)
 	}
 	if c.set != nil {
+		if n := len(c.set.GetValue()); n > maxValue {
+			return warmcache.Op{}, fmt.Errorf("%w: the value of %q holds %d bytes, more than the %d this component stores; "+
+				"warmcache's --dapr-max-value-bytes (WARMCACHE_DAPR_MAX_VALUE_BYTES) raises the bound, and daprd's --max-body-size its own",
+				warmcache.ErrTooLarge, c.set.GetKey(), n, maxValue)
+		}
 		md := anyContentType(c.set.GetMetadata())
 		return daprapi.SaveOp(daprapi.Save{Key: c.set.GetKey(), Value: c.set.GetValue(), ETag: etag(c.set.GetEtag()),
 			Concurrency: concurrency(c.set.GetOptions()), Metadata: md})
@@ -215,7 +221,7 @@ func (s *Store) write(ctx context.Context, changes []change, txMeta map[string]s
 	}
 	ops := make([]warmcache.Op, len(changes))
 	for i, c := range changes {
-		if ops[i], err = c.op(); err != nil {
+		if ops[i], err = c.op(s.maxValue); err != nil {
 			return err
 		}
 	}

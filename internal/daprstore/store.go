@@ -26,7 +26,7 @@
 //     not hold, its items are applied one by one, as Dapr's bulk
 //     operations are (the items whose ETag holds are written, and the
 //     error names the others);
-//   - the query API is not served: values are opaque here.
+//   - the query API is refused (Unimplemented): values are opaque here.
 package daprstore
 
 import (
@@ -78,6 +78,24 @@ func features(ns *warmcache.Namespace) []string {
 	return f
 }
 
+// DaprdMaxBodyBytes is daprd's default bound on a request body
+// (--max-body-size, 4 MiB), and so on what daprd sends a component in one
+// call.
+const DaprdMaxBodyBytes = 4 << 20
+
+// DefaultMaxValueBytes is the default bound on a value saved through the
+// component: every value whose answer fits what daprd receives
+// (DaprdMaxRecvBytes), with 1 KiB left for the answer's ETag and metadata.
+const DefaultMaxValueBytes = DaprdMaxRecvBytes - 1<<10
+
+// Options are the store's bounds.
+type Options struct {
+	// MaxValueBytes bounds a value saved through the component; a larger
+	// one is refused with the bound and the flag that raises it. Zero means
+	// DefaultMaxValueBytes. The core's own bound must not be lower.
+	MaxValueBytes int
+}
+
 // Component is one Dapr component served: its name (the metadata.name of
 // its component YAML) and its namespace.
 type Component struct {
@@ -91,6 +109,7 @@ type Store struct {
 	svc        *warmcache.Service
 	components map[string]string // component name -> namespace
 	byDefault  Component
+	maxValue   int
 	log        *slog.Logger
 	calls      *prometheus.CounterVec
 }
@@ -99,17 +118,22 @@ var (
 	_ proto.StateStoreServer                     = (*Store)(nil)
 	_ proto.TransactionalStateStoreServer        = (*Store)(nil)
 	_ proto.TransactionalStoreMultiMaxSizeServer = (*Store)(nil)
+	_ proto.QueriableStateStoreServer            = (*Store)(nil)
 )
 
 // New returns the store serving components over svc; the first component
 // is the default. It fails if there is no component, a name repeats, or a
 // namespace is unknown, not text-keyed or not of the bytes layout. Its
 // metric, warmcache_dapr_component_requests_total, is registered with reg.
-func New(svc *warmcache.Service, components []Component, reg prometheus.Registerer, log *slog.Logger) (*Store, error) {
+func New(svc *warmcache.Service, components []Component, o Options, reg prometheus.Registerer, log *slog.Logger) (*Store, error) {
 	if len(components) == 0 {
 		return nil, errors.New("daprstore: no component to serve")
 	}
-	s := &Store{svc: svc, components: make(map[string]string, len(components)), byDefault: components[0], log: log}
+	if o.MaxValueBytes == 0 {
+		o.MaxValueBytes = DefaultMaxValueBytes
+	}
+	s := &Store{svc: svc, components: make(map[string]string, len(components)), byDefault: components[0],
+		maxValue: o.MaxValueBytes, log: log}
 	for _, c := range components {
 		if c.Name == "" {
 			return nil, fmt.Errorf("daprstore: component of namespace %q has no name", c.Namespace)
@@ -148,8 +172,19 @@ func servable(ns *warmcache.Namespace) error {
 	return nil
 }
 
-// NewServer returns a grpc.Server with the state-store services and gRPC
-// reflection registered (daprd discovers a socket's components through
+// MaxRecvBytes is the largest call the component's server should receive:
+// daprd's whole body (DaprdMaxBodyBytes) or a value at the store's bound,
+// whichever is larger, with 64 KiB for the call's keys and metadata. So a
+// value that daprd accepts reaches the store, which stores it or refuses it
+// with its bound, rather than gRPC refusing the call with its raw size
+// error.
+func (s *Store) MaxRecvBytes() int {
+	return max(DaprdMaxBodyBytes, s.maxValue) + 64<<10
+}
+
+// NewServer returns a grpc.Server with the state-store services (the
+// query service only to refuse queries, see Query) and gRPC reflection
+// registered (daprd discovers a socket's components through
 // reflection). extra adds server options such as message bounds.
 func (s *Store) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.count)}, extra...)
@@ -157,6 +192,7 @@ func (s *Store) NewServer(extra ...grpc.ServerOption) *grpc.Server {
 	proto.RegisterStateStoreServer(gs, s)
 	proto.RegisterTransactionalStateStoreServer(gs, s)
 	proto.RegisterTransactionalStoreMultiMaxSizeServer(gs, s)
+	proto.RegisterQueriableStateStoreServer(gs, s)
 	reflection.Register(gs)
 	return gs
 }
@@ -235,6 +271,17 @@ func (s *Store) Features(ctx context.Context, _ *proto.FeaturesRequest) (*proto.
 // Ping answers daprd's liveness check.
 func (s *Store) Ping(context.Context, *proto.PingRequest) (*proto.PingResponse, error) {
 	return &proto.PingResponse{}, nil
+}
+
+// errQueryUnsupported marks a query: values are opaque bytes here.
+var errQueryUnsupported = errors.New("state store does not support querying: its values are opaque bytes")
+
+// Query refuses every query, as Dapr's state.postgresql does, with
+// Unimplemented: daprd calls a pluggable store's Query whatever its
+// Features say, and without this service daprd would answer gRPC's
+// "unknown service".
+func (s *Store) Query(ctx context.Context, _ *proto.QueryRequest) (*proto.QueryResponse, error) {
+	return nil, s.fail(ctx, "Query", errQueryUnsupported)
 }
 
 // MultiMaxSize is the most operations of one transaction.

@@ -44,13 +44,13 @@ func TestNewRefusesNamespaces(t *testing.T) {
 		{"no component", nil, "no component"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daprstore.New(svc, tc.components, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+			_, err := daprstore.New(svc, tc.components, daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v; want an error about %s", err, tc.want)
 			}
 		})
 	}
-	if _, err := daprstore.New(svc, []daprstore.Component{{Name: "s", Namespace: "bytes"}}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := daprstore.New(svc, []daprstore.Component{{Name: "s", Namespace: "bytes"}}, daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("New over a text-keyed bytes namespace: %v", err)
 	}
 }
@@ -68,7 +68,7 @@ func TestFeaturesFollowTheNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := daprstore.New(svc, []daprstore.Component{{Name: "plain", Namespace: "plain"}, {Name: "expiring", Namespace: "expiring"}},
-		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+		daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -227,7 +227,7 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 		BreakerThreshold: cfg.Tiers.BreakerThreshold,
 		BreakerCooldown:  cfg.Tiers.BreakerCooldown,
 		MaxBatchKeys:     cfg.Limits.MaxBatchKeys,
-		MaxValueBytes:    int(cfg.Limits.MaxBodyBytes),
+		MaxValueBytes:    maxValueBytes(cfg),
 		MaxResponseBytes: cfg.Limits.MaxResponseBytes,
 		MaxLoads:         cfg.Loads.Max,
 		MaxLoadBytes:     cfg.Loads.MaxBytes,

@@ -23,12 +23,23 @@ func (g *Gateway) buildPluggable() error {
 	for i, c := range g.cfg.Dapr.Components {
 		components[i] = daprstore.Component{Name: c.Name, Namespace: c.Namespace}
 	}
-	store, err := daprstore.New(g.svc, components, g.reg, g.log)
+	store, err := daprstore.New(g.svc, components, daprstore.Options{MaxValueBytes: int(g.cfg.Dapr.MaxValueBytes)}, g.reg, g.log)
 	if err != nil {
 		return err
 	}
 	g.pluggable = store
 	return nil
+}
+
+// maxValueBytes is the core's bound on a stored value: a request body's
+// (--max-body-bytes), or, when the pluggable component is served and its
+// bound (--dapr-max-value-bytes) is larger, the component's, which checks
+// its own values against it.
+func maxValueBytes(cfg config.Config) int {
+	if len(cfg.Dapr.Components) == 0 {
+		return int(cfg.Limits.MaxBodyBytes)
+	}
+	return int(max(cfg.Limits.MaxBodyBytes, cfg.Dapr.MaxValueBytes))
 }
 
 // startPluggable serves the pluggable state store, when there is one, on
@@ -47,7 +58,7 @@ func (l *listeners) startPluggable(cfg config.Config, store *daprstore.Store, gr
 	if err != nil {
 		return err
 	}
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.Limits.MaxBodyBytes) + 64<<10)}, grpcOpts...)
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(store.MaxRecvBytes())}, grpcOpts...)
 	gs := store.NewServer(opts...)
 	l.grpc = append(l.grpc, gs)
 	l.serve("dapr component", func() error { return gs.Serve(ln) })
