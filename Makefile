@@ -80,9 +80,11 @@ unit:
 
 # Serve warmcache as daprd's pluggable state store on the local stack: the
 # socket warmcache.sock in $DAPR_COMPONENTS_SOCKETS_FOLDER (default
-# /tmp/dapr-components-sockets) serves the component statestore; then start
-# your daprd with --resources-path deploy/dapr/components (see
-# deploy/dapr/README.md).
+# /tmp/dapr-components-sockets) serves the component statestore. Where the
+# daprd kit is beside the project (shared/dapr), it also starts daprd with
+# deploy/dapr/components and Dapr's own stores (deploy/dapr/builtin);
+# otherwise start your daprd with --resources-path deploy/dapr/components
+# (see deploy/dapr/README.md).
 run-dapr:
 	deploy/dapr/run.sh
 
