@@ -182,12 +182,19 @@ func (s *Store) MaxRecvBytes() int {
 	return max(DaprdMaxBodyBytes, s.maxValue) + 64<<10
 }
 
+// streamWorkers is how many goroutines of the component's server serve
+// daprd's calls and stay for the next ones. gRPC otherwise starts a
+// goroutine per call, whose stack grows again on every call: on a Redis
+// hit that growth cost as much CPU as the read itself. A call that finds
+// them all busy gets a goroutine of its own, as without workers.
+const streamWorkers = 64
+
 // NewServer returns a grpc.Server with the state-store services (the
 // query service only to refuse queries, see Query) and gRPC reflection
 // registered (daprd discovers a socket's components through
 // reflection). extra adds server options such as message bounds.
 func (s *Store) NewServer(extra ...grpc.ServerOption) *grpc.Server {
-	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.count)}, extra...)
+	opts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.count), grpc.NumStreamWorkers(streamWorkers)}, extra...)
 	gs := grpc.NewServer(opts...)
 	proto.RegisterStateStoreServer(gs, s)
 	proto.RegisterTransactionalStateStoreServer(gs, s)
@@ -215,10 +222,10 @@ func (s *Store) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 
 // component returns the component a call names and its namespace.
 func (s *Store) component(ctx context.Context) (name, namespace string, err error) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if v := md.Get(InstanceHeader); len(v) > 0 && v[0] != "" {
-			name = v[0]
-		}
+	// ValueFromIncomingContext reads the one key without copying every
+	// header, as FromIncomingContext does.
+	if v := metadata.ValueFromIncomingContext(ctx, InstanceHeader); len(v) > 0 && v[0] != "" {
+		name = v[0]
 	}
 	if name == "" {
 		return s.byDefault.Name, s.byDefault.Namespace, nil
