@@ -84,6 +84,11 @@ func (h *harness) run(ctx context.Context) error {
 		h.note("%v", err)
 	}
 	r.svc = nil
+	if h.want("dapr") {
+		if err := h.daprScenario(ctx); err != nil {
+			return err
+		}
+	}
 	if h.want("baselines") {
 		r.baselines(ctx)
 	}

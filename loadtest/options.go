@@ -57,7 +57,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines"}
+var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines", "dapr"}
 
 // parseOptions parses the flags; the servers default to those of stack.
 func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {
