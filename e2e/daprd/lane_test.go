@@ -5,6 +5,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,6 +142,20 @@ func TestDaprdFlows(t *testing.T) {
 		_, err := c.QueryStateAlpha1(ctx, store, `{"filter":{}}`, nil)
 		if err == nil || !strings.Contains(err.Error(), "does not support querying") || strings.Contains(err.Error(), "unknown service") {
 			t.Fatalf("QueryStateAlpha1 = %v; want warmcache's refusal", err)
+		}
+	})
+
+	t.Run("cmd/dapr-example through daprd", func(t *testing.T) {
+		bin := filepath.Join(t.TempDir(), "dapr-example")
+		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../cmd/dapr-example")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("go build ./cmd/dapr-example: %v\n%s", err, out)
+		}
+		cmd := exec.CommandContext(ctx, bin, "-store", store)
+		cmd.Env = append(os.Environ(), "DAPR_GRPC_ENDPOINT="+s.GRPC)
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "refused") || !strings.Contains(string(out), "deleted") {
+			t.Fatalf("dapr-example through daprd: %v\n%s", err, out)
 		}
 	})
 
