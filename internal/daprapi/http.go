@@ -127,7 +127,7 @@ func (a *httpAPI) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return fmt.Errorf("%w: body is larger than %d bytes", warmcache.ErrTooLarge, tooLarge.Limit)
+		return fmt.Errorf("%w: body is larger than %d bytes; warmcache's --max-body-bytes (WARMCACHE_MAX_BODY_BYTES) raises the bound", warmcache.ErrTooLarge, tooLarge.Limit)
 	case err != nil:
 		return fmt.Errorf("%w: reading body: %w", errMalformed, err)
 	}
