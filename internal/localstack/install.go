@@ -41,6 +41,7 @@ func packages() []debPackage {
 		{"git", "git", "", false},   // .ci/run clones
 		{"npm", "npm", "", false},   // the @dapr/dapr check's packages (npm ci)
 		{"wrk", "wrk", "", false},   // make bench's load generator of saturation GETs
+		{"zstd", "zstd", "", false}, // the daprd kit (shared/dapr/daprd.sh) unpacks daprd with it
 	}
 }
 
