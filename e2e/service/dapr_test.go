@@ -255,6 +255,13 @@ func TestDaprGoSDK(t *testing.T) {
 		wantStatus(t, "ttlInSeconds that is not a number", err, codes.InvalidArgument, "ttlInSeconds")
 	})
 
+	t.Run("a value over the bound", func(t *testing.T) {
+		big := bytes.Repeat([]byte("x"), 2<<20)
+		big[0], big[len(big)-1] = '"', '"'
+		err := c.SaveState(ctx, store, "big", big, nil)
+		wantStatus(t, "a 2 MiB value", err, codes.InvalidArgument, "larger than 1048576 bytes")
+	})
+
 	t.Run("what is not supported", func(t *testing.T) {
 		err := c.SaveState(ctx, store, "bytes", []byte("plain text"), nil)
 		wantStatus(t, "a value that is not JSON", err, codes.InvalidArgument, "not valid JSON")

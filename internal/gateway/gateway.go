@@ -369,7 +369,11 @@ func (g *Gateway) buildTransports() error {
 	g.dapr = daprServers{
 		http: g.tracer.HTTP(daprapi.NewHTTP(g.svc, g.log, daprapi.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr"),
 		grpc: func(opts ...grpc.ServerOption) *grpc.Server {
-			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(int(cfg.Limits.MaxBodyBytes) + 64<<10)}, opts...)...)
+			// Up to daprd's own 4 MiB, so that a value over the bound reaches
+			// the core, which refuses it with the bound, rather than gRPC's
+			// raw size error.
+			recv := max(int(cfg.Limits.MaxBodyBytes), daprstore.DaprdMaxBodyBytes) + 64<<10
+			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(recv)}, opts...)...)
 		},
 	}
 	return g.buildPluggable()
