@@ -53,8 +53,8 @@ var (
 // blocks reads the fenced code blocks of a page. A docs-test comment
 // anywhere but directly before an sh fence is an error, so that a marker
 // cannot drift from its block unseen.
-func blocks(page string) ([]block, error) {
-	f, err := os.Open(filepath.Join(root, page))
+func blocks(dir, page string) ([]block, error) {
+	f, err := os.Open(filepath.Join(dir, page))
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +192,7 @@ func script(text string, subst *strings.Replacer) string {
 func TestDocs(t *testing.T) {
 	var all []block
 	for _, p := range pages(t) {
-		bs, err := blocks(p)
+		bs, err := blocks(root, p)
 		if err != nil {
 			t.Fatal(err)
 		}
