@@ -45,14 +45,15 @@ func (b block) name() string { return fmt.Sprintf("%s:%d", b.page, b.line) }
 
 var (
 	skipMarker = regexp.MustCompile(`^<!--\s*docs-test:\s*skip\s+(.+?)\s*-->$`)
-	anyMarker  = regexp.MustCompile(`<!--\s*docs-test`)
+	anyMarker  = regexp.MustCompile(`^<!--\s*docs-test`)
 	// expectMark is a command's expected status: "# → 404" in its comment.
 	expectMark = regexp.MustCompile(`#.*→\s*([1-5][0-9][0-9])\b`)
 )
 
-// blocks reads the fenced code blocks of a page. A docs-test comment
-// anywhere but directly before an sh fence is an error, so that a marker
-// cannot drift from its block unseen.
+// blocks reads the fenced code blocks of a page. A docs-test comment (a
+// line that begins with "<!-- docs-test") anywhere but directly before an
+// sh fence is an error, so that a marker cannot drift from its block
+// unseen; text that quotes the marker is not one.
 func blocks(dir, page string) ([]block, error) {
 	f, err := os.Open(filepath.Join(dir, page))
 	if err != nil {
@@ -95,7 +96,7 @@ func blocks(dir, page string) ([]block, error) {
 			marker = ""
 		case skipMarker.MatchString(trimmed):
 			marker, at = skipMarker.FindStringSubmatch(trimmed)[1], n
-		case anyMarker.MatchString(line):
+		case strings.HasPrefix(trimmed, "<!--") && anyMarker.MatchString(trimmed):
 			return nil, fmt.Errorf("%s:%d: a docs-test comment that is not <!-- docs-test: skip REASON -->", page, n)
 		}
 	}
