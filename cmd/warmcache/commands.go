@@ -33,6 +33,26 @@ func subcommandConfig(cmd config.Command, usage string, fs *flag.FlagSet, args [
 	return cfg, false, err
 }
 
+// isHelp reports whether arg asks for help, as the flag package reads it:
+// -h, -help, --h or --help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
+}
+
+// actionHelp prints the usage of a command with actions (migrate, dict):
+// usage, then the flags of cmd, which config.Load prints for -h.
+func actionHelp(cmd config.Command, usage string, getenv func(string) string, stderr io.Writer) error {
+	fmt.Fprint(stderr, usage)
+	if _, err := config.Load(cmd, []string{"-h"}, getenv, stderr); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil
+}
+
 // splitFlags takes the flags that fs defines out of args, wherever they
 // are, parses them into fs, and returns the other arguments for the
 // configuration's flag set: its flags first, then the positional arguments,

@@ -26,10 +26,22 @@ const (
 	minSamples = 20
 )
 
+// dictUsage is what `warmcache dict -h` prints before the flags.
+const dictUsage = `usage: warmcache dict train <namespace> | warmcache dict list [flags]
+
+  train    train a zstd dictionary on a sample of the namespace's values and store it
+  list     list the stored dictionaries
+
+The flags:
+`
+
 // dict runs `warmcache dict train <namespace>` and `warmcache dict list`.
 func dict(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("dict: want train <namespace> or list")
+	}
+	if isHelp(args[0]) {
+		return actionHelp(config.DictCommand, dictUsage, getenv, stderr)
 	}
 	action, args := args[0], args[1:]
 	if action != "train" && action != "list" {

@@ -20,6 +20,17 @@ import (
 // `migrate plan`.
 const planDetectTimeout = 3 * time.Second
 
+// migrateUsage is what `warmcache migrate -h` prints before the flags.
+const migrateUsage = `usage: warmcache migrate up|down|status|plan [flags]
+
+  up       apply the pending migrations
+  down     revert the most recent migration version
+  status   list the migrations and whether they are applied
+  plan     print the DDL without connecting to anything (--dialect postgres|greenplum)
+
+Run 'warmcache migrate plan -h' for the flags of plan. The flags of up, down and status:
+`
+
 // migrate runs `warmcache migrate up|down|status|plan`: it applies (up),
 // reverts (down) or lists (status) the migrations of the configuration's
 // warehouse and namespaces, or prints their DDL (plan), and says what it
@@ -27,6 +38,9 @@ const planDetectTimeout = 3 * time.Second
 func migrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("migrate: want one of up, down, status, plan")
+	}
+	if isHelp(args[0]) {
+		return actionHelp(config.MigrateCommand, migrateUsage, getenv, stderr)
 	}
 	action, args := args[0], args[1:]
 	if action != "up" && action != "down" && action != "status" && action != "plan" {

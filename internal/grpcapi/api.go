@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/warmcache/warmcache/internal/auth"
@@ -181,6 +183,9 @@ func (a *API) Put(ctx context.Context, req *warmcachev1.PutRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Put", err)
 	}
+	if err := checkExpectedVersion(req, 4); err != nil {
+		return nil, a.toStatus(ctx, "Put", err)
+	}
 	its, err := a.svc.Transact(ctx, req.GetNamespace(), []warmcache.Op{{Key: req.GetKey(), Value: req.GetValue(), IfMatch: req.ExpectedVersion, TTL: ttl}})
 	p.LogWrite(ctx, a.log, "grpc", "put", req.GetNamespace(), req.GetKey(), err)
 	if err != nil {
@@ -203,6 +208,9 @@ func (a *API) contentType(namespace string) string {
 func (a *API) Delete(ctx context.Context, req *warmcachev1.DeleteRequest) (*warmcachev1.DeleteResponse, error) {
 	p, err := a.principal(ctx, req.GetNamespace(), auth.ScopeWrite)
 	if err != nil {
+		return nil, a.toStatus(ctx, "Delete", err)
+	}
+	if err := checkExpectedVersion(req, 3); err != nil {
 		return nil, a.toStatus(ctx, "Delete", err)
 	}
 	err = a.svc.Delete(ctx, req.GetNamespace(), req.GetKey(), req.ExpectedVersion)
@@ -264,6 +272,27 @@ func item(it warmcache.Item) *warmcachev1.Item {
 // ttlOf returns a write's ttl_seconds as a TTL: zero for never, and an
 // error that wraps warmcache.ErrInvalidValue for a negative one or one
 // past warmcache.MaxTTL.
+// checkExpectedVersion refuses a request whose expected_version (field
+// number field) came with another wire type than an int64's, such as a
+// string ETag from a client built on another proto. Decoding keeps such a
+// field as an unknown one and leaves expected_version unset, which would
+// turn the conditional write the client asked for into an unconditional
+// one.
+func checkExpectedVersion(req proto.Message, field protowire.Number) error {
+	b := req.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return nil // the codec refuses what does not decode
+		}
+		if num == field {
+			return fmt.Errorf("%w: expected_version must be an int64 version (wire type varint), got wire type %d", errInvalidRequest, typ)
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
 func ttlOf(seconds int64) (time.Duration, error) {
 	if seconds < 0 || seconds > int64(warmcache.MaxTTL/time.Second) {
 		return 0, fmt.Errorf("%w: ttl_seconds must be from 0 to %d, got %d", warmcache.ErrInvalidValue, int64(warmcache.MaxTTL/time.Second), seconds)

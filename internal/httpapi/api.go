@@ -233,7 +233,7 @@ func hitHeaderValues(version int64, length int) []string {
 }
 
 func (a *api) put(w http.ResponseWriter, r *http.Request) {
-	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
+	ifMatch, err := parseIfMatch(r.Header)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -277,7 +277,7 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) delete(w http.ResponseWriter, r *http.Request) {
-	ifMatch, err := parseIfMatch(r.Header.Get("If-Match"))
+	ifMatch, err := parseIfMatch(r.Header)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -437,15 +437,26 @@ func formatETag(version int64) string {
 	return `"` + strconv.FormatInt(version, 10) + `"`
 }
 
-// parseIfMatch reads an If-Match header: a version ETag, quoted or not.
-func parseIfMatch(h string) (*int64, error) {
-	if h == "" {
+// parseIfMatch reads the If-Match header of h: absent, or one version
+// ETag, quoted ("42") or not (42), with blanks around it. A header that is
+// present but names no version (empty, unbalanced quotes, a list, "*", a
+// weak tag, several headers) is a bad request, never read as absent: a
+// client that asked for a conditional write gets no unconditional one.
+func parseIfMatch(h http.Header) (*int64, error) {
+	values, ok := h["If-Match"]
+	if !ok {
 		return nil, nil
 	}
-	v := strings.Trim(strings.TrimSpace(h), `"`)
+	if len(values) != 1 {
+		return nil, fmt.Errorf("%w: If-Match must be one version ETag such as \"42\", got %d headers", errInvalidRequest, len(values))
+	}
+	v := strings.Trim(values[0], " \t")
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("%w: If-Match must be a version ETag such as \"42\", got %q", errInvalidRequest, h)
+	if err != nil || v[0] == '+' {
+		return nil, fmt.Errorf("%w: If-Match must be a version ETag such as \"42\", got %q", errInvalidRequest, values[0])
 	}
 	return &n, nil
 }

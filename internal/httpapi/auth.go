@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/warmcache/warmcache/internal/auth"
 )
@@ -62,14 +65,39 @@ func (a *api) authorize(keys *auth.Keyring) func(http.Handler) http.Handler {
 			if sw.status >= 400 {
 				err = errWriteStatus(sw.status)
 			}
-			op := strings.ToLower(r.Method)
-			key, _ := pathParam(r, "key") // a malformed key was answered 400 and is logged as sent
-			if key == "" {
-				op = strings.TrimPrefix(r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:], "_")
-			}
+			op, key := auditOp(r)
 			p.LogWrite(r.Context(), a.log, "http", op, namespace, key, err)
 		})
 	}
+}
+
+// auditOp names the write that r, served, was for in the audit log: the
+// method of a key's route (put, delete) with the key; the name of a
+// namespace route (load, invalidate) with no key; or method_not_allowed,
+// with the rest of the path as the key, when no route of the path takes
+// the method. It reads the route that chi matched, never the path alone,
+// so that a key is never logged as the operation.
+func auditOp(r *http.Request) (op, key string) {
+	pattern := ""
+	if rctx := chi.RouteContext(r.Context()); rctx != nil {
+		pattern = rctx.RoutePattern()
+	}
+	switch {
+	case strings.HasSuffix(pattern, "/{key}"):
+		key, _ = pathParam(r, "key") // a malformed key was answered 400 and is logged as sent
+		return strings.ToLower(r.Method), key
+	case strings.HasSuffix(pattern, "/_load"), strings.HasSuffix(pattern, "/_invalidate"):
+		return pattern[strings.LastIndexByte(pattern, '_')+1:], ""
+	}
+	// The path is /v1/kv/{namespace}/{rest}, as the routes' prefix made it.
+	parts := strings.SplitN(r.URL.EscapedPath(), "/", 5)
+	if len(parts) == 5 {
+		key = parts[4]
+		if k, err := url.PathUnescape(key); err == nil {
+			key = k
+		}
+	}
+	return "method_not_allowed", key
 }
 
 // errWriteStatus is the outcome of a failed write in the audit log.

@@ -182,6 +182,26 @@ func (c *contract) do(t *testing.T, method, path, body string, header ...string)
 	return w
 }
 
+// doHeader sends one request with the header as given: several values of
+// one name, or an empty value, which do cannot send.
+func (c *contract) doHeader(t *testing.T, method, path, body string, header http.Header) *httptest.ResponseRecorder {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for name, values := range header {
+		req.Header[name] = values
+	}
+	w := httptest.NewRecorder()
+	c.h.ServeHTTP(w, req)
+	return w
+}
+
 // expect checks a response's status, and its body and headers where given
 // (name, value pairs; an empty value means the header is absent).
 func expect(t *testing.T, w *httptest.ResponseRecorder, status int, body string, header ...string) {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -106,24 +107,31 @@ func escapeAll(s string) string {
 }
 
 // FuzzParseIfMatch checks that an If-Match header is either refused as a
-// bad request or read as the version it names. Seeds: testdata/fuzz/FuzzParseIfMatch.
+// bad request or read as the version it names, and that it is accepted
+// exactly when it matches the pattern the OpenAPI document gives it.
+// Seeds: testdata/fuzz/FuzzParseIfMatch.
 func FuzzParseIfMatch(f *testing.F) {
-	for _, s := range []string{`"42"`, `42`, `W/"42"`, `*`, `"-1"`, `""`} {
+	for _, s := range []string{`"42"`, `42`, `W/"42"`, `*`, `"-1"`, `""`, ``, `"42`, ` 42 `} {
 		f.Add(s)
 	}
+	pattern := regexp.MustCompile(`^[ \t]*("-?[0-9]+"|-?[0-9]+)[ \t]*$`)
 	f.Fuzz(func(t *testing.T, h string) {
-		v, err := parseIfMatch(h)
+		v, err := parseIfMatch(http.Header{"If-Match": {h}})
 		switch {
 		case err != nil:
 			if !errors.Is(err, errInvalidRequest) {
 				t.Fatalf("If-Match %q: error %v is not a bad request", h, err)
 			}
-		case h == "":
-			if v != nil {
-				t.Fatalf("no If-Match read as version %d", *v)
+			if pattern.MatchString(h) && len(strings.Trim(h, " \t\"")) < 19 {
+				t.Fatalf("If-Match %q refused, though the document's pattern takes it", h)
 			}
 		case v == nil:
 			t.Fatalf("If-Match %q accepted without a version", h)
+		case !pattern.MatchString(h):
+			t.Fatalf("If-Match %q read as version %d, though the document's pattern refuses it", h, *v)
 		}
 	})
+	if v, err := parseIfMatch(http.Header{}); v != nil || err != nil {
+		f.Fatalf("no If-Match: version %v, error %v; want neither", v, err)
+	}
 }

@@ -139,7 +139,50 @@ func (d *apiDoc) request(r *http.Request, body []byte) *exchange {
 	}
 	ex.input = &openapi3filter.RequestValidationInput{Request: vr, PathParams: params, Route: route, Options: opts}
 	ex.refused = openapi3filter.ValidateRequest(r.Context(), ex.input)
+	if ex.refused == nil {
+		ex.refused = d.checkItems(route.Operation, r.Header.Get("Content-Type"), body)
+	}
 	return ex
+}
+
+// checkItems validates each line of a body of a sequential media type
+// (NDJSON) against the item schema its media type gives (x-itemSchema,
+// OpenAPI 3.2's itemSchema); blank lines are skipped, as the service does.
+// A body whose media type has no item schema is not checked here.
+func (d *apiDoc) checkItems(op *openapi3.Operation, contentType string, body []byte) error {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return nil
+	}
+	if contentType == "" {
+		contentType = "application/x-ndjson" // what _load reads a body without Content-Type as
+	}
+	mt := op.RequestBody.Value.Content.Get(contentType)
+	if mt == nil {
+		return nil
+	}
+	ref, ok := mt.Extensions["x-itemSchema"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	name, _ := strings.CutPrefix(fmt.Sprint(ref["$ref"]), "#/components/schemas/")
+	schema := d.doc.Components.Schemas[name]
+	if schema == nil || schema.Value == nil {
+		return fmt.Errorf("x-itemSchema %v names no schema", ref["$ref"])
+	}
+	for i, line := range bytes.Split(body, []byte("\n")) {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(line, &v); err != nil {
+			return fmt.Errorf("line %d is not JSON: %w", i+1, err)
+		}
+		if err := schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+			return fmt.Errorf("line %d: %w", i+1, err)
+		}
+	}
+	return nil
 }
 
 // find returns the operation of the document for r's path and method, and

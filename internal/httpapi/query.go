@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -14,9 +15,21 @@ type queryRequest struct {
 	// Match is the JSON object the values must contain.
 	Match json.RawMessage `json:"match"`
 	// Limit is the page size; zero means the default (100).
-	Limit int `json:"limit"`
+	Limit nonNull[int] `json:"limit"`
 	// After is the cursor of the previous page's "next".
-	After string `json:"after"`
+	After nonNull[string] `json:"after"`
+}
+
+// nonNull is a field that may be absent but never null: encoding/json
+// would read null as the zero value, which the OpenAPI document's types
+// (an integer, a string) do not take.
+type nonNull[T any] struct{ v T }
+
+func (n *nonNull[T]) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return fmt.Errorf("%w: null where the field takes a %T", errInvalidRequest, n.v)
+	}
+	return json.Unmarshal(b, &n.v)
 }
 
 // query answers a non-key query from the warehouse:
@@ -42,7 +55,7 @@ func (a *api) query(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	page, err := a.svc.Query(r.Context(), name, req.Match, req.Limit, req.After)
+	page, err := a.svc.Query(r.Context(), name, req.Match, req.Limit.v, req.After.v)
 	if err != nil {
 		a.writeError(w, r, err)
 		return

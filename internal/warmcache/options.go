@@ -98,6 +98,12 @@ type Options struct {
 	// SweepBatch bounds the rows one sweeper transaction deletes. Zero
 	// means 500.
 	SweepBatch int
+	// SweepMaxIdle bounds the sweeper's rest on a namespace where it
+	// finds nothing to delete: each empty sweep doubles the wait from
+	// SweepInterval up to this bound, and a write through this service
+	// that sets an expiry brings it back to SweepInterval at once. Zero
+	// means a minute; below SweepInterval means SweepInterval.
+	SweepMaxIdle time.Duration
 }
 
 // The defaults of Options: what a zero field means. The exported ones are
@@ -168,5 +174,9 @@ func (o Options) withDefaults() Options {
 		o.SweepInterval = DefaultSweepInterval
 	}
 	def(&o.SweepBatch, DefaultSweepBatch)
+	if o.SweepMaxIdle <= 0 {
+		o.SweepMaxIdle = DefaultSweepMaxIdle
+	}
+	o.SweepMaxIdle = max(o.SweepMaxIdle, o.SweepInterval)
 	return o
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,6 +47,12 @@ type Service struct {
 	stale      *prometheus.CounterVec
 	batchKeys  *prometheus.HistogramVec
 	sweeps     sweepMetrics
+	// sweepWake tells RunSweeper that a write set an expiry; sweepDue
+	// holds, by namespace, the earliest instant such a write's row
+	// expires (at most one entry per namespace), under sweepMu.
+	sweepWake chan struct{}
+	sweepMu   sync.Mutex
+	sweepDue  map[string]time.Time
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -71,6 +78,8 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 	s.loadWrites = make(chan struct{}, s.opts.MaxLoadWrites)
 	s.repairs = make(chan struct{}, maxRepairs)
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
+	s.sweepWake = make(chan struct{}, 1)
+	s.sweepDue = make(map[string]time.Time)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
 		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
 	for _, ns := range namespaces {

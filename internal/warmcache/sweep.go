@@ -24,6 +24,9 @@ type Expirer interface {
 const (
 	DefaultSweepInterval = time.Second
 	DefaultSweepBatch    = 500
+	// DefaultSweepMaxIdle is the longest rest of the sweeper on a
+	// namespace where it finds nothing to delete (Options.SweepMaxIdle).
+	DefaultSweepMaxIdle = time.Minute
 	// maxSweepBatches bounds the batches of one namespace in one round, so
 	// that a backlog of expired rows is deleted over several rounds and
 	// the other namespaces get their turn.
@@ -65,31 +68,127 @@ func (m sweepMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.deleted, m.duration, m.errors}
 }
 
-// RunSweeper deletes expired rows until ctx ends: every SweepInterval, each
-// writable namespace with an expiry column is swept in batches of
-// SweepBatch rows (see Sweep). It returns at once when the warm tier is no
-// Expirer or the sweeper is off (a negative SweepInterval). Expired rows
-// read as absent before they are deleted; the sweeper only reclaims their
-// space. It is meant to run in its own goroutine, one per service.
+// RunSweeper deletes expired rows until ctx ends. Each writable namespace
+// with an expiry column is swept (see Sweep) every SweepInterval while it
+// has expired rows; each sweep that finds none doubles its wait, up to
+// SweepMaxIdle, so that an idle namespace costs one sweep per
+// SweepMaxIdle. A write through this service that sets an expiry wakes
+// the sweeper at once: the namespace's wait goes back to SweepInterval,
+// and it is also swept when that row expires. Rows given an expiry by
+// another instance or behind the service's back are found within
+// SweepMaxIdle of their expiry. It returns at once when the warm tier is
+// no Expirer, the sweeper is off (a negative SweepInterval) or no
+// namespace has an expiry column. Expired rows read as absent before they
+// are deleted; the sweeper only reclaims their space. It is meant to run
+// in its own goroutine, one per service. Its waits are on the wall clock,
+// not on Options.Now.
 func (s *Service) RunSweeper(ctx context.Context) {
 	if _, ok := s.warm.(Expirer); !ok || s.opts.SweepInterval < 0 {
 		return
 	}
-	t := time.NewTicker(s.opts.SweepInterval)
-	defer t.Stop()
+	base, maxIdle := s.opts.SweepInterval, s.opts.SweepMaxIdle
+	type state struct {
+		name string
+		wait time.Duration
+		// next is when the namespace is swept again; due, when not zero,
+		// when a row written with an expiry expires.
+		next, due time.Time
+	}
+	var states []*state
+	now := time.Now()
+	for _, name := range s.NamespaceNames() {
+		if ns, err := s.Namespace(name); err == nil && ns.ExpiresColumn != "" && ns.Writable {
+			states = append(states, &state{name: name, wait: base, next: now.Add(base)})
+		}
+	}
+	if len(states) == 0 {
+		return
+	}
+	timer := time.NewTimer(base)
+	defer timer.Stop()
 	for {
+		wake := states[0].next
+		for _, st := range states {
+			wake = earliest(wake, st.next, st.due)
+		}
+		timer.Reset(time.Until(wake))
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-		}
-		for _, name := range s.NamespaceNames() {
-			if _, err := s.Sweep(ctx, name); err != nil && ctx.Err() == nil {
-				s.log.LogAttrs(ctx, slog.LevelWarn, "expired rows not deleted",
-					slog.String("namespace", name), slog.Any("err", err))
+		case <-timer.C:
+		case <-s.sweepWake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
 			}
 		}
+		now = time.Now()
+		due := s.takeSweepDue()
+		for _, st := range states {
+			if d, ok := due[st.name]; ok {
+				st.wait, st.next, st.due = base, earliest(st.next, now.Add(base)), earliest(st.due, d)
+			}
+			if now.Before(st.next) && (st.due.IsZero() || now.Before(st.due)) {
+				continue
+			}
+			n, err := s.Sweep(ctx, st.name)
+			if err != nil && ctx.Err() == nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "expired rows not deleted",
+					slog.String("namespace", st.name), slog.Any("err", err))
+			}
+			now = time.Now()
+			if !st.due.IsZero() && !now.Before(st.due) {
+				st.due = time.Time{}
+			}
+			if n > 0 {
+				st.wait = base
+			} else {
+				st.wait = min(2*st.wait, maxIdle)
+			}
+			st.next = now.Add(st.wait)
+		}
 	}
+}
+
+// earliest returns the earliest of the times that are not zero, or zero.
+func earliest(times ...time.Time) time.Time {
+	var e time.Time
+	for _, t := range times {
+		if !t.IsZero() && (e.IsZero() || t.Before(e)) {
+			e = t
+		}
+	}
+	return e
+}
+
+// expiryWritten tells RunSweeper that a write of ns committed a row that
+// expires ttl from now (the soonest of the write's), without waiting.
+func (s *Service) expiryWritten(ns *Namespace, ttl time.Duration) {
+	due := time.Now().Add(ttl)
+	s.sweepMu.Lock()
+	if d, ok := s.sweepDue[ns.Name]; !ok || due.Before(d) {
+		s.sweepDue[ns.Name] = due
+	}
+	s.sweepMu.Unlock()
+	select {
+	case s.sweepWake <- struct{}{}:
+	default:
+	}
+}
+
+// takeSweepDue returns the expiries that writes announced since the last
+// call, by namespace, and forgets them.
+func (s *Service) takeSweepDue() map[string]time.Time {
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
+	if len(s.sweepDue) == 0 {
+		return nil
+	}
+	due := s.sweepDue
+	s.sweepDue = make(map[string]time.Time, len(due))
+	return due
 }
 
 // Sweep deletes the expired rows of one namespace, in batches of at most

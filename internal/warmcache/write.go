@@ -96,6 +96,15 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	}
 	s.written(ctx, ns, keys, final)
 	s.outcome(ctx, ns, "write", true)
+	var soonest time.Duration
+	for _, w := range writes {
+		if w.TTL > 0 && (soonest == 0 || w.TTL < soonest) {
+			soonest = w.TTL
+		}
+	}
+	if soonest > 0 {
+		s.expiryWritten(ns, soonest)
+	}
 	return items, nil
 }
 
