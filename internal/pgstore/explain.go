@@ -237,12 +237,12 @@ type PlanCheck struct {
 	// the EXPLAIN of its write (the upsert, or the UPDATE of an
 	// append-optimized table), and SequenceCache the CACHE of the version
 	// sequence it draws from (0 when not found).
-	Writable      bool
-	WritePlan     string
+	Writable  bool
+	WritePlan string
 	// WritePlans are the EXPLAIN of every statement of a write, the plain
 	// write (WritePlan) first; on Greenplum Findings judges the dispatch
 	// of each.
-	WritePlans []StatementPlan
+	WritePlans    []StatementPlan
 	SequenceCache int64
 	// Reltuples is the planner's row count of the table, summed over its
 	// leaf partitions; NeverAnalyzed says that no leaf has statistics.
