@@ -39,8 +39,7 @@ const writeKeys = 120_000
 
 // writeScenarios measures PUT on random keys, conditional PUT (If-Match
 // at the key's version) and DELETE, each key at most once, at saturation
-// with WriteWorkers workers, with the PgBouncer round trips and
-// transactions of each; then pgbench of the same upsert through the same
+// with WriteWorkers workers; then pgbench of the same upsert through the same
 // PgBouncer at the same concurrency, and of the peer's upsert on its own
 // table. The deleted rows are put back afterwards.
 func (r *benchRun) writeScenarios(ctx context.Context) error {
@@ -106,65 +105,17 @@ func (r *benchRun) writeScenarios(ctx context.Context) error {
 }
 
 // writeAttack runs an unmeasured warm-up, then the measured attack at
-// saturation, with the CPU of every process and PgBouncer's counts of the
-// service's queries and transactions over it, and records it under name.
+// saturation, with the CPU of every process measured over it, and records
+// it under name.
 func (r *benchRun) writeAttack(ctx context.Context, name string, spec func() attackSpec) {
 	if r.opts.Warmup > 0 {
 		w := spec()
 		w.duration = r.opts.Warmup
 		_ = attack(ctx, w)
 	}
-	before, beforeErr := r.pgbouncerStats(ctx)
 	run := r.measured(r.svc.process, "warmcache", func() bench.Run { return attack(ctx, spec()) })
-	after, err := r.pgbouncerStats(ctx)
-	switch {
-	case beforeErr != nil:
-		r.note("%s: PgBouncer's SHOW STATS: %v", name, beforeErr)
-	case err != nil:
-		r.note("%s: PgBouncer's SHOW STATS: %v", name, err)
-	case run.Requests > 0:
-		if r.report.WriteTrips == nil {
-			r.report.WriteTrips = map[string]bench.Trips{}
-		}
-		t := bench.Trips{Queries: after.Queries - before.Queries, Transactions: after.Transactions - before.Transactions, Requests: run.Requests}
-		r.report.WriteTrips[name] = t
-		r.logf("%s: %.2f PgBouncer queries and %.2f transactions per request", name, t.QueriesPerRequest(), t.TransactionsPerRequest())
-	}
 	r.report.Saturation[name] = run
 	r.logRun(run)
-}
-
-// pgbouncerStats reads PgBouncer's counts of queries and transactions of
-// the harness's database (SHOW STATS on its admin console).
-func (r *benchRun) pgbouncerStats(ctx context.Context) (bench.Trips, error) {
-	conn, err := pgx.Connect(ctx, dsn(r.opts.PGBouncer, "pgbouncer")+"&default_query_exec_mode=simple_protocol")
-	if err != nil {
-		return bench.Trips{}, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	rows, err := conn.Query(ctx, "SHOW STATS")
-	if err != nil {
-		return bench.Trips{}, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return bench.Trips{}, err
-		}
-		cols := rows.FieldDescriptions()
-		m := map[string]any{}
-		for i, c := range cols {
-			m[c.Name] = vals[i]
-		}
-		if fmt.Sprint(m["database"]) != r.opts.Database {
-			continue
-		}
-		q, _ := strconv.ParseUint(fmt.Sprint(m["total_query_count"]), 10, 64)
-		x, _ := strconv.ParseUint(fmt.Sprint(m["total_xact_count"]), 10, 64)
-		return bench.Trips{Queries: q, Transactions: x}, nil
-	}
-	return bench.Trips{}, fmt.Errorf("no row for database %s", r.opts.Database)
 }
 
 // versions reads the version of each key.

@@ -37,22 +37,6 @@ const (
 	Delete     = "delete"
 )
 
-// Trips counts what PgBouncer passed on for the service during a write
-// attack (SHOW STATS): queries (each request that the server answers with
-// ReadyForQuery, so one round trip, however many statements it carries)
-// and transactions, and the attack's requests.
-type Trips struct {
-	Queries, Transactions, Requests uint64
-}
-
-// QueriesPerRequest is the round trips to the warehouse per request.
-func (t Trips) QueriesPerRequest() float64 { return Ratio(float64(t.Queries), float64(t.Requests)) }
-
-// TransactionsPerRequest is the warehouse transactions per request.
-func (t Trips) TransactionsPerRequest() float64 {
-	return Ratio(float64(t.Transactions), float64(t.Requests))
-}
-
 // X-Cache header values that the report counts.
 const (
 	SourceL1   = "hit-l1"
@@ -257,11 +241,9 @@ type Report struct {
 	// write path's reference; PeerUpsert the same of the peer's upsert on
 	// a table of its own, without versions.
 	Upsert, PeerUpsert []*Baseline
-	// WriteTrips are PgBouncer's counts during each write attack.
-	WriteTrips map[string]Trips
-	RedisGet   *Baseline
-	Stampede   *StampedeRun
-	Profiles   []Profile
+	RedisGet           *Baseline
+	Stampede           *StampedeRun
+	Profiles           []Profile
 	// Notes are remarks from the run (skipped steps, failures).
 	Notes []string
 
@@ -392,13 +374,6 @@ func (r *Report) writeTargetRows() []TargetRow {
 		ratio := Ratio(run.Throughput, peer.Throughput)
 		row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(peer.Throughput), peer.Name)
 		row.Verdict = verdict(ratio >= 0.5, ratio)
-	}
-	rows = append(rows, fill(row))
-	row = TargetRow{Scenario: "`put`: warehouse round trips per PUT (PgBouncer's queries per request)", Target: "1 (plus the commit, if it cannot be folded)"}
-	if t, ok := r.WriteTrips[Put]; ok && t.Requests > 0 {
-		q := t.QueriesPerRequest()
-		row.Measured = fmt.Sprintf("%.2f round trips, %.2f transactions per PUT", q, t.TransactionsPerRequest())
-		row.Verdict = verdict(q < 1.1, q)
 	}
 	return append(rows, fill(row))
 }
@@ -750,7 +725,7 @@ func (r *Report) writeSetup(p func(string, ...any)) {
 	p("- keys: `hot`, `l1`, `mixed` and `mget`: Zipf (s = %g) over all rows, %d distinct keys pre-warmed; `miss`: each key at most once, in a scattered order over all rows, after the prefix is flushed\n", e.ZipfS, e.HotKeys)
 	p("- `mixed`: 90%% GET, 10%% PUT of the same keys; `mget`: %d keys per request\n", e.MGetBatch)
 	if _, ok := r.Saturation[Put]; ok {
-		p("- `put`: PUTs of the widget document on uniformly random keys of all rows (rows that exist: upserts that update); `put-if-match`: PUTs with `If-Match` at the key's version, read just before, each key once; `delete`: DELETEs, each key once (the rows are put back after); these keys come from the end of the cold keys' order, which no read reaches. Each write attack runs with %d workers, as many as the clients of its pgbench references: the same upsert on the same table (with `nextval` for the version), and the upsert a user would write on a table of their own without versions (`peer_widgets`, a copy of the rows), both through the same PgBouncer. Round trips are PgBouncer's `SHOW STATS` counts (`total_query_count`: one per request the server answers with ReadyForQuery, however many statements it carries; `total_xact_count`) over the measured attack, divided by its requests\n", r.writeWorkers())
+		p("- `put`: PUTs of the widget document on uniformly random keys of all rows (rows that exist: upserts that update); `put-if-match`: PUTs with `If-Match` at the key's version, read just before, each key once; `delete`: DELETEs, each key once (the rows are put back after); these keys come from the end of the cold keys' order, which no read reaches. Each write attack runs with %d workers, as many as the clients of its pgbench references: the same upsert on the same table (with `nextval` for the version), and the upsert a user would write on a table of their own without versions (`peer_widgets`, a copy of the rows), both through the same PgBouncer. The round trips of a write are counted by the client in `TestWriteFunction` (internal/pgstore), not here: PgBouncer's `SHOW STATS` totals move once per `stats_period` (60 s), too coarse for one attack\n", r.writeWorkers())
 	}
 	nc := "none"
 	if len(e.NearCacheEnv) > 0 {
