@@ -998,7 +998,7 @@ func (r *Report) writeBeforeAfter(p func(string, ...any)) {
 	}
 	p("\nCPU per request of each process during the saturation attacks, before → after:\n\n")
 	p("| attack | server | redis | postgres | pgbouncer | total (no load) |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, name := range []string{Hot, L1, Miss, GRPC, Mixed} {
+	for _, name := range []string{Hot, L1, Miss, GRPC, Mixed, Put, PutIfMatch, Delete} {
 		a, okA := r.Saturation[name]
 		w, okB := b.Saturation[name]
 		if !okA || !okB || a.CPU == nil || w.CPU == nil {
