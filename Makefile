@@ -28,7 +28,7 @@ TAGS ?= daprd
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run run-dapr unit test vet clean proto localstack install stack-up stack-down bench
+.PHONY: build run run-dapr unit test vet clean proto localstack install stack-up stack-down bench bench-scale
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -148,6 +148,14 @@ bench: localstack
 	$(GO) build -o $(BIN) ./cmd/warmcache
 	$(GO) build -o bin/loadtest ./loadtest
 	bin/loadtest -bin $(BIN) $(BENCHFLAGS)
+
+# Cost curves (not in CI): misses, hits and writes at 100k and 1M rows and at
+# values of 100 B to 1 MiB, each table bulk-loaded once with warmcache load
+# into a database of its own; writes loadtest/scale/SCALE.md and its PNGs.
+bench-scale: localstack
+	$(STACK) up
+	$(GO) build -o $(BIN) ./cmd/warmcache
+	$(GO) run ./loadtest/scale -bin $(BIN) $(SCALEFLAGS)
 
 stack-up: localstack
 	$(STACK) up

@@ -42,11 +42,26 @@ func findPgbench() (string, error) {
 // backends, PgBouncer and pgbench measured over the run; a positive rate is
 // paced and logs every transaction for percentiles.
 func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, rate float64) (*bench.Baseline, error) {
+	script := filepath.Join(h.opts.ArtifactDir, "pgbench-lookup.sql")
+	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
+		return nil, fmt.Errorf("pgbench script: %w", err)
+	}
+	return h.runPgbench(ctx, addr, mode, clients, rate, script)
+}
+
+// pgbenchScript runs pgbench's script at saturation, as pgbench does its
+// lookups.
+func (h *harness) pgbenchScript(ctx context.Context, addr, mode string, clients int, script string) (*bench.Baseline, error) {
+	return h.runPgbench(ctx, addr, mode, clients, 0, script)
+}
+
+// runPgbench runs pgbench with script, as pgbench describes.
+func (h *harness) runPgbench(ctx context.Context, addr, mode string, clients int, rate float64, script string) (*bench.Baseline, error) {
 	bin, err := findPgbench()
 	if err != nil {
 		return nil, err
 	}
-	args, logDir, err := h.pgbenchArgs(addr, mode, clients, rate)
+	args, logDir, err := h.pgbenchArgs(addr, mode, clients, rate, script)
 	if err != nil {
 		return nil, err
 	}
@@ -90,14 +105,9 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	return b, nil
 }
 
-// pgbenchArgs writes the lookup script and returns pgbench's arguments
-// and the directory of its transaction log, emptied, when rate is
-// positive.
-func (h *harness) pgbenchArgs(addr, mode string, clients int, rate float64) ([]string, string, error) {
-	script := filepath.Join(h.opts.ArtifactDir, "pgbench-lookup.sql")
-	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
-		return nil, "", fmt.Errorf("pgbench script: %w", err)
-	}
+// pgbenchArgs returns pgbench's arguments for script and the directory of
+// its transaction log, emptied, when rate is positive.
+func (h *harness) pgbenchArgs(addr, mode string, clients int, rate float64, script string) ([]string, string, error) {
 	host, port, _ := net.SplitHostPort(addr)
 	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
 	threads := min(clients, 2)

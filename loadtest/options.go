@@ -42,6 +42,9 @@ type options struct {
 	Before       string        // results.json of an earlier run to compare with
 	BeforeLabel  string        // what that run measured, for the report
 	Scenarios    map[string]bool
+	// WriteWorkers are the workers of the write scenarios and the clients
+	// of their pgbench references.
+	WriteWorkers int
 	Timeout      time.Duration // the whole run
 	Command      string        // how the run was started, for the report
 	Pin          bool          // servers and load generators on separate CPUs
@@ -57,7 +60,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines", "dapr"}
+var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines", "writes", "dapr"}
 
 // parseOptions parses the flags; the servers default to those of stack.
 func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {
@@ -79,6 +82,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.IntVar(&o.Workers, "workers", 32, "concurrent workers at saturation, pgbench clients and redis-benchmark clients")
 	fs.Float64Var(&o.ZipfS, "zipf-s", 1.1, "Zipf exponent of the hot keys (> 1)")
 	fs.IntVar(&o.HotSamples, "hot-samples", 1<<16, "Zipf draws in the hot key sequence")
+	fs.IntVar(&o.WriteWorkers, "write-workers", 16, "concurrent workers of the write scenarios, and clients of the pgbench upserts they are held against")
 	fs.IntVar(&o.MGetBatch, "mget-batch", 50, "keys per _mget request")
 	fs.IntVar(&o.StampedeN, "stampede", 500, "concurrent requests for one cold key")
 	fs.IntVar(&o.FloorBytes, "floor-bytes", 460, "body size of the floor server")

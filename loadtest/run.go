@@ -187,8 +187,14 @@ func (r *benchRun) scenarios(ctx context.Context) error {
 			return err
 		}
 		if r.want("peer") {
-			return r.peerMissScenario(ctx)
+			if err := r.peerMissScenario(ctx); err != nil {
+				return err
+			}
 		}
+	}
+	// The writes come last: they change rows that the reads above read.
+	if r.want("writes") {
+		return r.writeScenarios(ctx)
 	}
 	return nil
 }

@@ -94,8 +94,8 @@ func printDiagnosis(stdout io.Writer, d pgstore.Diagnosis, allPlans bool) bool {
 		if d.Check.GenericPlan != "" {
 			fmt.Fprintf(stdout, "  plan under force_generic_plan:\n%s\n", indent(d.Check.GenericPlan, "    "))
 		}
-		if d.Check.WritePlan != "" {
-			fmt.Fprintf(stdout, "  plan of a write:\n%s\n", indent(d.Check.WritePlan, "    "))
+		for _, p := range d.Check.WritePlans {
+			fmt.Fprintf(stdout, "  plan of a write's %s:\n%s\n", p.Name, indent(p.Plan, "    "))
 		}
 	}
 	return d.OK()

@@ -55,6 +55,7 @@ var flagDefaults = map[string]struct {
 	"pg-exec-mode":         {func(c config.Config) any { return c.Postgres.ExecMode }, pgstore.DefaultExecMode},
 	"pg-pooler":            {func(c config.Config) any { return c.Postgres.Pooler }, pgstore.DefaultPooler},
 	"pg-lookup-function":   {func(c config.Config) any { return c.Postgres.LookupFunction }, pgstore.DefaultLookupFunction},
+	"pg-write-function":    {func(c config.Config) any { return c.Postgres.WriteFunction }, pgstore.DefaultWriteFunction},
 	"pg-max-conns":         {func(c config.Config) any { return c.Postgres.MaxConns }, pgstore.DefaultMaxConns},
 	"redis-addrs":          {func(c config.Config) any { return c.Redis.Addrs }, []string{rediscache.DefaultAddr}},
 	"redis-prefix":         {func(c config.Config) any { return c.Redis.Prefix }, rediscache.DefaultPrefix},

@@ -23,7 +23,8 @@ const migrateConnectTimeout = 15 * time.Second
 // StoreOptions returns the warehouse options of cfg.
 func StoreOptions(cfg config.Config) pgstore.Options {
 	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, LookupFunction: cfg.Postgres.LookupFunction,
-		MaxConns: int32(cfg.Postgres.MaxConns)}
+		WriteFunction: cfg.Postgres.WriteFunction,
+		MaxConns:      int32(cfg.Postgres.MaxConns)}
 }
 
 // RedisOptions returns the Redis tier's options of cfg.
@@ -57,6 +58,7 @@ func OpenWarehouse(ctx context.Context, cfg config.Config, namespaces []*warmcac
 	opts := StoreOptions(cfg)
 	opts.MaxConns = commandConns
 	opts.LookupFunction = pgstore.LookupFunctionUse // commands create nothing
+	opts.WriteFunction = pgstore.LookupFunctionUse
 	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
 }
 

@@ -61,10 +61,12 @@ ANALYZE widgets;`)
 
 // BenchmarkPut measures one client's upserts of random keys of a
 // 10,000-key packed table, on PostgreSQL directly and through PgBouncer,
-// and on Greenplum (heap and append-optimized): each write opens its
-// transaction, takes its key's lock and draws its version in one round
-// trip, then writes and commits. Only ratios between builds measured in
-// the same run carry to another machine.
+// with the table's write function (one round trip: the locks, the version
+// and the upsert in one statement) and without it (/statements: the locks
+// and the version in one round trip, then the upsert with its commit), and
+// on Greenplum (heap and append-optimized), which has no write function.
+// Only ratios between builds or sub-benchmarks measured in the same run
+// carry to another machine.
 func BenchmarkPut(b *testing.B) {
 	for _, w := range testenv.Warehouses() {
 		b.Run(w.Name, func(b *testing.B) {
@@ -75,30 +77,36 @@ func BenchmarkPut(b *testing.B) {
 			}
 			for _, tb := range tables {
 				for _, pgbouncer := range []bool{false, true} {
-					if pgbouncer && w.Greenplum {
-						continue
-					}
-					name := tb.Namespace.Name
-					if pgbouncer {
-						name += "/pgbouncer"
-					}
-					b.Run(name, func(b *testing.B) {
-						opts := pgstore.Options{DSN: dsn, MaxConns: 2}
+					for _, fn := range []pgstore.LookupFunction{pgstore.LookupFunctionAuto, pgstore.LookupFunctionOff} {
+						if (pgbouncer || fn == pgstore.LookupFunctionOff) && w.Greenplum {
+							continue
+						}
+						name := tb.Namespace.Name
 						if pgbouncer {
-							opts = options(b, dsn, target{pgbouncer: true})
+							name += "/pgbouncer"
 						}
-						s, err := openStore(b, opts, prometheus.NewRegistry(), tb.Namespace)
-						if err != nil {
-							b.Fatalf("Open: %v", err)
+						if fn == pgstore.LookupFunctionOff {
+							name += "/statements"
 						}
-						ctx := testContext(b)
-						for i := 0; b.Loop(); i++ {
-							k := warmcache.Key{Text: strconv.Itoa(i%10_000 + 1), Int: int64(i%10_000 + 1)}
-							if _, err := s.Put(ctx, tb.Namespace, k, value(tb.Namespace, i, "bench"), nil); err != nil {
-								b.Fatalf("Put %s: %v", k.Text, err)
+						b.Run(name, func(b *testing.B) {
+							opts := pgstore.Options{DSN: dsn, MaxConns: 2}
+							if pgbouncer {
+								opts = options(b, dsn, target{pgbouncer: true})
 							}
-						}
-					})
+							opts.WriteFunction = fn
+							s, err := openStore(b, opts, prometheus.NewRegistry(), tb.Namespace)
+							if err != nil {
+								b.Fatalf("Open: %v", err)
+							}
+							ctx := testContext(b)
+							for i := 0; b.Loop(); i++ {
+								k := warmcache.Key{Text: strconv.Itoa(i%10_000 + 1), Int: int64(i%10_000 + 1)}
+								if _, err := s.Put(ctx, tb.Namespace, k, value(tb.Namespace, i, "bench"), nil); err != nil {
+									b.Fatalf("Put %s: %v", k.Text, err)
+								}
+							}
+						})
+					}
 				}
 			}
 		})

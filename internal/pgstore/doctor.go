@@ -59,7 +59,8 @@ func (s *Store) Doctor(ctx context.Context) ([]Diagnosis, error) {
 		if err != nil {
 			return out, fmt.Errorf("pgstore: doctor %s: %w", name, err)
 		}
-		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: append(check.Findings(), s.lookupFunctionFinding(t)...)})
+		findings := append(check.Findings(), s.lookupFunctionFinding(t)...)
+		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: append(findings, s.writeFunctionFinding(t)...)})
 	}
 	return out, nil
 }
@@ -75,6 +76,24 @@ func (s *Store) lookupFunctionFinding(t *table) []Finding {
 		return []Finding{{SeverityOK, fmt.Sprintf("lookups read through %s, whose plan each session keeps", t.stmts.lookupSignature)}}
 	default:
 		return []Finding{{SeverityNote, "lookups are planned at every query: no lookup function (--pg-lookup-function=off, or it could not be created or was dropped; see the service's log)"}}
+	}
+}
+
+// writeFunctionFinding says how many round trips a write of t costs on
+// PostgreSQL: one through the write function, else a transaction of its
+// own.
+func (s *Store) writeFunctionFinding(t *table) []Finding {
+	switch {
+	case s.dialect != dialect.Postgres || !t.ns.Writable:
+		return nil
+	case t.stmts.WriteCall != "" && !t.writeFunctionGone.Load():
+		return []Finding{{SeverityOK, fmt.Sprintf("writes run through %s: a write of one key, conditional or not, or a delete, is one statement and one round trip, "+
+			"and a transaction of several is one round trip", t.stmts.writeSignature)}}
+	case t.stmts.AppendOptimized:
+		return nil
+	default:
+		return []Finding{{SeverityNote, "a write takes two round trips (its locks and version, then the write with its commit): no write function " +
+			"(--pg-write-function=off, or it could not be created or was dropped; see the service's log)"}}
 	}
 }
 
@@ -185,9 +204,10 @@ func (s *Store) explainLookups(ctx context.Context, tx pgx.Tx, t *table, key any
 		}
 	}
 	if t.ns.Writable {
-		if check.WritePlan, err = explainWrite(ctx, tx, t, key); err != nil {
+		if check.WritePlans, err = explainWrites(ctx, tx, t, key); err != nil {
 			return err
 		}
+		check.WritePlan = check.WritePlans[0].Plan
 	}
 	if check.Dialect == dialect.Greenplum {
 		if err := s.explainBatch(ctx, tx, t, check); err != nil {
@@ -302,23 +322,68 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 // service runs it: the upsert, or the UPDATE of an append-optimized table,
 // with the version as a parameter. EXPLAIN without ANALYZE runs nothing.
 func explainWrite(ctx context.Context, tx pgx.Tx, t *table, key any) (string, error) {
-	sql := t.stmts.Upsert
-	if t.stmts.AppendOptimized {
-		sql = t.stmts.Update
+	plans, err := explainWrites(ctx, tx, t, key)
+	if err != nil || len(plans) == 0 {
+		return "", err
 	}
-	args := []any{pgx.QueryExecModeSimpleProtocol, key, "{}", int64(1)}
-	if t.stmts.Expiring {
-		args = append(args, (*int64)(nil)) // no TTL
+	return plans[0].Plan, nil
+}
+
+// StatementPlan is the EXPLAIN of one statement the service runs.
+type StatementPlan struct {
+	// Name says what the statement does, such as "upsert".
+	Name string
+	Plan string
+}
+
+// explainWrites returns the EXPLAIN of each statement of the namespace's
+// writes of key, the one of a plain write first: the upsert, the
+// conditional update and the deletes, or on an append-optimized table the
+// UPDATE, the INSERT after it, and the UPDATE and DELETE of a delete. Each
+// runs with its versions as parameters, as the service sends them.
+func explainWrites(ctx context.Context, tx pgx.Tx, t *table, key any) ([]StatementPlan, error) {
+	st := t.stmts
+	// ttl is the TTL parameter of the statements that set an expiry.
+	ttl := func(args ...any) []any {
+		if st.Expiring {
+			return append(args, (*int64)(nil))
+		}
+		return args
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
-	if err != nil {
-		return "", fmt.Errorf("explain the write: %w", err)
+	type statement struct {
+		name, sql string
+		args      []any
 	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return "", fmt.Errorf("explain the write: %w", err)
+	var statements []statement
+	if st.AppendOptimized {
+		statements = []statement{
+			{"update", st.Update, ttl(key, "{}", int64(1))},
+			{"insert after an update of no row", st.Insert, ttl(key, "{}", int64(1))},
+			{"conditional update", st.UpdateIfMatch, ttl(key, "{}", int64(1), int64(2))},
+			{"delete: retire", st.Retire, []any{key, int64(1)}},
+			{"delete: remove", st.Remove, []any{key}},
+		}
+	} else {
+		statements = []statement{
+			{"upsert", st.Upsert, ttl(key, "{}", int64(1))},
+			{"conditional update", st.UpdateIfMatch, ttl(key, "{}", int64(1), int64(2))},
+			{"delete", st.Delete, []any{key, int64(1)}},
+			{"conditional delete", st.DeleteIfMatch, []any{key, int64(1), int64(2)}},
+		}
 	}
-	return strings.Join(lines, "\n"), nil
+	plans := make([]StatementPlan, 0, len(statements))
+	for _, s := range statements {
+		rows, err := tx.Query(ctx, "EXPLAIN "+s.sql, append([]any{pgx.QueryExecModeSimpleProtocol}, s.args...)...)
+		if err != nil {
+			return nil, fmt.Errorf("explain the %s: %w", s.name, err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, fmt.Errorf("explain the %s: %w", s.name, err)
+		}
+		plans = append(plans, StatementPlan{Name: s.name, Plan: strings.Join(lines, "\n")})
+	}
+	return plans, nil
 }
 
 // maxStatsCount bounds the rows the doctor counts to judge statistics.

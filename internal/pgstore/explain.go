@@ -237,8 +237,12 @@ type PlanCheck struct {
 	// the EXPLAIN of its write (the upsert, or the UPDATE of an
 	// append-optimized table), and SequenceCache the CACHE of the version
 	// sequence it draws from (0 when not found).
-	Writable      bool
-	WritePlan     string
+	Writable  bool
+	WritePlan string
+	// WritePlans are the EXPLAIN of every statement of a write, the plain
+	// write (WritePlan) first; on Greenplum Findings judges the dispatch
+	// of each.
+	WritePlans    []StatementPlan
 	SequenceCache int64
 	// Reltuples is the planner's row count of the table, summed over its
 	// leaf partitions; NeverAnalyzed says that no leaf has statistics.
@@ -463,11 +467,28 @@ func (c PlanCheck) writes(add func(Severity, string, ...any)) {
 	if c.WritePlan == "" {
 		return
 	}
-	plan := ParsePlan(c.WritePlan)
 	if c.Dialect != dialect.Greenplum {
 		add(SeverityOK, "the write is planned on %s alone", c.Table)
 		return
 	}
+	plans := c.WritePlans
+	if len(plans) == 0 {
+		plans = []StatementPlan{{Name: "upsert", Plan: c.WritePlan}}
+	}
+	add(SeverityOK, "a write first takes its locks and draws its version in one round trip on the coordinator alone (they read no table), "+
+		"then sends its statements with the version as a parameter")
+	for i, p := range plans {
+		sev, text := writeDispatch(ParsePlan(p.Plan))
+		if i == 0 && sev == SeverityOK && strings.Contains(text, "Gather Motion 1:1") {
+			text += "; nextval() inside the write would be evaluated on a segment, add a Redistribute Motion and ask the coordinator for every value"
+		}
+		add(sev, "%s: %s", p.Name, text)
+	}
+}
+
+// writeDispatch judges the dispatch of one write statement's plan on
+// Greenplum.
+func writeDispatch(plan Plan) (Severity, string) {
 	var redistribute, gather PlanNode
 	for _, n := range plan.Nodes {
 		switch {
@@ -479,19 +500,17 @@ func (c PlanCheck) writes(add func(Severity, string, ...any)) {
 	}
 	switch {
 	case redistribute.Type != "":
-		add(SeverityNote, "writes are not direct-dispatched: the write plan is a Gather Motion %d:%d over a Redistribute Motion %d:%d. "+
+		return SeverityNote, fmt.Sprintf("not direct-dispatched: the plan is a Gather Motion %d:%d over a Redistribute Motion %d:%d. "+
 			"Greenplum builds the row in one slice and sends it to the segment that owns the key, and every segment takes part "+
 			"in the statement, so a write costs more than a lookup however the key is passed; that is how Greenplum plans it, "+
 			"not a setting to fix",
 			gather.Senders, max(gather.Receivers, 1), redistribute.Senders, redistribute.Receivers)
 	case gather.Type != "" && gather.Senders > 1:
-		add(SeverityNote, "writes are dispatched to all %d segments (Gather Motion %d:%d)", gather.Senders, gather.Senders, max(gather.Receivers, 1))
+		return SeverityNote, fmt.Sprintf("dispatched to all %d segments (Gather Motion %d:%d)", gather.Senders, gather.Senders, max(gather.Receivers, 1))
 	case gather.Type != "":
-		add(SeverityOK, "the write is direct-dispatched to one segment (Gather Motion 1:1, custom plan): its version comes as a parameter, "+
-			"drawn on the coordinator first; nextval() inside the write would be evaluated on a segment, add a Redistribute Motion and "+
-			"ask the coordinator for every value")
+		return SeverityOK, "direct-dispatched to one segment (Gather Motion 1:1, custom plan): its version comes as a parameter, drawn on the coordinator first"
 	default:
-		add(SeverityOK, "the write is dispatched to the segment that holds the key")
+		return SeverityOK, "dispatched to the segment that holds the key"
 	}
 }
 

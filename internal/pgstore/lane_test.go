@@ -389,6 +389,10 @@ func TestVersionsNeverGoBackwards(t *testing.T) {
 // added behind the planner's back (on Greenplum, after the first insert's
 // automatic statistics) are reported as stale statistics until ANALYZE,
 // and a version sequence with CACHE 20 is a warning.
+// writeStatementVerdict is the doctor's verdict on one write statement
+// that goes to the key's segment alone.
+var writeStatementVerdict = regexp.MustCompile(`(?m)^ok    [a-z :]+: (direct-dispatched to one segment|dispatched to the segment that holds the key)`)
+
 func TestDoctorLane(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
@@ -439,7 +443,7 @@ func TestDoctorLane(t *testing.T) {
 						// With the version passed as a parameter the write goes
 						// to one segment; nextval() in VALUES made it a
 						// Redistribute Motion 1:3 under a Gather Motion 3:1.
-						wantWrite = "ok    the write is direct-dispatched to one segment (Gather Motion 1:1"
+						wantWrite = ": direct-dispatched to one segment (Gather Motion 1:1"
 						if !strings.Contains(fresh[ns.Name], "ok    the lookup is direct-dispatched to one segment") {
 							t.Errorf("the lookup is not direct-dispatched:\n%s", fresh[ns.Name])
 						}
@@ -454,6 +458,15 @@ func TestDoctorLane(t *testing.T) {
 					}
 					if !strings.Contains(fresh[ns.Name], wantWrite) {
 						t.Errorf("the verdict lacks the write's dispatch (%q):\n%s", wantWrite, fresh[ns.Name])
+					}
+					if w.Greenplum {
+						// Every statement of a write goes to the key's segment.
+						if n := len(writeStatementVerdict.FindAllString(fresh[ns.Name], -1)); n < 4 || strings.Contains(fresh[ns.Name], "dispatched to all") ||
+							strings.Contains(fresh[ns.Name], "not direct-dispatched") {
+							t.Errorf("the verdict does not show every write statement sent to one segment (%d found):\n%s", n, fresh[ns.Name])
+						}
+					} else if !strings.Contains(fresh[ns.Name], "ok    writes run through") {
+						t.Errorf("the verdict does not say that writes run through the write function:\n%s", fresh[ns.Name])
 					}
 				})
 			}

@@ -121,11 +121,18 @@ var errLookupFunctionMissing = errors.New("the function does not exist")
 // DEFINER, its own settings) is refused rather than run or replaced: the
 // store runs only the code it would have written.
 func checkLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet) (exists bool, err error) {
+	return checkFunction(ctx, conn, stmts.lookupSignature, stmts.lookupBody)
+}
+
+// checkFunction reports whether the function of signature exists with
+// body, in PL/pgSQL, without settings of its own or SECURITY DEFINER, and
+// may be run by the session's role, as checkLookupFunction describes.
+func checkFunction(ctx context.Context, conn *pgxpool.Conn, signature, body string) (exists bool, err error) {
 	var same, executable bool
 	err = conn.QueryRow(ctx, `SELECT p.prosrc = $2 AND l.lanname = 'plpgsql' AND NOT p.prosecdef AND p.proconfig IS NULL,
 has_function_privilege(p.oid, 'EXECUTE')
 FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = to_regprocedure($1)`,
-		pgx.QueryExecModeSimpleProtocol, stmts.lookupSignature, stmts.lookupBody).Scan(&same, &executable)
+		pgx.QueryExecModeSimpleProtocol, signature, body).Scan(&same, &executable)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return false, nil
@@ -143,17 +150,24 @@ FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = to_regproce
 // creating it when it is missing and create allows. Instances that start
 // together may race to create it: one that fails finds it made by another.
 func ensureLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet, create bool) error {
-	if exists, err := checkLookupFunction(ctx, conn, stmts); exists || err != nil {
+	return ensureFunction(ctx, conn, stmts.lookupSignature, stmts.lookupBody, stmts.LookupFunction, create)
+}
+
+// ensureFunction makes sure the function of signature and body can serve,
+// creating it with the statement createSQL when it is missing and create
+// allows, as ensureLookupFunction describes.
+func ensureFunction(ctx context.Context, conn *pgxpool.Conn, signature, body, createSQL string, create bool) error {
+	if exists, err := checkFunction(ctx, conn, signature, body); exists || err != nil {
 		return err
 	}
 	if !create {
 		return errLookupFunctionMissing
 	}
-	_, err := conn.Exec(ctx, stmts.LookupFunction, pgx.QueryExecModeSimpleProtocol)
+	_, err := conn.Exec(ctx, createSQL, pgx.QueryExecModeSimpleProtocol)
 	if err == nil {
 		return nil
 	}
-	if exists, again := checkLookupFunction(ctx, conn, stmts); exists {
+	if exists, again := checkFunction(ctx, conn, signature, body); exists {
 		return again
 	}
 	return err
@@ -190,7 +204,12 @@ func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Na
 // exists, after a call failed with undefined_function (which a statement
 // inside it may also raise).
 func (s *Store) lookupFunctionGone(ctx context.Context, t *table) bool {
+	return s.functionDropped(ctx, t.stmts.lookupSignature)
+}
+
+// functionDropped reports whether the function of signature no longer exists.
+func (s *Store) functionDropped(ctx context.Context, signature string) bool {
 	var oid *uint32
-	err := s.pool.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", pgx.QueryExecModeSimpleProtocol, t.stmts.lookupSignature).Scan(&oid)
+	err := s.pool.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", pgx.QueryExecModeSimpleProtocol, signature).Scan(&oid)
 	return err == nil && oid == nil
 }

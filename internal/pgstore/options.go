@@ -66,6 +66,16 @@ type Options struct {
 	// warning and reads with the plain statement. Greenplum never uses it.
 	LookupFunction LookupFunction
 
+	// WriteFunction says whether writes on PostgreSQL go through a
+	// PL/pgSQL function of each writable table (StatementSet.WriteFunction)
+	// that takes the key's locks, draws the version and writes in one
+	// statement, so that a write is one round trip: "auto" (empty means
+	// auto) creates it when missing, "use" takes one that exists, "off"
+	// writes in a transaction of statements. When the function cannot be
+	// created, Open logs a warning and writes without it. Greenplum and
+	// append-optimized tables never use it.
+	WriteFunction LookupFunction
+
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each
 	// Greenplum session holds a process on every segment, and the default
 	// resource queue admits only 20 active statements.
@@ -170,6 +180,7 @@ const (
 	DefaultExecMode       = ExecModeAuto
 	DefaultPooler         = PoolerNone
 	DefaultLookupFunction = LookupFunctionAuto
+	DefaultWriteFunction  = LookupFunctionAuto
 	DefaultMaxConns       = 8
 )
 
@@ -236,6 +247,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if _, err := ParseLookupFunction(string(o.LookupFunction)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)
+	}
+	if o.WriteFunction == "" {
+		o.WriteFunction = DefaultWriteFunction
+	}
+	if _, err := ParseLookupFunction(string(o.WriteFunction)); err != nil {
+		return o, fmt.Errorf("pgstore: write %w", err)
 	}
 	if _, err := ParsePooler(string(o.Pooler)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)

@@ -80,6 +80,19 @@ type StatementSet struct {
 	// to_regprocedure, and lookupBody is its source, as pg_proc.prosrc
 	// holds it.
 	lookupSignature, lookupBody string
+	// WriteFunction creates a PL/pgSQL function that runs a whole write of
+	// one key, its locks and version included (see writefunc.go), and
+	// WriteCall calls it: $1 the key, $2 the value (NULL for a delete), $3
+	// the expected version or NULL, $4 whether it deletes, $5 the TTL in
+	// milliseconds or NULL, $6 whether a deleted key may be absent, $7 the
+	// table's lock hash (NULL takes no lock), $8 the keys' lock hashes and
+	// $9 the keys whose rows to lock. It returns the value, the version
+	// and, with Expiring, the expiry. Both are empty without a write
+	// function (Greenplum, append-optimized tables, Options.WriteFunction).
+	WriteFunction, WriteCall string
+	// writeSignature and writeBody are lookupSignature and lookupBody of
+	// the write function.
+	writeSignature, writeBody string
 
 	// TableLock takes the table's lock shared, as every write does, so
 	// that a bulk load, which takes it alone (LoadTableLock) before it
@@ -208,6 +221,9 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 	}
 	p.writes(&s, ns, appendOptimized)
 	s.setLookupFunction(ns, tableSchema(ns.Table))
+	if ns.Writable {
+		s.setWriteFunction(ns, tableSchema(ns.Table))
+	}
 	return s, nil
 }
 

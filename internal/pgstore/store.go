@@ -50,6 +50,9 @@ type table struct {
 	// store ran: reads go on with LookupPositions until a restart creates
 	// the function again.
 	functionGone atomic.Bool
+	// writeFunctionGone is functionGone for the write function: writes go
+	// on in transactions of their own.
+	writeFunctionGone atomic.Bool
 	// maxRow bounds a row's key and value, in bytes, on a table whose
 	// rows must fit one block of Greenplum's append-optimized row storage
 	// (see dialect.RowBlockSize and checkRow). Zero means no bound.
@@ -127,7 +130,7 @@ func Open(ctx context.Context, opts Options, namespaces []*warmcache.Namespace, 
 
 		loadTimeout: opts.LoadStatementTimeout,
 	}
-	if err := s.prepareTables(ctx, namespaces, probe, opts.LookupFunction, log); err != nil {
+	if err := s.prepareTables(ctx, namespaces, probe, opts.LookupFunction, opts.WriteFunction, log); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -493,6 +496,15 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 		}
 	}
 	defer func(start time.Time) { t.metrics[o].observe(start, err) }(time.Now())
+	if t.byFunction(writes) {
+		entries, gone, err := s.writeByFunction(ctx, t, writes)
+		if !gone {
+			if err != nil {
+				return nil, writeError(o.String(), ns, writeKey(writes), err)
+			}
+			return entries, nil
+		}
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %s %s: connect: %w", o, ns.Name, classify(err))
@@ -536,21 +548,7 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 // lock of each key's row, and then one version per write, drawn once every
 // lock is held. The versions ascend in the order of writes.
 func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes []warmcache.Write) ([]int64, error) {
-	type lock struct {
-		hash int64
-		key  warmcache.Key
-	}
-	locks := make([]lock, 0, len(writes))
-	for _, w := range writes {
-		locks = append(locks, lock{lockHash(t.ns, &w.Key), w.Key})
-	}
-	slices.SortFunc(locks, func(a, b lock) int {
-		if c := cmp.Compare(a.hash, b.hash); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key.Text, b.key.Text)
-	})
-	locks = slices.CompactFunc(locks, func(a, b lock) bool { return a.key.Text == b.key.Text })
+	locks := keyLocks(t, writes)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(t.stmts.TableLock, lockHash(t.ns, nil))
@@ -584,6 +582,29 @@ func (s *Store) begin(ctx context.Context, conn *pgxpool.Conn, t *table, writes 
 	}
 	slices.Sort(versions)
 	return versions, br.Close()
+}
+
+// lock is the write lock of a key: its hash (see lockHash) and the key.
+type lock struct {
+	hash int64
+	key  warmcache.Key
+}
+
+// keyLocks returns the write locks of the distinct keys of writes, in the
+// order in which every write takes them: by hash, then by key, so that two
+// transactions of the same keys cannot deadlock.
+func keyLocks(t *table, writes []warmcache.Write) []lock {
+	locks := make([]lock, 0, len(writes))
+	for _, w := range writes {
+		locks = append(locks, lock{lockHash(t.ns, &w.Key), w.Key})
+	}
+	slices.SortFunc(locks, func(a, b lock) int {
+		if c := cmp.Compare(a.hash, b.hash); c != 0 {
+			return c
+		}
+		return strings.Compare(a.key.Text, b.key.Text)
+	})
+	return slices.CompactFunc(locks, func(a, b lock) bool { return a.key.Text == b.key.Text })
 }
 
 // lockHash is an advisory lock of ns's table: with key, the write lock of

@@ -18,7 +18,7 @@ import (
 
 // prepareTables checks each namespace against the catalog, builds its
 // statements and prepares them on one pooled connection.
-func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, lookups LookupFunction, log *slog.Logger) error {
+func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, lookups, writes LookupFunction, log *slog.Logger) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: connect: %w", err)
@@ -28,7 +28,7 @@ func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Names
 		if _, dup := s.tables[ns.Name]; dup {
 			return fmt.Errorf("pgstore: namespace %q declared twice", ns.Name)
 		}
-		t, err := prepareTable(ctx, conn, ns, srv, lookups, log)
+		t, err := prepareTable(ctx, conn, ns, srv, lookups, writes, log)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ type column struct {
 // creates its lookup function when lookups allow (see useLookupFunction),
 // and prepares its statements with the unnamed statement, which works
 // through PgBouncer, checking the parameter and result types.
-func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, lookups LookupFunction, log *slog.Logger) (*table, error) {
+func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, lookups, writes LookupFunction, log *slog.Logger) (*table, error) {
 	relid, err := lookupTable(ctx, conn, ns)
 	if err != nil {
 		return nil, err
@@ -77,12 +77,14 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 		}
 	}
 	stmts.dropLookupFunction()
+	stmts.dropWriteFunction()
 	if stmts.LookupPositions != "" {
 		var schema string
 		if err := conn.QueryRow(ctx, "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1", relid).Scan(&schema); err != nil {
 			return nil, tableError(ns, "look up schema: %w", err)
 		}
 		useLookupFunction(ctx, conn, ns, schema, &stmts, lookups, log)
+		useWriteFunction(ctx, conn, ns, schema, &stmts, writes, log)
 	}
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err

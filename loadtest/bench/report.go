@@ -29,6 +29,12 @@ const (
 	// hits and misses.
 	PeerHot  = "peer-hot"
 	PeerMiss = "peer-miss"
+	// Put, PutIfMatch and Delete are REST writes of random keys: an
+	// upsert, an upsert at the key's current version (If-Match), and a
+	// delete, each key of the last two written once.
+	Put        = "put"
+	PutIfMatch = "put-if-match"
+	Delete     = "delete"
 )
 
 // X-Cache header values that the report counts.
@@ -229,10 +235,15 @@ type Report struct {
 	PgbenchSat, PgbenchRate *Baseline
 	// Pooler holds pgbench through the same PgBouncer as the service, one
 	// run per protocol; the fastest is the miss path's reference.
-	Pooler   []*Baseline
-	RedisGet *Baseline
-	Stampede *StampedeRun
-	Profiles []Profile
+	Pooler []*Baseline
+	// Upsert holds pgbench of the service's upsert on the same table
+	// through the same PgBouncer, one run per protocol, the fastest the
+	// write path's reference; PeerUpsert the same of the peer's upsert on
+	// a table of its own, without versions.
+	Upsert, PeerUpsert []*Baseline
+	RedisGet           *Baseline
+	Stampede           *StampedeRun
+	Profiles           []Profile
 	// Notes are remarks from the run (skipped steps, failures).
 	Notes []string
 	// Dapr is the dapr scenario's section of the report, rendered by the
@@ -265,9 +276,12 @@ type TargetRow struct {
 
 // PoolerReference returns the fastest pgbench run through PgBouncer, the
 // reference of the miss path, or nil when none was measured.
-func (r *Report) PoolerReference() *Baseline {
+func (r *Report) PoolerReference() *Baseline { return fastest(r.Pooler) }
+
+// fastest returns the baseline of bs with the highest throughput, or nil.
+func fastest(bs []*Baseline) *Baseline {
 	var best *Baseline
-	for _, b := range r.Pooler {
+	for _, b := range bs {
 		if b != nil && (best == nil || b.Throughput > best.Throughput) {
 			best = b
 		}
@@ -338,7 +352,33 @@ func (r *Report) Targets() []TargetRow {
 		row.Verdict = verdict(ok, 1)
 	}
 	rows = append(rows, fill(row))
-	return rows
+	return append(rows, r.writeTargetRows()...)
+}
+
+// writeTargetRows holds the write scenarios against pgbench of the same
+// upsert on the same table, and of the peer's on its own, through the
+// same PgBouncer at the same concurrency, and counts their round trips.
+func (r *Report) writeTargetRows() []TargetRow {
+	var rows []TargetRow
+	upsert, peer := fastest(r.Upsert), fastest(r.PeerUpsert)
+	for _, w := range []struct{ name, what string }{{Put, "PUT"}, {PutIfMatch, "conditional PUT (If-Match)"}, {Delete, "DELETE"}} {
+		run, ok := r.Saturation[w.name]
+		row := TargetRow{Scenario: fmt.Sprintf("`%s`: %s/s of random keys", w.name, w.what), Target: "≥ 0.8 × pgbench of the same upsert on the same table via PgBouncer"}
+		if ok && upsert != nil {
+			ratio := Ratio(run.Throughput, upsert.Throughput)
+			row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s; %s success)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(upsert.Throughput), upsert.Name, FormatPercent(run.Success))
+			row.Verdict = verdict(ratio >= 0.8, ratio)
+		}
+		rows = append(rows, fill(row))
+	}
+	run, ok := r.Saturation[Put]
+	row := TargetRow{Scenario: "`put`: PUT/s against the peer's upsert on its own table", Target: "≥ 0.5 × pgbench of the peer's upsert via PgBouncer"}
+	if ok && peer != nil {
+		ratio := Ratio(run.Throughput, peer.Throughput)
+		row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(peer.Throughput), peer.Name)
+		row.Verdict = verdict(ratio >= 0.5, ratio)
+	}
+	return append(rows, fill(row))
 }
 
 // throughputRow holds run's throughput against ref's: at least min times.
@@ -388,6 +428,11 @@ func nearRow(row TargetRow, l1 Run, hasL1 bool) TargetRow {
 		row.Verdict = NotMeasured + ": the service answered " + FormatPercent(frac) + " from a near cache"
 	}
 	return row
+}
+
+// writeWorkers is the workers of the write attacks.
+func (r *Report) writeWorkers() int {
+	return r.Saturation[Put].Workers
 }
 
 func (r *Report) stampedeN() int {
@@ -523,7 +568,7 @@ func formatSources(m map[string]uint64) string {
 }
 
 // Scenario order in the tables.
-var scenarioOrder = []string{Floor, FloorMW, PeerHot, Hot, L1, PeerMiss, Miss, Mixed, MGet, GRPCFloor, GRPC}
+var scenarioOrder = []string{Floor, FloorMW, PeerHot, Hot, L1, PeerMiss, Miss, Mixed, MGet, GRPCFloor, GRPC, Put, PutIfMatch, Delete}
 
 // WriteMarkdown writes the report as markdown. Charts are linked from
 // chartDir, relative to the markdown file.
@@ -682,6 +727,9 @@ func (r *Report) writeSetup(p func(string, ...any)) {
 	p("- service: `bin/warmcache serve`, warehouse %s, its own Redis key prefix\n", via)
 	p("- keys: `hot`, `l1`, `mixed` and `mget`: Zipf (s = %g) over all rows, %d distinct keys pre-warmed; `miss`: each key at most once, in a scattered order over all rows, after the prefix is flushed\n", e.ZipfS, e.HotKeys)
 	p("- `mixed`: 90%% GET, 10%% PUT of the same keys; `mget`: %d keys per request\n", e.MGetBatch)
+	if _, ok := r.Saturation[Put]; ok {
+		p("- `put`: PUTs of the widget document on uniformly random keys of all rows (rows that exist: upserts that update); `put-if-match`: PUTs with `If-Match` at the key's version, read just before, each key once; `delete`: DELETEs, each key once (the rows are put back after); these keys come from the end of the cold keys' order, which no read reaches. Each write attack runs with %d workers, as many as the clients of its pgbench references: the same upsert on the same table (with `nextval` for the version), and the upsert a user would write on a table of their own without versions (`peer_widgets`, a copy of the rows), both through the same PgBouncer. The round trips of a write are counted by the client in `TestWriteFunction` (internal/pgstore), not here: PgBouncer's `SHOW STATS` totals move once per `stats_period` (60 s), too coarse for one attack\n", r.writeWorkers())
+	}
 	nc := "none"
 	if len(e.NearCacheEnv) > 0 {
 		nc = "`" + strings.Join(e.NearCacheEnv, " ") + "`"
@@ -718,6 +766,10 @@ func (r *Report) throughputBaseline(name string, run Run) (float64, string) {
 	case MGet:
 		if hot, ok := r.Saturation[Hot]; ok {
 			return Ratio(run.KeysPerSecond(), hot.KeysPerSecond()), "`hot` keys/s"
+		}
+	case Put, PutIfMatch, Delete:
+		if ref := fastest(r.Upsert); ref != nil {
+			return Ratio(run.Throughput, ref.Throughput), "pgbench upsert via PgBouncer/s"
 		}
 	}
 	return math.NaN(), "—"
@@ -759,7 +811,7 @@ func (r *Report) baselines() []*Baseline {
 	if r.PgbenchSat != nil {
 		out = append(out, r.PgbenchSat)
 	}
-	for _, b := range r.Pooler {
+	for _, b := range slices.Concat(r.Pooler, r.Upsert, r.PeerUpsert) {
 		if b != nil {
 			out = append(out, b)
 		}
@@ -950,7 +1002,7 @@ func (r *Report) writeBeforeAfter(p func(string, ...any)) {
 	}
 	p("\nCPU per request of each process during the saturation attacks, before → after:\n\n")
 	p("| attack | server | redis | postgres | pgbouncer | total (no load) |\n|---|---:|---:|---:|---:|---:|\n")
-	for _, name := range []string{Hot, L1, Miss, GRPC, Mixed} {
+	for _, name := range []string{Hot, L1, Miss, GRPC, Mixed, Put, PutIfMatch, Delete} {
 		a, okA := r.Saturation[name]
 		w, okB := b.Saturation[name]
 		if !okA || !okB || a.CPU == nil || w.CPU == nil {

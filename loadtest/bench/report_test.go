@@ -102,7 +102,15 @@ func sampleReport() *bench.Report {
 				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 30 * time.Millisecond, bench.ProcRedis: 8 * time.Millisecond}}},
 			bench.PeerMiss: {Scenario: bench.PeerMiss, Throughput: 2500, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10},
 				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 60 * time.Millisecond, bench.ProcPostgres: 40 * time.Millisecond}}},
+			bench.Put:        {Scenario: bench.Put, Throughput: 1600, Success: 1, KeysPerRequest: 1},
+			bench.PutIfMatch: {Scenario: bench.PutIfMatch, Throughput: 1400, Success: 1, KeysPerRequest: 1},
+			bench.Delete:     {Scenario: bench.Delete, Throughput: 2000, Success: 1, KeysPerRequest: 1},
 		},
+		Upsert: []*bench.Baseline{
+			{Name: "pgbench upsert extended", Command: "pgbench -M extended -f upsert.sql", Clients: 16, Throughput: 1800},
+			{Name: "pgbench upsert simple", Command: "pgbench -M simple -f upsert.sql", Clients: 16, Throughput: 2000},
+		},
+		PeerUpsert: []*bench.Baseline{{Name: "pgbench peer upsert", Command: "pgbench -M simple -f peer-upsert.sql", Clients: 16, Throughput: 3000}},
 		Fixed: map[string]bench.Run{
 			bench.Floor:   {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
 			bench.Hot:     {Scenario: bench.Hot, Rate: 7500, Latency: bench.Latency{P50: ms(0.3), P90: ms(0.6), P99: ms(1.5), Max: ms(4), Count: 30000}},
@@ -139,6 +147,10 @@ func TestTargets(t *testing.T) {
 		{"1.25 ×", bench.Pass},        // p99: 1.5 ms / 1.2 ms
 		{"0.80 ×", bench.Missed},      // grpc: 8000 / 10000 (peer, REST)
 		{"1 (service counter)", bench.Pass},
+		{"0.80 ×", bench.Pass},   // put: 1600 / 2000 (the faster pgbench upsert)
+		{"0.70 ×", bench.Missed}, // put-if-match: 1400 / 2000
+		{"1.00 ×", bench.Pass},   // delete: 2000 / 2000
+		{"0.53 ×", bench.Pass},   // put against the peer's upsert: 1600 / 3000
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d target rows, want %d", len(rows), len(want))
@@ -178,6 +190,8 @@ func TestWriteMarkdown(t *testing.T) {
 		"| `mget` | 1,000 | 50,000 | 3.33 | `hot` keys/s |",
 		"| `miss` | 3,000 | 3,000 | 0.38 | pgbench via PgBouncer lookups/s |",
 		"| `grpc` | 8,000 | 8,000 | 0.80 | `grpc-floor` calls/s |",
+		"| `put` | 1,600 | 1,600 | 0.80 | pgbench upsert via PgBouncer/s |",
+		"| pgbench peer upsert (baseline) | 3,000 |",
 		// CPU per request: hot's server against the floor's (40 vs 20 µs);
 		// miss's total without the load generator against pgbench's
 		// (150 vs 75 µs).

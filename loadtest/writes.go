@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	vegeta "github.com/tsenart/vegeta/v12/lib"
+
+	"github.com/warmcache/warmcache/loadtest/bench"
+)
+
+// upsertScript is pgbench's reference of a PUT: the same upsert of the
+// same document on the same table (its indexes, triggers and publication),
+// with a version drawn from the service's sequence, on a uniformly random
+// key. %[1]d is the row count, %[2]s the document as an SQL literal.
+const upsertScript = `\set k random(1, %[1]d)
+INSERT INTO widgets (key, value, version) VALUES (:k, %[2]s::jsonb, nextval('warmcache_version_seq'))
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version;
+`
+
+// peerUpsertScript is the upsert a user would write on a table of their
+// own, without versions: the peer's reference.
+const peerUpsertScript = `\set k random(1, %[1]d)
+INSERT INTO peer_widgets (key, value) VALUES (:k, %[2]s::jsonb)
+ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+`
+
+// writeKeys bounds the keys a conditional PUT or DELETE attack may use:
+// each is written once.
+const writeKeys = 120_000
+
+// writeScenarios measures PUT on random keys, conditional PUT (If-Match
+// at the key's version) and DELETE, each key at most once, at saturation
+// with WriteWorkers workers; then pgbench of the same upsert through the same
+// PgBouncer at the same concurrency, and of the peer's upsert on its own
+// table. The deleted rows are put back afterwards.
+func (r *benchRun) writeScenarios(ctx context.Context) error {
+	o := r.opts
+	h := r.svc.targets.header.Clone()
+	h.Set("Content-Type", "application/json")
+	body := func(k int64) []byte {
+		return []byte(strings.Replace(r.sample, `"id": "1"`, `"id": "`+strconv.FormatInt(k, 10)+`"`, 1))
+	}
+	rng := rand.New(rand.NewPCG(7, 11))
+	puts := make([]vegetaTarget, 20_000)
+	for i := range puts {
+		k := rng.Int64N(o.Rows) + 1
+		puts[i] = vegetaTarget{Method: http.MethodPut, URL: r.svc.targets.keyURL(k), Header: h, Body: body(k)}
+	}
+	r.writeAttack(ctx, bench.Put, func() attackSpec {
+		return attackSpec{scenario: bench.Put, client: r.client, targeter: ring(puts), workers: o.WriteWorkers, duration: o.Duration, keysPerRequest: 1}
+	})
+
+	// Keys from the end of the cold keys' order, which the misses do not
+	// reach: the conditional PUTs' first, then the DELETEs'.
+	n := min(writeKeys, int(r.perm.Len()/4))
+	keys := make([]int64, 2*n)
+	for i := range keys {
+		keys[i] = int64(r.perm.At(r.perm.Len()-2-uint64(i))) + 1
+	}
+	versions, err := r.versions(ctx, keys[:n])
+	if err != nil {
+		return err
+	}
+	var next atomic.Int64
+	r.writeAttack(ctx, bench.PutIfMatch, func() attackSpec {
+		return attackSpec{scenario: bench.PutIfMatch, client: r.client, workers: o.WriteWorkers, duration: o.Duration, keysPerRequest: 1,
+			targeter: func(t *vegeta.Target) error {
+				i := next.Add(1) - 1
+				if i >= int64(n) {
+					return fmt.Errorf("all %d keys were written", n)
+				}
+				k := keys[i]
+				hk := h.Clone()
+				hk.Set("If-Match", strconv.Quote(strconv.FormatInt(versions[k], 10)))
+				*t = vegetaTarget{Method: http.MethodPut, URL: r.svc.targets.keyURL(k), Header: hk, Body: body(k)}
+				return nil
+			}}
+	})
+	next.Store(0)
+	deletes := keys[n:]
+	r.writeAttack(ctx, bench.Delete, func() attackSpec {
+		return attackSpec{scenario: bench.Delete, client: r.client, workers: o.WriteWorkers, duration: o.Duration, keysPerRequest: 1,
+			targeter: func(t *vegeta.Target) error {
+				i := next.Add(1) - 1
+				if i >= int64(len(deletes)) {
+					return fmt.Errorf("all %d keys were deleted", len(deletes))
+				}
+				*t = vegetaTarget{Method: http.MethodDelete, URL: r.svc.targets.keyURL(deletes[i]), Header: r.svc.targets.header}
+				return nil
+			}}
+	})
+	if err := r.restoreRows(ctx, deletes); err != nil {
+		return err
+	}
+	return r.upsertBaselines(ctx)
+}
+
+// writeAttack runs an unmeasured warm-up, then the measured attack at
+// saturation, with the CPU of every process measured over it, and records
+// it under name.
+func (r *benchRun) writeAttack(ctx context.Context, name string, spec func() attackSpec) {
+	if r.opts.Warmup > 0 {
+		w := spec()
+		w.duration = r.opts.Warmup
+		_ = attack(ctx, w)
+	}
+	run := r.measured(r.svc.process, "warmcache", func() bench.Run { return attack(ctx, spec()) })
+	r.report.Saturation[name] = run
+	r.logRun(run)
+}
+
+// versions reads the version of each key.
+func (r *benchRun) versions(ctx context.Context, keys []int64) (map[int64]int64, error) {
+	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	rows, err := conn.Query(ctx, "SELECT key, version FROM widgets WHERE key = ANY($1)", keys)
+	if err != nil {
+		return nil, fmt.Errorf("read versions: %w", err)
+	}
+	out := make(map[int64]int64, len(keys))
+	var k, v int64
+	_, err = pgx.ForEachRow(rows, []any{&k, &v}, func() error { out[k] = v; return nil })
+	return out, err
+}
+
+// restoreRows puts back the widget rows of keys that are missing.
+func (r *benchRun) restoreRows(ctx context.Context, keys []int64) error {
+	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tag, err := conn.Exec(ctx, `INSERT INTO widgets (key, value, version)
+SELECT k, jsonb_set($2::jsonb, '{widget,id}', to_jsonb(k::text)), nextval('warmcache_version_seq')
+FROM unnest($1::bigint[]) AS k ON CONFLICT (key) DO NOTHING`, keys, widgetDoc)
+	if err != nil {
+		return fmt.Errorf("restore deleted rows: %w", err)
+	}
+	r.logf("delete: put back %d deleted rows", tag.RowsAffected())
+	return nil
+}
+
+// upsertBaselines runs pgbench of the service's upsert, and of the peer's
+// on its own table (created and filled from widgets once), through the
+// same PgBouncer with WriteWorkers clients, in each protocol PgBouncer
+// takes.
+func (r *benchRun) upsertBaselines(ctx context.Context) error {
+	o := r.opts
+	if err := r.preparePeerTable(ctx); err != nil {
+		return err
+	}
+	literal := "'" + strings.ReplaceAll(r.sample, "'", "''") + "'"
+	for _, b := range []struct {
+		name, file, script string
+		into               *[]*bench.Baseline
+	}{
+		{"upsert", "pgbench-upsert.sql", upsertScript, &r.report.Upsert},
+		{"peer's upsert", "pgbench-peer-upsert.sql", peerUpsertScript, &r.report.PeerUpsert},
+	} {
+		script := filepath.Join(o.ArtifactDir, b.file)
+		if err := os.WriteFile(script, fmt.Appendf(nil, b.script, o.Rows, literal), 0o644); err != nil {
+			return fmt.Errorf("pgbench script: %w", err)
+		}
+		for _, mode := range []string{"extended", "simple"} {
+			r.logf("baseline: pgbench %s -M %s through PgBouncer, %d clients, %s", b.name, mode, o.WriteWorkers, o.Duration)
+			res, err := r.pgbenchScript(ctx, o.PGBouncer, mode, o.WriteWorkers, script)
+			if err != nil {
+				r.note("pgbench %s -M %s through PgBouncer failed: %v", b.name, mode, err)
+				continue
+			}
+			res.Name = fmt.Sprintf("`pgbench -M %s` %s via PgBouncer", mode, b.name)
+			*b.into = append(*b.into, res)
+			r.logf("  %s upserts/s", bench.FormatRate(res.Throughput))
+		}
+	}
+	return nil
+}
+
+// preparePeerTable creates the peer's own table, a copy of widgets
+// without versions, unless it is there with every row.
+func (r *benchRun) preparePeerTable(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS peer_widgets (key bigint PRIMARY KEY, value jsonb NOT NULL)"); err != nil {
+		return fmt.Errorf("create peer_widgets: %w", err)
+	}
+	var present bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM peer_widgets WHERE key = $1)", r.opts.Rows).Scan(&present); err != nil {
+		return err
+	}
+	if present {
+		return nil
+	}
+	r.logf("filling peer_widgets from widgets (done once, reused by later runs)")
+	if _, err := conn.Exec(ctx, "INSERT INTO peer_widgets SELECT key, value FROM widgets ON CONFLICT (key) DO NOTHING"); err != nil {
+		return fmt.Errorf("fill peer_widgets: %w", err)
+	}
+	_, err = conn.Exec(ctx, "VACUUM (ANALYZE) peer_widgets")
+	return err
+}
