@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/testproc"
@@ -182,8 +181,8 @@ func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 // history, key by key, must be one that a single register could produce
 // with each operation taking effect between its request and its answer
 // (porcupine decides it). It runs with change capture on and off and the
-// near cache on and off, then again with faults, then measures how long a
-// second instance's near cache lags a write, and, with
+// near cache on and off, then again under faults (see testFaults), then
+// measures how long a second instance's near cache lags a write, and, with
 // WARMCACHE_TEST_GREENPLUM_DSN, runs on Greenplum.
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
@@ -199,11 +198,7 @@ func TestLinearizable(t *testing.T) {
 			checkRun(t, cfg.String(), rec, tl)
 		})
 	}
-	for _, cfg := range []runConfig{{}, {capture: true, near: true}} {
-		t.Run("faults/"+cfg.String(), func(t *testing.T) {
-			testUnderFaults(t, c, cfg, w)
-		})
-	}
+	testFaults(t, c, w)
 	t.Run("two-instances", func(t *testing.T) { testAcrossInstances(t, c) })
 	t.Run("greenplum", func(t *testing.T) {
 		d := newGreenplumDatabase(t, false)
@@ -213,87 +208,6 @@ func TestLinearizable(t *testing.T) {
 		tl := runClients(in, rec, workload{clients: 6, keys: 4, d: 2 * time.Second}, 2)
 		checkRun(t, "greenplum", rec, tl)
 	})
-}
-
-// testUnderFaults runs the workload while the tiers fail: Redis's client
-// connections are killed (CLIENT KILL TYPE normal), Redis restarts empty,
-// and the service's warehouse sessions, its change capture's included, are
-// terminated. A write answered 5xx, or not at all, has an unknown outcome.
-// The circuit breaker is set not to open: writes it would refuse at once
-// have an unknown outcome too, and the few that a fault fails are what the
-// check can afford.
-func testUnderFaults(t *testing.T, c *cluster, cfg runConfig, w workload) {
-	d := c.newDatabase(t, cfg.near)
-	r := testproc.StartRedis(t)
-	cfg.env = map[string]string{"WARMCACHE_BREAKER_THRESHOLD": "1000000"}
-	in := startInstance(t, "warmcache", d, r.Addr, "lin-"+testenv.RandomSuffix(t)+":", cfg)
-	admin := d.connect(t)
-	rdb := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
-	t.Cleanup(func() { _ = rdb.Close() })
-
-	w.d = 5 * time.Second
-	rec := newRecorder()
-	done := make(chan *tally, 1)
-	go func() { done <- runClients(in, rec, w, 3) }()
-
-	ctx := context.Background()
-	killClients := func() {
-		n, err := rdb.ClientKillByFilter(ctx, "TYPE", "normal").Result()
-		rec.note(fmt.Sprintf("CLIENT KILL TYPE normal: %d connections (%v)", n, err))
-	}
-	terminate := func() {
-		n, err := terminateSessions(ctx, admin, d.name)
-		if err != nil {
-			t.Fatalf("terminate the service's sessions: %v", err)
-		}
-		rec.note(fmt.Sprintf("pg_terminate_backend: %d sessions", n))
-	}
-	restart := func() {
-		rec.note("Redis stopped")
-		r.Stop(t)
-		r.Start(t)
-		rec.note("Redis restarted, empty")
-	}
-	at := func(d time.Duration) { time.Sleep(time.Until(rec.base.Add(d))) }
-	at(800 * time.Millisecond)
-	killClients()
-	at(1600 * time.Millisecond)
-	terminate()
-	at(2400 * time.Millisecond)
-	restart()
-	at(3200 * time.Millisecond)
-	killClients()
-	terminate()
-	at(4000 * time.Millisecond)
-	killClients()
-	tl := <-done
-	rec.mu.Lock()
-	for _, n := range rec.notes {
-		t.Logf("+%v %s", time.Duration(n.Start).Round(time.Millisecond), n.Description)
-	}
-	rec.mu.Unlock()
-	label := "faults/" + cfg.String()
-	failedUpdates := in.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="write",result="error"}`)
-	if failedUpdates == 0 {
-		// Without a write whose Redis update failed, the history must
-		// be linearizable as in the runs without faults.
-		checkRun(t, label, rec, tl)
-	} else {
-		// A write whose Redis update failed is acknowledged, and the
-		// previous entry may be served until the update's retry lands
-		// (the README's exception): the history is reported, and what
-		// must hold is that every key converges to the warehouse.
-		for i, u := range tl.unexpected {
-			if i == 10 {
-				break
-			}
-			t.Errorf("%s: unexpected answer: %s", label, u)
-		}
-		v := checkHistory(t, label+" (reported)", rec, t.Logf)
-		t.Logf("%s: %v; %.0f writes' Redis updates failed; %d of %d keys not linearizable during the faults: %s",
-			label, tl, failedUpdates, v.illegal, v.keys, summarize(v.witnesses))
-	}
-	checkConverged(t, label, in, admin, w.keys)
 }
 
 // checkConverged waits for the retried Redis updates of writes (at most
