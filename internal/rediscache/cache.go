@@ -119,6 +119,9 @@ type Cache struct {
 	codecs      *codecs
 	undecodable *prometheus.CounterVec
 	fillBytes   *prometheus.CounterVec
+
+	// connects counts the connections opened (see Connects).
+	connects atomic.Uint64
 }
 
 // New returns a Cache for the Redis that opts describe and registers its
@@ -170,7 +173,10 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			return nil, err
 		}
 	}
-	c.client = newClient(opts)
+	c.client = newClient(opts, func(context.Context, *redis.Conn) error {
+		c.connects.Add(1)
+		return nil
+	})
 	if opts.Instrument != nil {
 		if err := opts.Instrument(c.client); err != nil {
 			_ = c.Close()
@@ -184,8 +190,9 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 
 // newClient returns go-redis's client of opts: one node, Sentinel or
 // Cluster, as the addresses and master name say.
-func newClient(opts Options) redis.UniversalClient {
+func newClient(opts Options, onConnect func(context.Context, *redis.Conn) error) redis.UniversalClient {
 	return redis.NewUniversalClient(&redis.UniversalOptions{
+		OnConnect:             onConnect,
 		Addrs:                 opts.Addrs,
 		MasterName:            opts.MasterName,
 		Username:              opts.Username,
@@ -207,6 +214,12 @@ func newClient(opts Options) redis.UniversalClient {
 		MaxRetryBackoff: 4 * time.Millisecond,
 	})
 }
+
+// Connects returns how many connections the cache has opened to Redis. A
+// new connection may reach a Redis that restarted empty: the core does not
+// trust a fill that went out while one opened (a newer update may have
+// been lost with the old server). It is safe for concurrent use.
+func (c *Cache) Connects() uint64 { return c.connects.Load() }
 
 // mode names the kind of client that go-redis builds for opts.
 func mode(opts Options) string {
@@ -411,7 +424,7 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	}
 	start := time.Now()
 	if len(fills) == 1 {
-		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached)
+		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached, fills[0].Replace)
 		c.observe(opFill, start, err)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
@@ -432,14 +445,26 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 // common case of a fill after a miss; when it is, or the SET NX found an
 // entry, the fill script compares versions. The outcome is the script's in
 // every case: with nothing cached, the script stores the entry too.
-func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64, cached bool) error {
-	if !cached {
+//
+// A fill that only replaces (Fill.Replace) always goes through the script,
+// which then stores nothing when the key holds nothing.
+func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64, cached, replace bool) error {
+	if !cached && !replace {
 		stored, err := c.client.SetNX(ctx, rk, v, time.Duration(px)*time.Millisecond).Result()
 		if err != nil || stored {
 			return err
 		}
 	}
-	return c.fill.Run(ctx, c.client, []string{rk}, v, px).Err()
+	return c.fill.Run(ctx, c.client, []string{rk}, v, px, replaceArg(replace)).Err()
+}
+
+// replaceArg is the fill script's ARGV[3] for a fill that only replaces, or
+// not.
+func replaceArg(replace bool) string {
+	if replace {
+		return "1"
+	}
+	return "0"
 }
 
 // fillPipeline stores the fills not known to be cached with SET NX in one
@@ -453,7 +478,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	var nx []*redis.BoolCmd
 	for i, f := range fills {
 		rks[i] = c.key(ns, f.Key)
-		if f.Cached {
+		if f.Cached || f.Replace {
 			held = append(held, i)
 			continue
 		}
@@ -481,7 +506,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	pipe = c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(held))
 	for j, i := range held {
-		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i])
+		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace))
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -502,7 +527,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	pipe = c.client.Pipeline()
 	cmds = cmds[:0]
 	for _, i := range retry {
-		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i]))
+		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace)))
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {

@@ -2,8 +2,10 @@ package warmcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -68,16 +70,26 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 			writes[i].TTL = op.TTL
 		}
 	}
+	// The keys are in doubt from before the warehouse sees the write until
+	// the caches follow it (see doubts): a read meanwhile goes to the
+	// warehouse, and shares no warehouse read that began before.
+	wkeys := make([]Key, len(writes))
+	for i, w := range writes {
+		wkeys[i] = w.Key
+	}
+	s.doubts.begin(ns, wkeys, s.opts.Now())
 	var entries []Entry
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
 		entries, err = s.warm.Write(ctx, ns, writes)
 		return err
 	})
+	defer func() { s.doubts.end(ns, wkeys, err != nil && !decidedWriteError(err), s.opts.Now()) }()
 	if err != nil {
 		return nil, err
 	}
 	if len(entries) != len(writes) {
-		return nil, fmt.Errorf("warmcache: the warehouse answered %d of %d writes", len(entries), len(writes))
+		err = fmt.Errorf("warmcache: the warehouse answered %d of %d writes", len(entries), len(writes))
+		return nil, err
 	}
 	items := make([]Item, len(writes))
 	// The caches take each key's last write once: a key written twice in
@@ -97,6 +109,18 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	s.written(ctx, ns, keys, final)
 	s.outcome(ctx, ns, "write", true)
 	return items, nil
+}
+
+// decidedWriteError reports whether a failed write is known not to have
+// committed: the warehouse refused it. Any other error (a deadline, a lost
+// connection) leaves its outcome unknown.
+func decidedWriteError(err error) bool {
+	for _, known := range []error{ErrVersionMismatch, ErrNotFound, ErrInvalidValue, ErrInvalidKey, ErrConflict, ErrReadOnly, ErrTooLarge} {
+		if errors.Is(err, known) {
+			return true
+		}
+	}
+	return false
 }
 
 // MaxTTL bounds the TTL of one write: ten years.
@@ -193,7 +217,10 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 		deadline := time.Now().Add(repairBudget)
 		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
 			time.Sleep(wait)
-			if s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
+			// A fill whose doubt another update cleared is dropped: it
+			// could land in a Redis restarted since, below that update.
+			fills = slices.DeleteFunc(fills, func(f Fill) bool { return !s.doubts.pending(ns, f.Key, f.Entry.Version) })
+			if len(fills) == 0 || s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
 				return
 			}
 		}
@@ -252,6 +279,14 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 	timeout := s.opts.HotTimeout
 	if reason != retireWrite {
 		timeout = applyTimeout
+	}
+	if reason == retireChange {
+		// A change from the warehouse's log may be older than a write
+		// whose update a restarted Redis lost: it only replaces what is
+		// cached, under the version rules, and never creates an entry.
+		for i := range fills {
+			fills[i].Replace = true
+		}
 	}
 	err := s.fillHot(ctx, ns, string(reason), timeout, fills)
 	if err != nil {
