@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,9 +121,16 @@ type Cache struct {
 	undecodable *prometheus.CounterVec
 	fillBytes   *prometheus.CounterVec
 
-	// connects counts the connections opened (see Connects).
-	connects atomic.Uint64
+	// servers counts the Redis server processes met (see Servers); seen
+	// holds their run ids, up to maxServersSeen.
+	servers atomic.Uint64
+	seenMu  sync.Mutex
+	seen    map[string]bool
 }
+
+// maxServersSeen bounds the run ids a Cache remembers; past it, it forgets
+// them all, and counts each server again as new.
+const maxServersSeen = 256
 
 // New returns a Cache for the Redis that opts describe and registers its
 // metrics on reg (when reg is not nil). It does not contact Redis:
@@ -173,10 +181,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			return nil, err
 		}
 	}
-	c.client = newClient(opts, func(context.Context, *redis.Conn) error {
-		c.connects.Add(1)
-		return nil
-	})
+	c.client = newClient(opts, c.onConnect)
 	if opts.Instrument != nil {
 		if err := opts.Instrument(c.client); err != nil {
 			_ = c.Close()
@@ -215,11 +220,40 @@ func newClient(opts Options, onConnect func(context.Context, *redis.Conn) error)
 	})
 }
 
-// Connects returns how many connections the cache has opened to Redis. A
-// new connection may reach a Redis that restarted empty: the core does not
-// trust a fill that went out while one opened (a newer update may have
-// been lost with the old server). It is safe for concurrent use.
-func (c *Cache) Connects() uint64 { return c.connects.Load() }
+// Servers returns how many Redis server processes the cache has connected
+// to, told apart by their run ids: it grows when a server restarts (empty,
+// or from a snapshot older than what it lost) or fails over, not when the
+// pool opens another connection to the same one. The core does not trust a
+// fill that went out while it grew. It is safe for concurrent use.
+func (c *Cache) Servers() uint64 { return c.servers.Load() }
+
+// onConnect reads the run id of the server behind a new connection, before
+// the connection carries a command, and counts a server not met before.
+// A run id that cannot be read counts as a new server.
+func (c *Cache) onConnect(ctx context.Context, cn *redis.Conn) error {
+	id := ""
+	if info, err := cn.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+				id = v
+				break
+			}
+		}
+	}
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	if id != "" && c.seen[id] {
+		return nil
+	}
+	if c.seen == nil || len(c.seen) >= maxServersSeen {
+		c.seen = map[string]bool{}
+	}
+	if id != "" {
+		c.seen[id] = true
+	}
+	c.servers.Add(1)
+	return nil
+}
 
 // mode names the kind of client that go-redis builds for opts.
 func mode(opts Options) string {

@@ -93,7 +93,7 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 	if len(fills) == 0 {
 		return nil
 	}
-	conns := s.hotConnects()
+	servers := s.hotServers()
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err := s.hot.FillMany(hctx, ns, fills)
 	cancel()
@@ -103,11 +103,10 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 	case err != nil:
 		result = "error"
 		s.doubts.raise(ns, fills, false, now)
-	case s.hotConnects() != conns && (reason == "read" || reason == "repair"):
-		// The fill may have gone over a new connection to a Redis that
-		// restarted empty, where the update of a newer write was lost:
-		// it is not trusted until a newer version, or a later read's
-		// fill, lands.
+	case s.newServer(servers) && (reason == "read" || reason == "repair"):
+		// The fill may have gone to a Redis that restarted empty, where
+		// the update of a newer write was lost: it is not trusted until a
+		// newer version, or a later read's fill, lands.
 		s.doubts.raise(ns, fills, true, now)
 	default:
 		s.doubts.settle(ns, fills, readMark)
@@ -116,15 +115,22 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 	return err
 }
 
-// connCounter is a hot tier that counts the connections it opened: a new
-// connection may reach a Redis that restarted empty.
-type connCounter interface{ Connects() uint64 }
+// newServer reports whether the hot tier met a server since it reported
+// servers: a Redis that may have restarted empty. The first server met
+// is none: no update can have been lost before it.
+func (s *Service) newServer(servers uint64) bool {
+	return servers != 0 && s.hotServers() != servers
+}
 
-// hotConnects returns the hot tier's count of connections opened, or zero
+// serverCounter is a hot tier that counts the server processes it met: a
+// new one may be a Redis that restarted empty.
+type serverCounter interface{ Servers() uint64 }
+
+// hotServers returns the hot tier's count of server processes met, or zero
 // when it does not count them.
-func (s *Service) hotConnects() uint64 {
-	if c, ok := s.hot.(connCounter); ok {
-		return c.Connects()
+func (s *Service) hotServers() uint64 {
+	if c, ok := s.hot.(serverCounter); ok {
+		return c.Servers()
 	}
 	return 0
 }

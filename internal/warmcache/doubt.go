@@ -2,7 +2,6 @@ package warmcache
 
 import (
 	"hash/maphash"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,10 +23,6 @@ import (
 // maxDoubts bounds the keys in doubt. When a key must be doubted beyond
 // it, its namespace bypasses the caches (see doubts.bypass).
 const maxDoubts = 1 << 16
-
-// inDoubtAll is the version of a doubt that only a fill from a warehouse
-// read begun after it clears (a write of unknown outcome).
-const inDoubtAll = math.MaxInt64
 
 // doubt is one key in doubt.
 type doubt struct {
@@ -130,31 +125,17 @@ func (d *doubts) begin(ns *Namespace, keys []Key, now time.Time) {
 }
 
 // end records that writes of keys ended, after their caches were updated
-// or doubted. unknown says the warehouse may or may not have committed
-// them: the keys stay in doubt until a warehouse read begun after now
-// fills them.
-func (d *doubts) end(ns *Namespace, keys []Key, unknown bool, now time.Time) {
+// or their keys put in doubt.
+func (d *doubts) end(ns *Namespace, keys []Key) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	seq := d.seq.Add(1)
 	for _, k := range keys {
 		fk := flightKey(ns, k)
 		d.stripes.ended(fk)
-		e := d.keys[fk]
-		if e == nil {
-			if !unknown {
-				continue
-			}
-			if e = d.entry(ns, fk, now); e == nil {
-				continue
-			}
-			e.writes++ // taken off below
+		if e := d.keys[fk]; e != nil {
+			e.writes = max(e.writes-1, 0)
+			d.drop(fk, e)
 		}
-		e.writes = max(e.writes-1, 0)
-		if unknown {
-			e.version, e.since = inDoubtAll, seq
-		}
-		d.drop(fk, e)
 	}
 }
 
@@ -172,7 +153,7 @@ func (d *doubts) raise(ns *Namespace, fills []Fill, above bool, now time.Time) {
 			continue
 		}
 		v := max(f.Entry.Version, 1)
-		if above && v < inDoubtAll {
+		if above {
 			v++
 		}
 		e.version, e.since = max(e.version, v), seq
@@ -212,12 +193,11 @@ func (d *doubts) drop(fk string, e *doubt) {
 	}
 }
 
-// version returns the version key is in doubt at, zero when none or
-// unknown.
+// version returns the version key is in doubt at, zero when none.
 func (d *doubts) version(ns *Namespace, key Key) int64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if e := d.keys[flightKey(ns, key)]; e != nil && e.version != inDoubtAll {
+	if e := d.keys[flightKey(ns, key)]; e != nil {
 		return e.version
 	}
 	return 0

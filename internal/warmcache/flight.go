@@ -254,7 +254,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 	s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
 	fence := s.hotFence.Load()
 	readMark := s.doubts.mark()
-	conns := s.hotConnects()
+	servers := s.hotServers()
 	entries, err := s.warmRead(ctx, ns, keys)
 	if err != nil {
 		for _, f := range rest {
@@ -282,10 +282,10 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)
 		}
 	}
-	// A write whose update failed, or a new connection (to a Redis that
-	// may have restarted empty, losing a newer write's update), since the
-	// read began: what it read may be older than what the hot tier lost.
-	if s.fenced(fence) || s.hotConnects() != conns {
+	// A write whose update failed, or a new Redis server (one restarted
+	// empty, which lost a newer write's update), since the read began:
+	// what it read may be older than what the hot tier lost.
+	if s.fenced(fence) || s.newServer(servers) {
 		return
 	}
 	fills := s.fills(ns, fillKeys, fillEntries)

@@ -2,7 +2,6 @@ package warmcache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -77,13 +76,22 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	for i, w := range writes {
 		wkeys[i] = w.Key
 	}
-	s.doubts.begin(ns, wkeys, s.opts.Now())
+	// A write that the circuit breaker refuses never reaches the warehouse
+	// and puts nothing in doubt. A write of unknown outcome (a deadline, a
+	// lost connection) leaves the caches as they were: they show the
+	// previous version until a later change replaces it, which a history
+	// allows of such a write.
 	var entries []Entry
+	begun := false
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
+		s.doubts.begin(ns, wkeys, s.opts.Now())
+		begun = true
 		entries, err = s.warm.Write(ctx, ns, writes)
 		return err
 	})
-	defer func() { s.doubts.end(ns, wkeys, err != nil && !decidedWriteError(err), s.opts.Now()) }()
+	if begun {
+		defer s.doubts.end(ns, wkeys)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -109,18 +117,6 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	s.written(ctx, ns, keys, final)
 	s.outcome(ctx, ns, "write", true)
 	return items, nil
-}
-
-// decidedWriteError reports whether a failed write is known not to have
-// committed: the warehouse refused it. Any other error (a deadline, a lost
-// connection) leaves its outcome unknown.
-func decidedWriteError(err error) bool {
-	for _, known := range []error{ErrVersionMismatch, ErrNotFound, ErrInvalidValue, ErrInvalidKey, ErrConflict, ErrReadOnly, ErrTooLarge} {
-		if errors.Is(err, known) {
-			return true
-		}
-	}
-	return false
 }
 
 // MaxTTL bounds the TTL of one write: ten years.
