@@ -3,9 +3,8 @@
 // make it slow or broken on cue, deterministically: latency added to every
 // chunk that arrives while it is set (each way on its own), stalls that
 // keep every connection open and forward nothing (a half-open peer), and
-// resets that end every connection with a TCP RST. A dependency that is
-// absent or restarted is the test's own doing (internal/testproc); the
-// proxy makes it slow.
+// resets that end every connection with a TCP RST. Stopping or restarting
+// the dependency itself is the test's own doing; the proxy makes it slow.
 package faultproxy
 
 import (
