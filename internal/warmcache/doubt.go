@@ -46,6 +46,9 @@ type doubts struct {
 	keys   map[string]*doubt
 	seq    atomic.Uint64
 	bypass map[string]time.Time // namespace → until when
+	// active is len(keys) + len(bypass), set under mu: reads skip the
+	// lock while nothing is in doubt.
+	active atomic.Int64
 
 	stripes writeStripes
 
@@ -98,10 +101,12 @@ func (d *doubts) entry(ns *Namespace, fk string, now time.Time) *doubt {
 		if until.After(d.bypass[ns.Name]) {
 			d.bypass[ns.Name] = until
 		}
+		d.count()
 		return nil
 	}
 	e := &doubt{}
 	d.keys[fk] = e
+	d.count()
 	return e
 }
 
@@ -165,6 +170,9 @@ func (d *doubts) raise(ns *Namespace, fills []Fill, above bool, now time.Time) {
 // sequence taken before the warehouse read that the fills come from (zero
 // for the updates of writes and changes).
 func (d *doubts) settle(ns *Namespace, fills []Fill, readMark uint64) {
+	if d.active.Load() == 0 {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.keys) == 0 {
@@ -190,8 +198,12 @@ func (d *doubts) settle(ns *Namespace, fills []Fill, readMark uint64) {
 func (d *doubts) drop(fk string, e *doubt) {
 	if e.writes == 0 && e.version == 0 {
 		delete(d.keys, fk)
+		d.count()
 	}
 }
+
+// count sets active. d.mu must be held.
+func (d *doubts) count() { d.active.Store(int64(len(d.keys) + len(d.bypass))) }
 
 // version returns the version key is in doubt at, zero when none.
 func (d *doubts) version(ns *Namespace, key Key) int64 {
@@ -206,6 +218,9 @@ func (d *doubts) version(ns *Namespace, key Key) int64 {
 // pending reports whether a hot-tier update at version still has a doubt
 // to clear: the key is in doubt at a version no newer.
 func (d *doubts) pending(ns *Namespace, key Key, version int64) bool {
+	if d.active.Load() == 0 {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	e := d.keys[flightKey(ns, key)]
@@ -216,6 +231,9 @@ func (d *doubts) pending(ns *Namespace, key Key, version int64) bool {
 // when their namespace bypasses the caches (bypass), and counts them; it
 // reports whether any is marked.
 func (d *doubts) check(ns *Namespace, items []Item, skip []bool, now time.Time) (doubted, bypass bool) {
+	if d.active.Load() == 0 {
+		return false, false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if until, ok := d.bypass[ns.Name]; ok {
@@ -227,6 +245,7 @@ func (d *doubts) check(ns *Namespace, items []Item, skip []bool, now time.Time) 
 			return len(items) > 0, true
 		}
 		delete(d.bypass, ns.Name)
+		d.count()
 	}
 	if len(d.keys) == 0 {
 		return false, false
@@ -246,6 +265,9 @@ func (d *doubts) check(ns *Namespace, items []Item, skip []bool, now time.Time) 
 
 // has reports whether key is in doubt or its namespace bypasses the caches.
 func (d *doubts) has(ns *Namespace, key Key, now time.Time) bool {
+	if d.active.Load() == 0 {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if until, ok := d.bypass[ns.Name]; ok && now.Before(until) {
