@@ -49,6 +49,8 @@ type doubts struct {
 	// active is len(keys) + len(bypass), set under mu: reads skip the
 	// lock while nothing is in doubt.
 	active atomic.Int64
+	// max bounds keys: maxDoubts.
+	max int
 
 	stripes writeStripes
 
@@ -58,7 +60,7 @@ type doubts struct {
 }
 
 func newDoubts() *doubts {
-	d := &doubts{keys: map[string]*doubt{}, bypass: map[string]time.Time{}}
+	d := &doubts{keys: map[string]*doubt{}, bypass: map[string]time.Time{}, max: maxDoubts}
 	d.stripes.seed = maphash.MakeSeed()
 	d.size = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "warmcache_cache_doubtful_keys",
@@ -70,7 +72,7 @@ func newDoubts() *doubts {
 	})
 	d.overflows = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_doubt_overflows_total",
-		Help: "Keys that could not be held in doubt because the set was full; each makes its namespace bypass the caches for the lifetime of its entries.",
+		Help: "Times a key could not be put in doubt because the set was full; each makes its namespace bypass the caches for the lifetime of its entries.",
 	}, []string{"namespace"})
 	d.bypassed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_doubt_reads_total",
@@ -93,7 +95,7 @@ func (d *doubts) entry(ns *Namespace, fk string, now time.Time) *doubt {
 	if e := d.keys[fk]; e != nil {
 		return e
 	}
-	if len(d.keys) >= maxDoubts {
+	if len(d.keys) >= d.max {
 		d.overflows.WithLabelValues(ns.Name).Inc()
 		// Every entry of ns cached until now may be one whose update was
 		// lost: none is trusted until all have expired.

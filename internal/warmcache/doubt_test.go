@@ -3,9 +3,13 @@ package warmcache_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -136,5 +140,47 @@ func TestMissSharesNoReadOlderThanOwnWrite(t *testing.T) {
 	}
 	if it := <-first; !it.Entry.Found {
 		t.Fatalf("the first read answered %+v", it)
+	}
+}
+
+// TestDoubtOverflowBypassesNamespace checks that a key that does not fit
+// in the set of keys in doubt makes its namespace read from the warehouse,
+// past the caches, and says so in a metric.
+func TestDoubtOverflowBypassesNamespace(t *testing.T) {
+	mem := memtier.NewHot(nil)
+	hot := &fillFailing{Hot: mem}
+	reg := prometheus.NewRegistry()
+	ns := widgets()
+	ns.TTL = time.Minute
+	svc, err := warmcache.NewService(hot, memtier.NewWarm(), []*warmcache.Namespace{ns}, reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmcache.SetMaxDoubts(svc, 2)
+	ctx := context.Background()
+	if _, err := svc.Put(ctx, "widgets", "100", []byte(`{"v":0}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := svc.Get(ctx, "widgets", "100"); err != nil || it.Source != warmcache.SourceHot {
+		t.Fatalf("get of a key nobody doubts = %+v, %v; want a hit", it, err)
+	}
+	hot.failing.Store(true)
+	for _, k := range []string{"1", "2", "3"} {
+		if _, err := svc.Put(ctx, "widgets", k, []byte(`{"v":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot.failing.Store(false)
+	// Key 3 did not fit: every key of the namespace, 100 included, is
+	// read from the warehouse.
+	for _, k := range []string{"3", "100"} {
+		if it, err := svc.Get(ctx, "widgets", k); err != nil || it.Source != warmcache.SourceWarm {
+			t.Fatalf("get of key %s after the set overflowed = %+v, %v; want it from the warehouse", k, it, err)
+		}
+	}
+	got := counterSum(t, reg, "warmcache_cache_doubt_overflows_total")
+	if got < 1 {
+		t.Fatalf("warmcache_cache_doubt_overflows_total = %v, want at least 1", got)
 	}
 }
