@@ -110,6 +110,11 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 		s.doubts.raise(ns, fills, true, now)
 	default:
 		s.doubts.settle(ns, fills, readMark)
+		if s.opts.Sampler != nil {
+			for _, f := range fills {
+				s.opts.Sampler.Sample(ns, f.Key, reason)
+			}
+		}
 	}
 	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(fills)))
 	return err
