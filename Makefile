@@ -28,7 +28,7 @@ TAGS ?= daprd
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run run-dapr unit test vet clean proto localstack install stack-up stack-down bench bench-scale
+.PHONY: build run run-dapr unit test soak vet clean proto localstack install stack-up stack-down bench bench-scale
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -122,6 +122,17 @@ test: install
 			echo "$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz '^$${target#*:}$$' -fuzztime=$(FUZZ_EXECS)" && \
 			$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz "^$${target#*:}\$$" -fuzztime=$(FUZZ_EXECS) || exit 1; \
 		done
+
+# The linearizability suite's fault pass at length: every fault scenario
+# (latency bursts, late commands, restarts, and the mix of them) with change
+# capture and the near cache on and off, SOAK_RUN (20s) each, where `make
+# test` runs the mix for 4s. docs/consistency.md has what it measured.
+SOAK_RUN ?= 20s
+soak: install
+	$(STACK) up
+	@test_env="$$($(STACK) env)" && eval "$$test_env" && \
+		WARMCACHE_TEST_FAULTS=all WARMCACHE_TEST_FAULT_RUN=$(SOAK_RUN) \
+		$(GO) test -race -count=1 -timeout 60m -run 'TestLinearizable/(faults|two-instances)' -v ./e2e/consistency
 
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
@@ -266,6 +267,10 @@ type Tiers struct {
 	// SweepBatch bounds the rows one sweep transaction deletes
 	// (--sweep-batch).
 	SweepBatch int
+	// ConsistencySamples is how many hot-tier updates in a million the
+	// consistency monitor checks later against the warehouse; zero turns
+	// it off (--consistency-samples).
+	ConsistencySamples int
 	// BreakerThreshold is the number of consecutive warehouse failures
 	// that open the circuit breaker (--breaker-threshold).
 	BreakerThreshold int
@@ -668,6 +673,7 @@ func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
 	s.duration(&t.SweepInterval, "sweep-interval", "WARMCACHE_SWEEP_INTERVAL", warmcache.DefaultSweepInterval, "how often rows past their expiry (a TTL) are deleted")
 	s.positive(&t.SweepBatch, "sweep-batch", "WARMCACHE_SWEEP_BATCH", warmcache.DefaultSweepBatch, "most expired rows one sweep transaction deletes")
+	s.nonNegative(&t.ConsistencySamples, "consistency-samples", "WARMCACHE_CONSISTENCY_SAMPLES", consistencymon.DefaultSamplesPerMillion, "hot-tier updates in a million that the consistency monitor checks against the warehouse 1s, 10s and 60s later; 0 turns it off")
 	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", warmcache.DefaultBreakerThreshold, "consecutive warehouse failures that open the circuit breaker")
 	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", warmcache.DefaultBreakerCooldown, "first wait of an open circuit breaker")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
@@ -35,21 +36,22 @@ var flagDefaults = map[string]struct {
 	"max-inflight": {func(c config.Config) any { return c.HTTP.MaxInflight }, httpapi.DefaultMaxInflight},
 
 	// The core's.
-	"hot-timeout":        {func(c config.Config) any { return c.Tiers.HotTimeout }, warmcache.DefaultHotTimeout},
-	"warm-timeout":       {func(c config.Config) any { return c.Tiers.WarmTimeout }, warmcache.DefaultWarmTimeout},
-	"max-warm-inflight":  {func(c config.Config) any { return c.Tiers.MaxWarmInflight }, warmcache.DefaultMaxWarmInflight},
-	"warm-lanes":         {func(c config.Config) any { return c.Tiers.WarmLanes }, warmcache.DefaultWarmLanes},
-	"hot-lanes":          {func(c config.Config) any { return c.Tiers.HotLanes }, warmcache.DefaultHotLanes},
-	"breaker-threshold":  {func(c config.Config) any { return c.Tiers.BreakerThreshold }, warmcache.DefaultBreakerThreshold},
-	"breaker-cooldown":   {func(c config.Config) any { return c.Tiers.BreakerCooldown }, warmcache.DefaultBreakerCooldown},
-	"max-body-bytes":     {func(c config.Config) any { return c.Limits.MaxBodyBytes }, int64(warmcache.DefaultMaxValueBytes)},
-	"max-batch-keys":     {func(c config.Config) any { return c.Limits.MaxBatchKeys }, warmcache.DefaultMaxBatchKeys},
-	"max-response-bytes": {func(c config.Config) any { return c.Limits.MaxResponseBytes }, warmcache.DefaultMaxResponseBytes},
-	"max-loads":          {func(c config.Config) any { return c.Loads.Max }, warmcache.DefaultMaxLoads},
-	"max-load-bytes":     {func(c config.Config) any { return c.Loads.MaxBytes }, int64(warmcache.DefaultMaxLoadBytes)},
-	"load-idle-timeout":  {func(c config.Config) any { return c.Loads.IdleTimeout }, warmcache.DefaultLoadIdleTimeout},
-	"sweep-interval":     {func(c config.Config) any { return c.Tiers.SweepInterval }, warmcache.DefaultSweepInterval},
-	"sweep-batch":        {func(c config.Config) any { return c.Tiers.SweepBatch }, warmcache.DefaultSweepBatch},
+	"hot-timeout":         {func(c config.Config) any { return c.Tiers.HotTimeout }, warmcache.DefaultHotTimeout},
+	"warm-timeout":        {func(c config.Config) any { return c.Tiers.WarmTimeout }, warmcache.DefaultWarmTimeout},
+	"max-warm-inflight":   {func(c config.Config) any { return c.Tiers.MaxWarmInflight }, warmcache.DefaultMaxWarmInflight},
+	"warm-lanes":          {func(c config.Config) any { return c.Tiers.WarmLanes }, warmcache.DefaultWarmLanes},
+	"hot-lanes":           {func(c config.Config) any { return c.Tiers.HotLanes }, warmcache.DefaultHotLanes},
+	"breaker-threshold":   {func(c config.Config) any { return c.Tiers.BreakerThreshold }, warmcache.DefaultBreakerThreshold},
+	"breaker-cooldown":    {func(c config.Config) any { return c.Tiers.BreakerCooldown }, warmcache.DefaultBreakerCooldown},
+	"max-body-bytes":      {func(c config.Config) any { return c.Limits.MaxBodyBytes }, int64(warmcache.DefaultMaxValueBytes)},
+	"max-batch-keys":      {func(c config.Config) any { return c.Limits.MaxBatchKeys }, warmcache.DefaultMaxBatchKeys},
+	"max-response-bytes":  {func(c config.Config) any { return c.Limits.MaxResponseBytes }, warmcache.DefaultMaxResponseBytes},
+	"max-loads":           {func(c config.Config) any { return c.Loads.Max }, warmcache.DefaultMaxLoads},
+	"max-load-bytes":      {func(c config.Config) any { return c.Loads.MaxBytes }, int64(warmcache.DefaultMaxLoadBytes)},
+	"load-idle-timeout":   {func(c config.Config) any { return c.Loads.IdleTimeout }, warmcache.DefaultLoadIdleTimeout},
+	"sweep-interval":      {func(c config.Config) any { return c.Tiers.SweepInterval }, warmcache.DefaultSweepInterval},
+	"sweep-batch":         {func(c config.Config) any { return c.Tiers.SweepBatch }, warmcache.DefaultSweepBatch},
+	"consistency-samples": {func(c config.Config) any { return c.Tiers.ConsistencySamples }, consistencymon.DefaultSamplesPerMillion},
 
 	// The adapters'.
 	"pg-exec-mode":         {func(c config.Config) any { return c.Postgres.ExecMode }, pgstore.DefaultExecMode},

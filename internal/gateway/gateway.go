@@ -27,6 +27,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/daprapi"
 	"github.com/warmcache/warmcache/internal/daprstore"
 	"github.com/warmcache/warmcache/internal/dialect"
@@ -204,8 +205,19 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	if g.gens, err = g.startGenerations(startCtx); err != nil {
 		return err
 	}
-	if err := g.buildCore(g.serverCoreOptions()); err != nil {
+	o := g.serverCoreOptions()
+	var mon *consistencymon.Monitor
+	if cfg.Tiers.ConsistencySamples > 0 {
+		if mon, err = consistencymon.New(consistencymon.Options{Rate: float64(cfg.Tiers.ConsistencySamples) / 1e6}, g.reg, g.log); err != nil {
+			return err
+		}
+		o.Sampler = mon
+	}
+	if err := g.buildCore(o); err != nil {
 		return err
+	}
+	if mon != nil {
+		g.startMonitor(ctx, mon)
 	}
 	if err := g.startFreshness(ctx); err != nil {
 		return err
@@ -263,6 +275,15 @@ func (g *Gateway) startSweeper(ctx context.Context) {
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); g.svc.RunSweeper(sctx) }()
+	g.onClose(func() error { cancel(); <-done; return nil })
+}
+
+// startMonitor runs the consistency monitor's checks until the gateway
+// closes.
+func (g *Gateway) startMonitor(ctx context.Context, mon *consistencymon.Monitor) {
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); mon.Run(mctx, g.svc) }()
 	g.onClose(func() error { cancel(); <-done; return nil })
 }
 

@@ -134,7 +134,9 @@ func (h *Hot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []war
 			return fmt.Errorf("memtier: fill %q: negative version", f.Key.Text)
 		}
 		mk := memKey(ns.Name, f.Key.Text)
-		if cur, ok := h.entries[mk]; ok && !now.After(cur.expiry) && wins(cur.e, f.Entry) {
+		cur, ok := h.entries[mk]
+		held := ok && !now.After(cur.expiry)
+		if (held && wins(cur.e, f.Entry)) || (!held && f.Replace) {
 			continue
 		}
 		h.entries[mk] = hotEntry{e: f.Entry, expiry: now.Add(max(f.Keep, time.Millisecond))}

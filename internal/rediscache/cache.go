@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,7 +120,17 @@ type Cache struct {
 	codecs      *codecs
 	undecodable *prometheus.CounterVec
 	fillBytes   *prometheus.CounterVec
+
+	// servers counts the Redis server processes met (see Servers); seen
+	// holds their run ids, up to maxServersSeen.
+	servers atomic.Uint64
+	seenMu  sync.Mutex
+	seen    map[string]bool
 }
+
+// maxServersSeen bounds the run ids a Cache remembers; past it, it forgets
+// them all, and counts each server again as new.
+const maxServersSeen = 256
 
 // New returns a Cache for the Redis that opts describe and registers its
 // metrics on reg (when reg is not nil). It does not contact Redis:
@@ -170,7 +181,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 			return nil, err
 		}
 	}
-	c.client = newClient(opts)
+	c.client = newClient(opts, c.onConnect)
 	if opts.Instrument != nil {
 		if err := opts.Instrument(c.client); err != nil {
 			_ = c.Close()
@@ -184,8 +195,9 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Cache, err
 
 // newClient returns go-redis's client of opts: one node, Sentinel or
 // Cluster, as the addresses and master name say.
-func newClient(opts Options) redis.UniversalClient {
+func newClient(opts Options, onConnect func(context.Context, *redis.Conn) error) redis.UniversalClient {
 	return redis.NewUniversalClient(&redis.UniversalOptions{
+		OnConnect:             onConnect,
 		Addrs:                 opts.Addrs,
 		MasterName:            opts.MasterName,
 		Username:              opts.Username,
@@ -206,6 +218,41 @@ func newClient(opts Options) redis.UniversalClient {
 		MinRetryBackoff: time.Millisecond,
 		MaxRetryBackoff: 4 * time.Millisecond,
 	})
+}
+
+// Servers returns how many Redis server processes the cache has connected
+// to, told apart by their run ids: it grows when a server restarts (empty,
+// or from a snapshot older than what it lost) or fails over, not when the
+// pool opens another connection to the same one. The core does not trust a
+// fill that went out while it grew. It is safe for concurrent use.
+func (c *Cache) Servers() uint64 { return c.servers.Load() }
+
+// onConnect reads the run id of the server behind a new connection, before
+// the connection carries a command, and counts a server not met before.
+// A run id that cannot be read counts as a new server.
+func (c *Cache) onConnect(ctx context.Context, cn *redis.Conn) error {
+	id := ""
+	if info, err := cn.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+				id = v
+				break
+			}
+		}
+	}
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	if id != "" && c.seen[id] {
+		return nil
+	}
+	if c.seen == nil || len(c.seen) >= maxServersSeen {
+		c.seen = map[string]bool{}
+	}
+	if id != "" {
+		c.seen[id] = true
+	}
+	c.servers.Add(1)
+	return nil
 }
 
 // mode names the kind of client that go-redis builds for opts.
@@ -411,7 +458,7 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	}
 	start := time.Now()
 	if len(fills) == 1 {
-		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached)
+		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached, fills[0].Replace)
 		c.observe(opFill, start, err)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
@@ -432,14 +479,26 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 // common case of a fill after a miss; when it is, or the SET NX found an
 // entry, the fill script compares versions. The outcome is the script's in
 // every case: with nothing cached, the script stores the entry too.
-func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64, cached bool) error {
-	if !cached {
+//
+// A fill that only replaces (Fill.Replace) always goes through the script,
+// which then stores nothing when the key holds nothing.
+func (c *Cache) fillOne(ctx context.Context, rk string, v []byte, px int64, cached, replace bool) error {
+	if !cached && !replace {
 		stored, err := c.client.SetNX(ctx, rk, v, time.Duration(px)*time.Millisecond).Result()
 		if err != nil || stored {
 			return err
 		}
 	}
-	return c.fill.Run(ctx, c.client, []string{rk}, v, px).Err()
+	return c.fill.Run(ctx, c.client, []string{rk}, v, px, replaceArg(replace)).Err()
+}
+
+// replaceArg is the fill script's ARGV[3] for a fill that only replaces, or
+// not.
+func replaceArg(replace bool) string {
+	if replace {
+		return "1"
+	}
+	return "0"
 }
 
 // fillPipeline stores the fills not known to be cached with SET NX in one
@@ -453,7 +512,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	var nx []*redis.BoolCmd
 	for i, f := range fills {
 		rks[i] = c.key(ns, f.Key)
-		if f.Cached {
+		if f.Cached || f.Replace {
 			held = append(held, i)
 			continue
 		}
@@ -481,7 +540,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	pipe = c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(held))
 	for j, i := range held {
-		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i])
+		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace))
 	}
 	_, _ = pipe.Exec(ctx)
 	var retry []int
@@ -502,7 +561,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	pipe = c.client.Pipeline()
 	cmds = cmds[:0]
 	for _, i := range retry {
-		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i]))
+		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace)))
 	}
 	_, _ = pipe.Exec(ctx)
 	for _, cmd := range cmds {

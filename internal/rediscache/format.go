@@ -200,10 +200,14 @@ func digits(b []byte) (int64, bool) {
 // version 0 (a read that found nothing) therefore never replaces a cached
 // row. A value that does not start with a header (a foreign or damaged
 // value) is replaced. Both versions are 20 ASCII digits, which compare as
-// strings in the order of their numbers.
+// strings in the order of their numbers. With ARGV[3] '1' (a fill that only
+// replaces), nothing is stored when the key holds nothing.
 const fillScript = `
 local new = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
+if not cur and ARGV[3] == '1' then
+  return 0
+end
 if cur and string.len(cur) >= 22 then
   local cv = string.sub(cur, 3, 22)
   if string.find(cv, '^%d+$') then

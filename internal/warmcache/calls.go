@@ -67,7 +67,13 @@ func (s *Service) freeWarmSlot() { <-s.warmSlots }
 // runs to its end, under the hot-tier deadline, even if the caller goes
 // away.
 func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, fills []Fill) {
-	if err := s.fillHot(ctx, ns, reason, s.opts.HotTimeout, fills); err != nil {
+	s.fillRead(ctx, ns, reason, fills, 0)
+}
+
+// fillRead is fill for the fills of a warehouse read that began after the
+// doubt mark readMark (see doubts.settle); zero for none.
+func (s *Service) fillRead(ctx context.Context, ns *Namespace, reason string, fills []Fill, readMark uint64) {
+	if err := s.fillHotMark(ctx, ns, reason, s.opts.HotTimeout, fills, readMark); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
 	}
@@ -75,19 +81,63 @@ func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, fills 
 
 // fillHot stores fills in the hot tier in one round trip, under timeout,
 // to its end even if the caller goes away, and counts them under reason.
+// The keys of fills that fail are put in doubt (see doubts), and fills that
+// land settle the doubts they answer.
 func (s *Service) fillHot(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill) error {
+	return s.fillHotMark(ctx, ns, reason, timeout, fills, 0)
+}
+
+// fillHotMark is fillHot for the fills of a warehouse read that began
+// after the doubt mark readMark; zero for none.
+func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark uint64) error {
 	if len(fills) == 0 {
 		return nil
 	}
+	servers := s.hotServers()
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err := s.hot.FillMany(hctx, ns, fills)
 	cancel()
 	result := "ok"
-	if err != nil {
+	now := s.opts.Now()
+	switch {
+	case err != nil:
 		result = "error"
+		s.doubts.raise(ns, fills, false, now)
+	case s.newServer(servers) && (reason == "read" || reason == "repair"):
+		// The fill may have gone to a Redis that restarted empty, where
+		// the update of a newer write was lost: it is not trusted until a
+		// newer version, or a later read's fill, lands.
+		s.doubts.raise(ns, fills, true, now)
+	default:
+		s.doubts.settle(ns, fills, readMark)
+		if s.opts.Sampler != nil {
+			for _, f := range fills {
+				s.opts.Sampler.Sample(ns, f.Key, reason)
+			}
+		}
 	}
 	s.hotWrites.WithLabelValues(ns.Name, reason, result).Add(float64(len(fills)))
 	return err
+}
+
+// newServer reports whether the hot tier met a server since it reported
+// servers: a Redis that may have restarted empty. The first server met
+// is none: no update can have been lost before it.
+func (s *Service) newServer(servers uint64) bool {
+	return servers != 0 && s.hotServers() != servers
+}
+
+// serverCounter is a hot tier that counts the server processes it met: a
+// new one may be a Redis that restarted empty.
+type serverCounter interface{ Servers() uint64 }
+
+// hotServers returns the hot tier's count of server processes met, or zero
+// when it does not count them.
+func (s *Service) hotServers() uint64 {
+	if c, ok := s.hot.(serverCounter); ok {
+		return c.Servers()
+	}
+	return 0
 }
 
 // warmWrite runs one warehouse write under the warehouse deadline and the

@@ -30,3 +30,10 @@ func Waiters(s *Service, key string) int {
 
 // NearLife exposes nearLife to the external tests.
 func NearLife(s *Service, ns *Namespace, e Entry) time.Duration { return s.nearLife(ns, e) }
+
+// SetMaxDoubts sets the bound on the keys in doubt.
+func SetMaxDoubts(s *Service, n int) {
+	s.doubts.mu.Lock()
+	s.doubts.max = n
+	s.doubts.mu.Unlock()
+}

@@ -23,6 +23,9 @@ type miss struct {
 	// warehouse no longer has the key, the absent entry takes its version
 	// so that it replaces it.
 	stale Entry
+	// doubted says the key is in doubt (see doubts): its read looks at no
+	// cache.
+	doubted bool
 }
 
 // flight is one warehouse read of a key, shared by every miss of the key
@@ -40,6 +43,12 @@ type flight struct {
 	err   error
 
 	// Guarded by flightGroup.mu.
+	// began and quiet are the writes of the key's stripe begun when the
+	// batch took the flight, and whether none was under way then (see
+	// writeStripes): a new miss shares the flight's read only if it began
+	// after the miss did or no write of the key can have come between.
+	began    uint64
+	quiet    bool
 	waiters  int
 	batch    *loadBatch // the batch running the flight; nil before
 	dropped  bool       // every caller left before a batch took it
@@ -114,9 +123,14 @@ func (s *Service) share(ctx context.Context, ns *Namespace, misses []miss, mark 
 	for i, m := range misses {
 		fk := flightKey(ns, m.key)
 		f := g.calls[fk]
+		if f != nil && f.batch != nil && (!f.quiet || s.doubts.stripes.since(fk, f.began)) {
+			// Its warehouse read may have begun before a write of the
+			// key that this miss must see: start another.
+			f = nil
+		}
 		if f == nil {
 			f = &flight{miss: m, fk: fk, ctx: ctx, done: make(chan struct{})}
-			f.recheck = m.hotOK && (m.recheck || g.endedSince(fk, mark))
+			f.recheck = m.hotOK && !m.doubted && (m.recheck || g.endedSince(fk, mark))
 			g.calls[fk] = f
 			led = append(led, f)
 		}
@@ -206,6 +220,7 @@ func (s *Service) runLoads(ns *Namespace, groups []*loadGroup) {
 	b := &loadBatch{live: len(flights), cancel: cancel}
 	for _, f := range flights {
 		f.batch = b
+		f.began, f.quiet = s.doubts.stripes.quiet(f.fk)
 	}
 	g.mu.Unlock()
 
@@ -238,6 +253,8 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 	}
 	s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
 	fence := s.hotFence.Load()
+	readMark := s.doubts.mark()
+	servers := s.hotServers()
 	entries, err := s.warmRead(ctx, ns, keys)
 	if err != nil {
 		for _, f := range rest {
@@ -254,18 +271,28 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 			e.Version = f.stale.Version
 		}
 		f.entry = e
+		if !e.Found && e.Version == 0 && f.doubted {
+			// The key was in doubt before this read began and is absent
+			// now: its absent entry replaces any entry cached at the
+			// version in doubt or below, which the fill would otherwise
+			// leave in place.
+			e.Version = s.doubts.version(ns, f.key)
+		}
 		if f.hotOK {
 			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)
 		}
 	}
-	if s.fenced(fence) {
+	// A write whose update failed, or a new Redis server (one restarted
+	// empty, which lost a newer write's update), since the read began:
+	// what it read may be older than what the hot tier lost.
+	if s.fenced(fence) || s.newServer(servers) {
 		return
 	}
 	fills := s.fills(ns, fillKeys, fillEntries)
 	for i := range fills {
 		fills[i].Cached = cached[i]
 	}
-	s.fill(ctx, ns, "read", fills)
+	s.fillRead(ctx, ns, "read", fills, readMark+1)
 }
 
 // recheck reads the hot tier again for the flights that need it, in one
@@ -276,8 +303,9 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 func (s *Service) recheck(ctx context.Context, ns *Namespace, flights []*flight) []*flight {
 	var again []*flight
 	var keys []Key
+	now := s.opts.Now()
 	for _, f := range flights {
-		if f.recheck {
+		if f.recheck && !s.doubts.has(ns, f.key, now) {
 			again, keys = append(again, f), append(keys, f.key)
 		}
 	}

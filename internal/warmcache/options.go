@@ -41,6 +41,9 @@ type Options struct {
 	// Invalidations carries writes to other instances' near caches. Nil
 	// means this instance is alone.
 	Invalidations Invalidations
+	// Sampler is told of every hot-tier update that lands, for an online
+	// consistency check. Nil means none.
+	Sampler Sampler
 	// Generations moves a namespace to a new generation, for Invalidate
 	// of a whole namespace. Nil means that Invalidate cannot do it.
 	Generations Generations

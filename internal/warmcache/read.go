@@ -90,13 +90,25 @@ func (s *Service) answer(ns *Namespace, item Item) (Item, error) {
 // read fails with ErrTooLarge once the values read so far pass it.
 func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit int) error {
 	r := &reading{s: s, ns: ns, items: items, limit: limit, near: s.near(ns)}
-	probe := r.fromNear(ctx)
+	// Keys in doubt (see doubts) skip the caches and read the warehouse.
+	skip := make([]bool, len(items))
+	doubted, bypass := s.doubts.check(ns, items, skip, s.opts.Now())
+	probe := r.fromNear(ctx, skip)
 	if err := r.check(); err != nil {
 		return err
 	}
 	missed, missedAt, err := r.fromHot(ctx, probe)
 	if err != nil {
 		return err
+	}
+	if doubted {
+		for i, sk := range skip {
+			if sk {
+				// A fill from a warehouse read that began now repairs
+				// the key, unless its namespace bypasses the caches.
+				missed, missedAt = append(missed, miss{key: items[i].Key, hotOK: !bypass, doubted: true}), append(missedAt, i)
+			}
+		}
 	}
 	if err := r.fromWarm(ctx, missed, missedAt); err != nil {
 		return err
@@ -124,17 +136,22 @@ type reading struct {
 }
 
 // fromNear answers the items the near cache holds, and returns the
-// indexes of the others.
-func (r *reading) fromNear(ctx context.Context) []int {
+// indexes of the others, those marked in skip left out.
+func (r *reading) fromNear(ctx context.Context, skip []bool) []int {
 	probe := make([]int, 0, len(r.items))
 	if r.near == nil {
 		for i := range r.items {
-			probe = append(probe, i)
+			if !skip[i] {
+				probe = append(probe, i)
+			}
 		}
 		return probe
 	}
 	_, end := r.s.step(ctx, "near", r.ns)
 	for i := range r.items {
+		if skip[i] {
+			continue
+		}
 		it := &r.items[i]
 		if e, ok := r.near.Get(r.ns, it.Key); ok && !r.s.pastExpiry(e) {
 			r.s.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()

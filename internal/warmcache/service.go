@@ -37,6 +37,9 @@ type Service struct {
 	// began before one of them may hold a value that write replaced, so it
 	// does not fill the hot tier (see fenced).
 	hotFence atomic.Uint64
+	// doubts are the keys whose cached entries are not trusted (see
+	// doubts).
+	doubts *doubts
 	// repairs bounds the background retries of failed hot-tier updates
 	// of writes (see repair).
 	repairs chan struct{}
@@ -65,6 +68,7 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		lanes:      make(map[string]*nsLanes, len(namespaces)),
 		opts:       opts.withDefaults(),
 		log:        log,
+		doubts:     newDoubts(),
 	}
 	s.cursorKey = s.opts.CursorKey
 	if len(s.cursorKey) == 0 {
@@ -128,7 +132,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		return 0
 	})
 	s.sweeps = newSweepMetrics()
-	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, s.sweeps.collectors()...)...)
+	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, append(s.sweeps.collectors(), s.doubts.collectors()...)...)...)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into

@@ -34,6 +34,11 @@ type Fill struct {
 	// write): the tier may then compare versions at once instead of first
 	// trying to create the key. It changes round trips, never the outcome.
 	Cached bool
+	// Replace makes the fill only replace an entry the tier holds (under
+	// the same version rules): with nothing cached for the key, nothing is
+	// stored. A change read from the warehouse's log is filled so, since it
+	// may be older than a write whose update a restarted tier lost.
+	Replace bool
 }
 
 // Hot is the hot tier: a shared cache in front of the warehouse. It only
@@ -49,9 +54,10 @@ type Hot interface {
 	// FillMany stores each fill for its Keep, unless the tier already holds
 	// a newer version of the key, or an absent entry of a delete at the
 	// same version. An absent entry with version zero is stored only when
-	// nothing is cached for the key. FillMany is how both reads and writes
-	// update the tier, so their order is decided by versions. Each key is
-	// filled on its own: when some fail, others may still be stored.
+	// nothing is cached for the key, and a Replace fill only when something
+	// is. FillMany is how both reads and writes update the tier, so their
+	// order is decided by versions. Each key is filled on its own: when
+	// some fail, others may still be stored.
 	FillMany(ctx context.Context, ns *Namespace, fills []Fill) error
 	// Ping reports whether the tier answers.
 	Ping(ctx context.Context) error

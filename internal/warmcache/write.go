@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 )
 
@@ -68,16 +69,35 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 			writes[i].TTL = op.TTL
 		}
 	}
+	// The keys are in doubt from before the warehouse sees the write until
+	// the caches follow it (see doubts): a read meanwhile goes to the
+	// warehouse, and shares no warehouse read that began before.
+	wkeys := make([]Key, len(writes))
+	for i, w := range writes {
+		wkeys[i] = w.Key
+	}
+	// A write that the circuit breaker refuses never reaches the warehouse
+	// and puts nothing in doubt. A write of unknown outcome (a deadline, a
+	// lost connection) leaves the caches as they were: they show the
+	// previous version until a later change replaces it, which a history
+	// allows of such a write.
 	var entries []Entry
+	begun := false
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
+		s.doubts.begin(ns, wkeys, s.opts.Now())
+		begun = true
 		entries, err = s.warm.Write(ctx, ns, writes)
 		return err
 	})
+	if begun {
+		defer s.doubts.end(ns, wkeys)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if len(entries) != len(writes) {
-		return nil, fmt.Errorf("warmcache: the warehouse answered %d of %d writes", len(entries), len(writes))
+		err = fmt.Errorf("warmcache: the warehouse answered %d of %d writes", len(entries), len(writes))
+		return nil, err
 	}
 	items := make([]Item, len(writes))
 	// The caches take each key's last write once: a key written twice in
@@ -202,7 +222,10 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 		deadline := time.Now().Add(repairBudget)
 		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
 			time.Sleep(wait)
-			if s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
+			// A fill whose doubt another update cleared is dropped: it
+			// could land in a Redis restarted since, below that update.
+			fills = slices.DeleteFunc(fills, func(f Fill) bool { return !s.doubts.pending(ns, f.Key, f.Entry.Version) })
+			if len(fills) == 0 || s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
 				return
 			}
 		}
@@ -261,6 +284,14 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 	timeout := s.opts.HotTimeout
 	if reason != retireWrite {
 		timeout = applyTimeout
+	}
+	if reason == retireChange {
+		// A change from the warehouse's log may be older than a write
+		// whose update a restarted Redis lost: it only replaces what is
+		// cached, under the version rules, and never creates an entry.
+		for i := range fills {
+			fills[i].Replace = true
+		}
 	}
 	err := s.fillHot(ctx, ns, string(reason), timeout, fills)
 	if err != nil {

@@ -37,6 +37,8 @@ import (
 //   - Keep bounds the lifetime of a fill (kept until it ends, gone past
 //     it); a refused fill leaves the cached entry's lifetime, a renewal
 //     takes its own; an expired entry refuses no fill;
+//   - a Replace fill stores nothing where nothing is cached, and replaces
+//     a cached entry under the version rules, alone or in a batch;
 //   - namespaces are apart; a negative version is refused.
 func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	t.Helper()
@@ -67,9 +69,30 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	t.Run("a refused fill leaves the lifetime", func(t *testing.T) { hotRefusedLifetime(t, open) })
 	t.Run("a renewal takes its own Keep", func(t *testing.T) { hotRenewalKeep(t, open) })
 	t.Run("an expired entry refuses no fill", func(t *testing.T) { hotExpiredRefusesNone(t, open) })
+	t.Run("a Replace fill only replaces", func(t *testing.T) { hotReplaceOnly(t, open(t)) })
 	t.Run("namespaces are apart", func(t *testing.T) { hotNamespacesApart(t, open) })
 	t.Run("negative version refused", func(t *testing.T) { hotNegativeVersion(t, open) })
 	t.Run("Ping answers", func(t *testing.T) { hotPing(t, open) })
+}
+
+// hotReplaceOnly runs the rule "a Replace fill only replaces".
+func hotReplaceOnly(t *testing.T, h *hotTier) {
+	empty, older, newer, batchEmpty, batchOlder := h.key("empty"), h.key("older"), h.key("newer"), h.key("batch empty"), h.key("batch older")
+	h.fill(t,
+		warmcache.Fill{Key: older, Entry: present(1, `"v1"`), Keep: hotKeep},
+		warmcache.Fill{Key: newer, Entry: present(9, `"v9"`), Keep: hotKeep},
+		warmcache.Fill{Key: batchOlder, Entry: present(1, `"v1"`), Keep: hotKeep})
+	h.fill(t, warmcache.Fill{Key: empty, Entry: present(3, `"v3"`), Keep: hotKeep, Replace: true})
+	h.expectMiss(t, empty)
+	h.fill(t, warmcache.Fill{Key: older, Entry: present(3, `"v3"`), Keep: hotKeep, Replace: true})
+	h.expect(t, older, present(3, `"v3"`))
+	h.fill(t, warmcache.Fill{Key: newer, Entry: absent(3), Keep: hotKeep, Replace: true})
+	h.expect(t, newer, present(9, `"v9"`))
+	h.fill(t,
+		warmcache.Fill{Key: batchEmpty, Entry: absent(4), Keep: hotKeep, Replace: true},
+		warmcache.Fill{Key: batchOlder, Entry: absent(4), Keep: hotKeep, Replace: true})
+	h.expectMiss(t, batchEmpty)
+	h.expect(t, batchOlder, absent(4))
 }
 
 // hotBatchNewest runs the rule "a batch's fills of one key keep the newest".

@@ -1,0 +1,186 @@
+package warmcache_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// fillFailing is a hot tier whose fills fail while failing is set, as a
+// Redis past its deadline does: the update may not land.
+type fillFailing struct {
+	warmcache.Hot
+	failing atomic.Bool
+}
+
+var errFill = errors.New("fill failed")
+
+func (h *fillFailing) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	if h.failing.Load() {
+		return errFill
+	}
+	return h.Hot.FillMany(ctx, ns, fills)
+}
+
+// TestFailedUpdateReadsWarehouse checks that a key whose write's hot-tier
+// update failed is read from the warehouse, never from the hot tier that
+// still holds the version the write replaced, until the update's retry
+// lands; then it is a hit again.
+func TestFailedUpdateReadsWarehouse(t *testing.T) {
+	mem := memtier.NewHot(nil)
+	hot := &fillFailing{Hot: mem}
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := svc.Get(ctx, "widgets", "7"); err != nil || it.Source != warmcache.SourceHot {
+		t.Fatalf("get after the first write = %+v, %v; want a hit", it, err)
+	}
+	hot.failing.Store(true)
+	second, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := mem.Peek("widgets", "7"); e.Version != first.Entry.Version {
+		t.Fatalf("the hot tier holds version %d, want the replaced %d (the update failed)", e.Version, first.Entry.Version)
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != second.Entry.Version || it.Source != warmcache.SourceWarm {
+			t.Fatalf("get after a write whose update failed = %+v, %v; want version %d from the warehouse", it, err, second.Entry.Version)
+		}
+	}
+	hot.failing.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != second.Entry.Version {
+			t.Fatalf("get while the update is repaired = %+v, %v; want version %d", it, err, second.Entry.Version)
+		}
+		if it.Source == warmcache.SourceHot {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the key was still read from the warehouse %v after the hot tier recovered", 10*time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// heldWarm is a warehouse whose first lookup reads its rows and then waits
+// for release: a query that has read its snapshot and not yet answered.
+type heldWarm struct {
+	*memtier.Warm
+	started chan struct{}
+	release chan struct{}
+	n       atomic.Int64
+}
+
+func (w *heldWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
+	es, err := w.Warm.LookupMany(ctx, ns, keys)
+	if w.n.Add(1) == 1 {
+		close(w.started)
+		<-w.release
+	}
+	return es, err
+}
+
+// TestMissSharesNoReadOlderThanOwnWrite checks that a miss does not share
+// a warehouse read that began before a write of its key through the
+// instance: the reader who wrote must see its write.
+func TestMissSharesNoReadOlderThanOwnWrite(t *testing.T) {
+	mem := memtier.NewHot(nil)
+	warm := &heldWarm{Warm: memtier.NewWarm(), started: make(chan struct{}), release: make(chan struct{})}
+	svc := newService(t, mem, warm)
+	ctx := context.Background()
+	if _, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	mem.Forget()
+	first := make(chan warmcache.Item, 1)
+	go func() {
+		it, _ := svc.Get(ctx, "widgets", "7")
+		first <- it
+	}()
+	<-warm.started // the first read has read version 1 and holds its answer
+	mine, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem.Forget() // as a Redis restarted empty would
+	second := make(chan warmcache.Item, 1)
+	go func() {
+		it, _ := svc.Get(ctx, "widgets", "7")
+		second <- it
+	}()
+	// Release the held read once the second read has either joined it or
+	// queued a read of its own.
+	deadline := time.Now().Add(10 * time.Second)
+	for warmcache.Waiters(svc, "7") < 2 && warmcache.Queued(svc) == 0 && len(second) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second read neither joined the first nor queued a read of its own")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(warm.release)
+	if it := <-second; it.Entry.Version != mine.Entry.Version {
+		t.Fatalf("a read that began after its own write answered version %d (%s), want %d: it shared a read that began before the write",
+			it.Entry.Version, it.Source, mine.Entry.Version)
+	}
+	if it := <-first; !it.Entry.Found {
+		t.Fatalf("the first read answered %+v", it)
+	}
+}
+
+// TestDoubtOverflowBypassesNamespace checks that a key that does not fit
+// in the set of keys in doubt makes its namespace read from the warehouse,
+// past the caches, and says so in a metric.
+func TestDoubtOverflowBypassesNamespace(t *testing.T) {
+	mem := memtier.NewHot(nil)
+	hot := &fillFailing{Hot: mem}
+	reg := prometheus.NewRegistry()
+	ns := widgets()
+	ns.TTL = time.Minute
+	svc, err := warmcache.NewService(hot, memtier.NewWarm(), []*warmcache.Namespace{ns}, reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmcache.SetMaxDoubts(svc, 2)
+	ctx := context.Background()
+	if _, err := svc.Put(ctx, "widgets", "100", []byte(`{"v":0}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	if it, err := svc.Get(ctx, "widgets", "100"); err != nil || it.Source != warmcache.SourceHot {
+		t.Fatalf("get of a key nobody doubts = %+v, %v; want a hit", it, err)
+	}
+	hot.failing.Store(true)
+	for _, k := range []string{"1", "2", "3"} {
+		if _, err := svc.Put(ctx, "widgets", k, []byte(`{"v":1}`), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hot.failing.Store(false)
+	// Key 3 did not fit: every key of the namespace, 100 included, is
+	// read from the warehouse.
+	for _, k := range []string{"3", "100"} {
+		if it, err := svc.Get(ctx, "widgets", k); err != nil || it.Source != warmcache.SourceWarm {
+			t.Fatalf("get of key %s after the set overflowed = %+v, %v; want it from the warehouse", k, it, err)
+		}
+	}
+	got := counterSum(t, reg, "warmcache_cache_doubt_overflows_total")
+	if got < 1 {
+		t.Fatalf("warmcache_cache_doubt_overflows_total = %v, want at least 1", got)
+	}
+}
