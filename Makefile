@@ -108,6 +108,7 @@ test: install
 		echo "WARMCACHE_TEST_PGBOUNCER_DSN=$$WARMCACHE_TEST_PGBOUNCER_DSN" && \
 		echo "WARMCACHE_TEST_REDIS_ADDR=$$WARMCACHE_TEST_REDIS_ADDR" && \
 		echo "WARMCACHE_TEST_GREENPLUM_DSN=$${WARMCACHE_TEST_GREENPLUM_DSN:-(unset: the Greenplum lane is left out)}" && \
+		echo "WARMCACHE_TEST_DAPRD=$${WARMCACHE_TEST_DAPRD:-(unset: the real-daprd lane looks for the daprd kit above the project)}" && \
 		if [ "$(PKGS)" != ./... ]; then \
 			echo "$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' $(TESTFLAGS) $(PKGS)" && \
 			exec $(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' $(TESTFLAGS) $(PKGS); \

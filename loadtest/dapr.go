@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
@@ -71,10 +72,13 @@ func (p daprPhase) cpuPerOp(group string) time.Duration {
 	return p.cpu[group] / time.Duration(max(p.n, 1))
 }
 
-// daprdKit returns the daprd binary of the kit beside the project
-// (shared/dapr/daprd.sh in a directory above the working directory), or
-// why there is none.
+// daprdKit returns the daprd binary named by WARMCACHE_TEST_DAPRD, or else
+// that of the kit beside the project (shared/dapr/daprd.sh in a directory
+// above the working directory), or why there is none.
 func daprdKit() (string, error) {
+	if path := os.Getenv(localstack.EnvTestDaprd); path != "" {
+		return path, nil
+	}
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err

@@ -60,8 +60,8 @@ type stack struct {
 // serves warmcache on it and the test Redis with the pluggable component on
 // a socket folder of its own, and starts daprd with deploy/dapr's
 // components, templated for the test's servers, on free ports. Everything
-// stops when the test ends. Without the daprd kit the test is skipped (or
-// fails under CI=true: testenv.Daprd).
+// stops when the test ends. Without daprd the test is skipped, saying so
+// (testenv.Daprd).
 func startStack(t *testing.T, serveArgs ...string) *stack {
 	t.Helper()
 	daprdBin := testenv.Daprd(t)

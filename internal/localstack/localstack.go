@@ -43,6 +43,7 @@ const (
 	EnvTestPgBouncer = "WARMCACHE_TEST_PGBOUNCER_DSN"
 	EnvTestRedis     = "WARMCACHE_TEST_REDIS_ADDR"
 	EnvTestGreenplum = "WARMCACHE_TEST_GREENPLUM_DSN"
+	EnvTestDaprd     = "WARMCACHE_TEST_DAPRD"
 )
 
 // The stack's addresses when Config leaves them zero.

@@ -1,5 +1,6 @@
 // Package testenv gives integration tests real servers: PostgreSQL, PgBouncer,
-// Redis and Greenplum, and a real daprd (Daprd). Each comes from an environment variable when it is set
+// Redis and Greenplum, and a real daprd (Daprd). Each comes from an
+// environment variable when it is set
 // (CI may set them; `make test` sets the others to the servers of
 // internal/localstack); otherwise, where a
 // Docker engine is available, testcontainers-go starts PostgreSQL or Redis
@@ -11,12 +12,16 @@
 //	WARMCACHE_TEST_PGBOUNCER_DSN  a PgBouncer in transaction pooling in front of it
 //	WARMCACHE_TEST_REDIS_ADDR     a Redis server, host:port
 //	WARMCACHE_TEST_GREENPLUM_DSN  a Greenplum 7 coordinator, any database
+//	WARMCACHE_TEST_DAPRD          a daprd 1.17 binary, for the real-daprd lane
 //
 // The Greenplum lane (see Warehouses) runs the warehouse tests on both
 // PostgreSQL and Greenplum. Without WARMCACHE_TEST_GREENPLUM_DSN its tests
 // are skipped, saying why, unless CI=true and the Greenplum kit
 // (shared/greenplum/up.sh in a directory above the module) is on the
-// machine: then the variable should have been set, and they fail.
+// machine: then the variable should have been set, and they fail. The
+// real-daprd lane (e2e/daprd) takes daprd from WARMCACHE_TEST_DAPRD or the
+// daprd kit beside the project, and is left out, saying so, where neither
+// is.
 package testenv
 
 import (
@@ -47,6 +52,7 @@ const (
 	EnvPgBouncer = localstack.EnvTestPgBouncer
 	EnvRedis     = localstack.EnvTestRedis
 	EnvGreenplum = localstack.EnvTestGreenplum
+	EnvDaprd     = localstack.EnvTestDaprd
 )
 
 // PostgresServer returns a DSN of a PostgreSQL server that the test may
@@ -261,28 +267,35 @@ func kit(rel string) (string, bool) {
 	return nearest, false
 }
 
-// Daprd returns the path of a daprd binary from the daprd kit
-// (shared/dapr/daprd.sh in a directory above the module root, which
-// unpacks daprd once and prints its path). Without the kit the test is
-// skipped, saying so, except under CI=true, where it fails; with the kit
-// the lane runs, in CI or not, and a kit that fails fails the test.
+// Daprd returns the path of a daprd binary: WARMCACHE_TEST_DAPRD when it
+// is set (.ci/run sets it from the kit beside the project, since it tests
+// a clone elsewhere), or else what the daprd kit (shared/dapr/daprd.sh in a
+// directory above the module root, which unpacks daprd once) prints.
+// Without either the test is skipped, saying so, as the Greenplum lane is:
+// the kit is a tool beside the project. Under CI=true with the kit on the
+// machine, it runs; a kit that fails, or a path that is not a file, fails
+// the test.
 func Daprd(tb testing.TB) string {
 	tb.Helper()
-	script, found := kit("shared/dapr/daprd.sh")
-	if !found {
-		Unavailable(tb, "testenv: this machine has no daprd kit (%s); the real-daprd lane is left out", script)
-	}
-	out, err := exec.Command(script).Output()
-	if err != nil {
-		var stderr []byte
-		if exit, ok := err.(*exec.ExitError); ok {
-			stderr = exit.Stderr
+	path := os.Getenv(EnvDaprd)
+	source := EnvDaprd
+	if path == "" {
+		script, found := kit("shared/dapr/daprd.sh")
+		if !found {
+			tb.Skipf("testenv: %s is not set and this machine has no daprd kit (%s); the real-daprd lane is left out", EnvDaprd, script)
 		}
-		tb.Fatalf("testenv: the daprd kit %s failed: %v\n%s", script, err, stderr)
+		out, err := exec.Command(script).Output()
+		if err != nil {
+			var stderr []byte
+			if exit, ok := err.(*exec.ExitError); ok {
+				stderr = exit.Stderr
+			}
+			tb.Fatalf("testenv: the daprd kit %s failed: %v\n%s", script, err, stderr)
+		}
+		path, source = strings.TrimSpace(string(out)), "the daprd kit "+script
 	}
-	path := strings.TrimSpace(string(out))
 	if st, err := os.Stat(path); err != nil || st.IsDir() {
-		tb.Fatalf("testenv: the daprd kit %s printed %q, which is not a file: %v", script, path, err)
+		tb.Fatalf("testenv: %s names %q, which is not a file: %v", source, path, err)
 	}
 	return path
 }
