@@ -274,25 +274,37 @@ func (c *Cache) InvalidateKey(namespace, key string, version int64) {
 // fetched a value before an unversioned change and stores it after the
 // report lives at most its NearTTL.
 func (c *Cache) Drop(namespace, key string) {
-	dropped := false
-	c.cache.Compute(mapKey{namespace, key}, func(cur item, ok bool) (item, otter.ComputeOp) {
-		if !ok || cur.mark {
-			return cur, otter.CancelOp
-		}
-		dropped = true
-		return item{version: cur.version, ttl: c.markTTL, mark: true, gone: !cur.found}, otter.WriteOp
-	})
-	if dropped {
+	if c.mark(mapKey{namespace, key}) {
 		c.trackingDropped.Inc()
 	} else {
 		c.trackingNone.Inc()
 	}
 }
 
-// Clear drops every entry and mark. It is how the cache recovers after
-// invalidations may have been missed.
+// mark replaces the entry of k, if one is cached, with a mark at its
+// version for MarkTTL, and reports whether it did; a mark stays as it is.
+func (c *Cache) mark(k mapKey) bool {
+	dropped := false
+	c.cache.Compute(k, func(cur item, ok bool) (item, otter.ComputeOp) {
+		if !ok || cur.mark {
+			return cur, otter.CancelOp
+		}
+		dropped = true
+		return item{version: cur.version, ttl: c.markTTL, mark: true, gone: !cur.found}, otter.WriteOp
+	})
+	return dropped
+}
+
+// Clear drops every entry, as Drop drops one: it is how the cache recovers
+// after invalidations may have been missed (key tracking lost or
+// resubscribed, Redis flushed). Each entry leaves a mark at its version,
+// and the marks already there stay, so that a read which fetched a version
+// before the Clear cannot store it once the entry that would refuse it is
+// gone; newer versions are admitted at once.
 func (c *Cache) Clear() {
-	c.cache.InvalidateAll()
+	for k := range c.cache.Keys() {
+		c.mark(k)
+	}
 }
 
 // Bytes returns the weight of the cached entries and marks. It may exceed

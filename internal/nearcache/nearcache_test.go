@@ -184,18 +184,29 @@ func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[st
 	return 0
 }
 
-func TestClearDropsEntriesAndMarks(t *testing.T) {
+// Clear drops every entry but keeps the versions it dropped, and the marks
+// already there, as marks: a read that fetched an older version before the
+// Clear cannot store it after, and a newer version is admitted at once.
+func TestClearDropsEntriesKeepsMarks(t *testing.T) {
 	c := newCache(t, nearcache.Options{}, nil)
 	ns := &warmcache.Namespace{Name: "c", NearTTL: time.Minute}
-	c.Set(ns, key(1), present(1, "1"), ns.NearTTL)
+	c.Set(ns, key(1), present(4, "4"), ns.NearTTL)
 	c.InvalidateKey("c", "2", 5)
 	c.Clear()
 	if _, ok := c.Get(ns, key(1)); ok {
 		t.Error("entry served after Clear")
 	}
+	c.Set(ns, key(1), present(3, "3"), ns.NearTTL)
+	if e, ok := c.Get(ns, key(1)); ok {
+		t.Errorf("an older version %d stored after Clear dropped version 4", e.Version)
+	}
 	c.Set(ns, key(2), present(1, "1"), ns.NearTTL)
-	if _, ok := c.Get(ns, key(2)); !ok {
-		t.Error("an invalidation mark outlived Clear")
+	if e, ok := c.Get(ns, key(2)); ok {
+		t.Errorf("version %d stored under an invalidation at 5 that Clear should keep", e.Version)
+	}
+	c.Set(ns, key(1), present(6, "6"), ns.NearTTL)
+	if e, ok := c.Get(ns, key(1)); !ok || e.Version != 6 {
+		t.Errorf("a newer version after Clear: got %v, %v; want version 6", e, ok)
 	}
 }
 
