@@ -167,6 +167,24 @@ func (d *doubts) raise(ns *Namespace, fills []Fill, above bool, now time.Time) {
 	}
 }
 
+// unknownVersion is the version a write of unknown outcome is in doubt
+// at: above any a row can have, so that no update clears it, only a fill
+// from a warehouse read that began after it (see settle).
+const unknownVersion = 1 << 62
+
+// unknown puts keys in doubt after a write of them whose outcome is
+// unknown: it may have committed at a version this instance never learnt.
+func (d *doubts) unknown(ns *Namespace, keys []Key, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seq := d.seq.Add(1)
+	for _, k := range keys {
+		if e := d.entry(ns, flightKey(ns, k), now); e != nil {
+			e.version, e.since = unknownVersion, seq
+		}
+	}
+}
+
 // settle records that the fills' updates landed: a doubt at their version
 // or below is cleared; so is any doubt older than readMark, the doubt
 // sequence taken before the warehouse read that the fills come from (zero

@@ -3,6 +3,7 @@ package warmcache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -182,5 +183,51 @@ func TestDoubtOverflowBypassesNamespace(t *testing.T) {
 	got := counterSum(t, reg, "warmcache_cache_doubt_overflows_total")
 	if got < 1 {
 		t.Fatalf("warmcache_cache_doubt_overflows_total = %v, want at least 1", got)
+	}
+}
+
+// answerLost is a warehouse whose writes commit, and then, while lost is
+// set, answer an error, as a write whose connection broke after its commit
+// does: the caller cannot tell whether it took effect.
+type answerLost struct {
+	*memtier.Warm
+	lost atomic.Bool
+}
+
+func (w *answerLost) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
+	entries, err := w.Warm.Write(ctx, ns, writes)
+	if err == nil && w.lost.Load() {
+		return nil, fmt.Errorf("%w: connection reset after the commit", warmcache.ErrUnavailable)
+	}
+	return entries, err
+}
+
+// TestUnknownOutcomeReadsWarehouse checks that after a write whose outcome
+// is unknown (it committed, but its answer was lost) the key is read from
+// the warehouse, never from the caches that still hold the version before
+// it, until a fill from a read that began after it lands.
+func TestUnknownOutcomeReadsWarehouse(t *testing.T) {
+	warm := &answerLost{Warm: memtier.NewWarm()}
+	svc := newService(t, memtier.NewHot(nil), warm)
+	ctx := context.Background()
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, err := svc.Get(ctx, "widgets", "7"); err != nil || it.Source != warmcache.SourceHot {
+		t.Fatalf("get after the first write = %+v, %v; want a hit", it, err)
+	}
+	warm.lost.Store(true)
+	if _, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil); !errors.Is(err, warmcache.ErrUnavailable) {
+		t.Fatalf("put whose answer is lost: %v, want ErrUnavailable", err)
+	}
+	warm.lost.Store(false)
+	it, err := svc.Get(ctx, "widgets", "7")
+	if err != nil || it.Entry.Version <= first.Entry.Version || it.Source != warmcache.SourceWarm {
+		t.Fatalf("get after a write of unknown outcome = %+v, %v; want a version above %d from the warehouse", it, err, first.Entry.Version)
+	}
+	again, err := svc.Get(ctx, "widgets", "7")
+	if err != nil || again.Entry.Version != it.Entry.Version || again.Source != warmcache.SourceHot {
+		t.Fatalf("get after the warehouse read's fill = %+v, %v; want version %d from the hot tier", again, err, it.Entry.Version)
 	}
 }

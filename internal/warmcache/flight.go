@@ -275,8 +275,11 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 			// The key was in doubt before this read began and is absent
 			// now: its absent entry replaces any entry cached at the
 			// version in doubt or below, which the fill would otherwise
-			// leave in place.
-			e.Version = s.doubts.version(ns, f.key)
+			// leave in place. After a write of unknown outcome that
+			// version is unknown: the key stays in doubt until a write.
+			if v := s.doubts.version(ns, f.key); v != unknownVersion {
+				e.Version = v
+			}
 		}
 		if f.hotOK {
 			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)

@@ -2,6 +2,7 @@ package warmcache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -78,9 +79,9 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	}
 	// A write that the circuit breaker refuses never reaches the warehouse
 	// and puts nothing in doubt. A write of unknown outcome (a deadline, a
-	// lost connection) leaves the caches as they were: they show the
-	// previous version until a later change replaces it, which a history
-	// allows of such a write.
+	// lost connection) may have committed: its keys stay in doubt until a
+	// fill from a warehouse read that began after it lands, since the
+	// caches still hold the version before it.
 	var entries []Entry
 	begun := false
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
@@ -90,6 +91,9 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 		return err
 	})
 	if begun {
+		if err != nil && !refused(err) {
+			s.doubts.unknown(ns, wkeys, s.opts.Now())
+		}
 		defer s.doubts.end(ns, wkeys)
 	}
 	if err != nil {
@@ -166,6 +170,13 @@ func (s *Service) Put(ctx context.Context, namespace, rawKey string, value []byt
 func (s *Service) Delete(ctx context.Context, namespace, rawKey string, ifMatch *int64) error {
 	_, err := s.Transact(ctx, namespace, []Op{{Key: rawKey, Delete: true, IfMatch: ifMatch}})
 	return err
+}
+
+// refused reports whether err says a write was not applied: the warehouse
+// refused it, so the caches still hold what it holds.
+func refused(err error) bool {
+	return errors.Is(err, ErrVersionMismatch) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalidValue) ||
+		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrReadOnly)
 }
 
 // written updates the caches after a committed write, through retire.
