@@ -146,16 +146,10 @@ FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang WHERE p.oid = to_regproce
 	return true, nil
 }
 
-// ensureLookupFunction makes sure the lookup function of stmts can serve,
-// creating it when it is missing and create allows. Instances that start
-// together may race to create it: one that fails finds it made by another.
-func ensureLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet, create bool) error {
-	return ensureFunction(ctx, conn, stmts.lookupSignature, stmts.lookupBody, stmts.LookupFunction, create)
-}
-
 // ensureFunction makes sure the function of signature and body can serve,
 // creating it with the statement createSQL when it is missing and create
-// allows, as ensureLookupFunction describes.
+// allows. Instances that start together may race to create it: one that
+// fails finds it made by another.
 func ensureFunction(ctx context.Context, conn *pgxpool.Conn, signature, body, createSQL string, create bool) error {
 	if exists, err := checkFunction(ctx, conn, signature, body); exists || err != nil {
 		return err
@@ -176,7 +170,7 @@ func ensureFunction(ctx context.Context, conn *pgxpool.Conn, signature, body, cr
 // useLookupFunction decides whether a table reads through its lookup
 // function, in the table's schema: not on Greenplum (whose statements have
 // no LookupPositions), nor with the setting off, nor when the function
-// cannot serve (see ensureLookupFunction), which is logged. It leaves
+// cannot serve (see tableFunction.serves), which is logged. It leaves
 // stmts without the function when not.
 func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, log *slog.Logger) {
 	if setting == LookupFunctionOff {
@@ -187,15 +181,9 @@ func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Na
 	if stmts.LookupCall == "" {
 		return
 	}
-	err := ensureLookupFunction(ctx, conn, *stmts, setting == LookupFunctionAuto)
-	switch {
-	case errors.Is(err, errLookupFunctionMissing):
-		log.Info("pgstore: no lookup function; batched lookups are planned at every query (serve creates it)",
-			"namespace", ns.Name, "function", stmts.lookupSignature)
-		stmts.dropLookupFunction()
-	case err != nil:
-		log.Warn("pgstore: batched lookups are planned at every query: the lookup function cannot serve; grant CREATE on the table's schema, or set --pg-lookup-function=off",
-			"namespace", ns.Name, "table", ns.Table, "function", stmts.lookupSignature, "error", err)
+	fn := tableFunction{kind: "lookup", flag: "pg-lookup-function", without: "batched lookups are planned at every query",
+		signature: stmts.lookupSignature, body: stmts.lookupBody, create: stmts.LookupFunction}
+	if !fn.serves(ctx, conn, ns, setting == LookupFunctionAuto, log) {
 		stmts.dropLookupFunction()
 	}
 }
@@ -212,4 +200,31 @@ func (s *Store) functionDropped(ctx context.Context, signature string) bool {
 	var oid *uint32
 	err := s.pool.QueryRow(ctx, "SELECT to_regprocedure($1)::oid", pgx.QueryExecModeSimpleProtocol, signature).Scan(&oid)
 	return err == nil && oid == nil
+}
+
+// tableFunction is a PL/pgSQL function of a table that its statements may
+// go through (the lookup or the write function): its kind, the flag that
+// turns it off, what the table does without it, and its signature, body
+// and CREATE statement.
+type tableFunction struct {
+	kind, flag, without     string
+	signature, body, create string
+}
+
+// serves reports whether fn can serve ns's table, creating it when it is
+// missing and create allows (see ensureFunction); when it cannot, it logs
+// why and what the table does without it.
+func (fn tableFunction) serves(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, create bool, log *slog.Logger) bool {
+	err := ensureFunction(ctx, conn, fn.signature, fn.body, fn.create, create)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, errLookupFunctionMissing):
+		log.Info("pgstore: no "+fn.kind+" function; "+fn.without+" (serve creates it)",
+			"namespace", ns.Name, "function", fn.signature)
+	default:
+		log.Warn("pgstore: "+fn.without+": the "+fn.kind+" function cannot serve; grant CREATE on the table's schema, or set --"+fn.flag+"=off",
+			"namespace", ns.Name, "table", ns.Table, "function", fn.signature, "error", err)
+	}
+	return false
 }

@@ -143,15 +143,9 @@ func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Nam
 	if stmts.WriteCall == "" {
 		return
 	}
-	err := ensureFunction(ctx, conn, stmts.writeSignature, stmts.writeBody, stmts.WriteFunction, setting == LookupFunctionAuto)
-	switch {
-	case errors.Is(err, errLookupFunctionMissing):
-		log.Info("pgstore: no write function; each write takes a transaction of its own (serve creates it)",
-			"namespace", ns.Name, "function", stmts.writeSignature)
-		stmts.dropWriteFunction()
-	case err != nil:
-		log.Warn("pgstore: each write takes a transaction of its own: the write function cannot serve; grant CREATE on the table's schema, or set --pg-write-function=off",
-			"namespace", ns.Name, "table", ns.Table, "function", stmts.writeSignature, "error", err)
+	fn := tableFunction{kind: "write", flag: "pg-write-function", without: "each write takes a transaction of its own",
+		signature: stmts.writeSignature, body: stmts.writeBody, create: stmts.WriteFunction}
+	if !fn.serves(ctx, conn, ns, setting == LookupFunctionAuto, log) {
 		stmts.dropWriteFunction()
 	}
 }
