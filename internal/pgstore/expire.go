@@ -116,20 +116,11 @@ func collectDeleted(ns *warmcache.Namespace, rows pgx.Rows) ([]warmcache.Key, []
 	var (
 		keys    []warmcache.Key
 		entries []warmcache.Entry
-		intKey  int64
-		textKey string
 		version int64
 	)
-	dest := []any{&textKey, &version}
-	if ns.KeyType == warmcache.KeyBigint {
-		dest[0] = &intKey
-	}
-	_, err := pgx.ForEachRow(rows, dest, func() error {
-		k := warmcache.Key{Text: textKey}
-		if ns.KeyType == warmcache.KeyBigint {
-			k = warmcache.Key{Text: strconv.FormatInt(intKey, 10), Int: intKey}
-		}
-		keys, entries = append(keys, k), append(entries, warmcache.Entry{Version: version})
+	k := newRowKey(ns)
+	_, err := pgx.ForEachRow(rows, []any{k.dest(), &version}, func() error {
+		keys, entries = append(keys, k.key()), append(entries, warmcache.Entry{Version: version})
 		return nil
 	})
 	return keys, entries, err

@@ -2,8 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,28 +36,14 @@ func (s *Store) lookupManyGreenplum(ctx context.Context, t *table, keys []warmca
 			distinct = append(distinct, k)
 		}
 	}
-	var (
-		intKey  int64
-		textKey string
-		value   []byte
-		version int64
-		expires *time.Time
-	)
-	dest := t.dest(&expires, &textKey, &value, &version)
-	if ns.KeyType == warmcache.KeyBigint {
-		dest[0] = &intKey
-	}
+	k := newRowKey(ns)
+	r := t.entryRow(k.dest())
 	rows, err := s.pool.Query(ctx, t.stmts.LookupMany, s.modes.Read, keyArray(ns, distinct))
 	if err != nil {
 		return err
 	}
-	_, err = pgx.ForEachRow(rows, dest, func() error {
-		k := textKey
-		if ns.KeyType == warmcache.KeyBigint {
-			k = strconv.FormatInt(intKey, 10)
-		}
-		found[k] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}
-		value, expires = nil, nil
+	_, err = pgx.ForEachRow(rows, r.dest, func() error {
+		found[k.key().Text] = r.entry()
 		return nil
 	})
 	if err != nil {

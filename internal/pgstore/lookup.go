@@ -23,17 +23,15 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 		return warmcache.Entry{}, err
 	}
 	defer func(start time.Time) { t.metrics[opLookup].observe(start, err) }(time.Now())
-	var value []byte
-	var version int64
-	var expires *time.Time
-	err = s.pool.QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(t.dest(&expires, &value, &version)...)
+	r := t.entryRow()
+	err = s.pool.QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(r.dest...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return warmcache.Entry{}, nil
 	case err != nil:
 		return warmcache.Entry{}, fmt.Errorf("pgstore: lookup %s/%q: %w", ns.Name, key.Text, classify(err))
 	}
-	return warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}, nil
+	return r.entry(), nil
 }
 
 // LookupMany reads keys in one query. The result has the length and order of
@@ -100,18 +98,13 @@ func (s *Store) readPositions(ctx context.Context, t *table, sql string, arg any
 	if err != nil {
 		return err
 	}
-	var (
-		pos     int64
-		value   []byte
-		version int64
-		expires *time.Time
-	)
-	_, err = pgx.ForEachRow(rows, t.dest(&expires, &pos, &value, &version), func() error {
+	var pos int64
+	r := t.entryRow(&pos)
+	_, err = pgx.ForEachRow(rows, r.dest, func() error {
 		if pos < 1 || pos > int64(len(entries)) {
 			return fmt.Errorf("the warehouse answered position %d of %d keys", pos, len(entries))
 		}
-		entries[pos-1] = warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}
-		value, expires = nil, nil
+		entries[pos-1] = r.entry()
 		return nil
 	})
 	return err

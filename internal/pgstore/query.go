@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/jackc/pgerrcode"
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -108,27 +108,10 @@ func (s *Store) Query(ctx context.Context, ns *warmcache.Namespace, match []byte
 	if err != nil {
 		return nil, queryError(ns, err)
 	}
-	var (
-		intKey  int64
-		textKey string
-		value   []byte
-		version int64
-		expires *time.Time
-		dest    = []any{&textKey, &value, &version}
-	)
-	if ns.KeyType == warmcache.KeyBigint {
-		dest[0] = &intKey
-	}
-	if ns.ExpiresColumn != "" {
-		dest = append(dest, &expires)
-	}
-	_, err = pgx.ForEachRow(pgRows, dest, func() error {
-		k := warmcache.Key{Text: textKey}
-		if ns.KeyType == warmcache.KeyBigint {
-			k = warmcache.Key{Text: strconv.FormatInt(intKey, 10), Int: intKey}
-		}
-		rows = append(rows, warmcache.QueryRow{Key: k, Entry: warmcache.Entry{Value: jsonValue(value), Version: version, Found: true, ExpiresAt: expiresAt(expires)}})
-		value, expires = nil, nil
+	k := newRowKey(ns)
+	r := t.entryRow(k.dest())
+	_, err = pgx.ForEachRow(pgRows, r.dest, func() error {
+		rows = append(rows, warmcache.QueryRow{Key: k.key(), Entry: r.entry()})
 		return nil
 	})
 	if err != nil {

@@ -98,23 +98,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// keyArray returns keys as the array parameter of ns's key type: []int64
-// for bigint keys, []string for text keys.
-func keyArray(ns *warmcache.Namespace, keys []warmcache.Key) any {
-	if ns.KeyType == warmcache.KeyBigint {
-		ints := make([]int64, len(keys))
-		for i, k := range keys {
-			ints[i] = k.Int
-		}
-		return ints
-	}
-	texts := make([]string, len(keys))
-	for i, k := range keys {
-		texts[i] = k.Text
-	}
-	return texts
-}
-
 // table returns the statements of ns, or an error that wraps
 // warmcache.ErrUnknownNamespace when the store was not opened with it.
 func (s *Store) table(ns *warmcache.Namespace) (*table, error) {
@@ -123,57 +106,6 @@ func (s *Store) table(ns *warmcache.Namespace) (*table, error) {
 		return nil, fmt.Errorf("pgstore: %w: %q", warmcache.ErrUnknownNamespace, ns.Name)
 	}
 	return t, nil
-}
-
-// keyArg returns key as the Go value of the key column's type.
-func keyArg(ns *warmcache.Namespace, key warmcache.Key) any {
-	if ns.KeyType == warmcache.KeyBigint {
-		return key.Int
-	}
-	return key.Text
-}
-
-// valueArg returns value as the parameter of ns's value column: text for
-// the JSON layouts, which the statements cast to json or jsonb, and bytes,
-// never nil (pgx sends a nil slice as NULL), for the bytes layout's bytea.
-func valueArg(ns *warmcache.Namespace, value []byte) any {
-	if ns.Layout != warmcache.LayoutBytes {
-		return string(value)
-	}
-	if value == nil {
-		return []byte{}
-	}
-	return value
-}
-
-// dest returns the scan destinations of a statement of t that returns
-// cols, followed by the row's expiry when the table has an expiry column
-// (see StatementSet.Expiring).
-func (t *table) dest(expires **time.Time, cols ...any) []any {
-	if t.stmts.Expiring {
-		return append(cols, expires)
-	}
-	return cols
-}
-
-// expiresAt returns a row's expiry column as Entry.ExpiresAt: zero for
-// NULL (never). It is cut to the millisecond, the precision every tier
-// keeps, so that all of them agree on it: a row written elsewhere with a
-// finer expiry reads as absent up to a millisecond early.
-func expiresAt(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.Truncate(time.Millisecond)
-}
-
-// jsonValue turns an SQL NULL value into the JSON null. The bytes layout
-// reads a NULL as no bytes (see valueExpr), so its values never are nil.
-func jsonValue(b []byte) []byte {
-	if b == nil {
-		return []byte("null")
-	}
-	return b
 }
 
 // isRequestError reports whether err is an answer about the request rather

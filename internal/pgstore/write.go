@@ -298,18 +298,15 @@ func (s *Store) writeOne(ctx context.Context, q querier, t *table, w warmcache.W
 	} else {
 		row = q.QueryRow(ctx, t.stmts.UpdateIfMatch, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), *w.IfMatch, version)...)
 	}
-	var e warmcache.Entry
-	var expires *time.Time
-	err := row.Scan(t.dest(&expires, &e.Value, &e.Version)...)
-	e.ExpiresAt = expiresAt(expires)
+	r := t.entryRow()
+	err := row.Scan(r.dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return warmcache.Entry{}, versionMismatch(w.Key, *w.IfMatch)
 	}
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
-	e.Value, e.Found = jsonValue(e.Value), true
-	return e, nil
+	return r.entry(), nil
 }
 
 // create inserts a key that must not exist. The key's unique index refuses
@@ -347,9 +344,8 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 			return warmcache.Entry{}, exists
 		}
 	}
-	var expires *time.Time
-	err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(t.dest(&expires, &e.Value, &e.Version)...)
-	e.ExpiresAt = expiresAt(expires)
+	r := t.entryRow()
+	err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(r.dest...)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation {
 		return warmcache.Entry{}, exists
@@ -357,8 +353,7 @@ func (s *Store) create(ctx context.Context, q querier, t *table, w warmcache.Wri
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
-	e.Value, e.Found = jsonValue(e.Value), true
-	return e, nil
+	return r.entry(), nil
 }
 
 // putAppendOptimized writes to a table that rejects ON CONFLICT, inside the
@@ -370,28 +365,24 @@ func (s *Store) putAppendOptimized(ctx context.Context, q querier, t *table, w w
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
-	updated, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (warmcache.Entry, error) {
-		var e warmcache.Entry
-		var expires *time.Time
-		err := r.Scan(t.dest(&expires, &e.Value, &e.Version)...)
-		e.ExpiresAt = expiresAt(expires)
-		return e, err
+	r := t.entryRow()
+	updated, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (warmcache.Entry, error) {
+		if err := row.Scan(r.dest...); err != nil {
+			return warmcache.Entry{}, err
+		}
+		return r.entry(), nil
 	})
 	if err != nil {
 		return warmcache.Entry{}, err
 	}
 	if len(updated) > 0 {
-		e = updated[0]
-	} else {
-		var expires *time.Time
-		err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(t.dest(&expires, &e.Value, &e.Version)...)
-		if err != nil {
-			return warmcache.Entry{}, err
-		}
-		e.ExpiresAt = expiresAt(expires)
+		return updated[0], nil
 	}
-	e.Value, e.Found = jsonValue(e.Value), true
-	return e, nil
+	err = q.QueryRow(ctx, t.stmts.Insert, t.ttlArgs(w, s.modes.Write, keyArg(t.ns, w.Key), valueArg(t.ns, w.Value), version)...).Scan(r.dest...)
+	if err != nil {
+		return warmcache.Entry{}, err
+	}
+	return r.entry(), nil
 }
 
 // deleteOne removes a key and returns an absent entry at the delete's

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -269,17 +268,16 @@ func (e *writeAt) Unwrap() error { return e.err }
 // stored entry, a delete's version, or no row for an absent key that may
 // be absent.
 func readWriteResult(t *table, w warmcache.Write, rows pgx.Rows) (warmcache.Entry, error) {
-	var value []byte
-	var version *int64
-	var expires *time.Time
-	_, err := pgx.ForEachRow(rows, t.dest(&expires, &value, &version), func() error { return nil })
-	if err != nil || version == nil {
+	r := t.entryRow()
+	found := false
+	_, err := pgx.ForEachRow(rows, r.dest, func() error { found = true; return nil })
+	if err != nil || !found {
 		return warmcache.Entry{}, err
 	}
 	if w.Delete {
-		return warmcache.Entry{Version: *version}, nil
+		return warmcache.Entry{Version: r.version}, nil
 	}
-	return warmcache.Entry{Value: jsonValue(value), Version: *version, Found: true, ExpiresAt: expiresAt(expires)}, nil
+	return r.entry(), nil
 }
 
 // writeResultError turns the write function's refusal of w into the
