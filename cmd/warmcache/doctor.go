@@ -12,7 +12,7 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/gateway"
-	"github.com/warmcache/warmcache/internal/pgstore"
+	pgdoctor "github.com/warmcache/warmcache/internal/pgstore/doctor"
 )
 
 // doctorTimeout bounds the whole of `warmcache doctor`.
@@ -20,7 +20,7 @@ const doctorTimeout = 2 * time.Minute
 
 // doctor runs `warmcache doctor [--plans]`: it checks that each tier
 // answers, then shows on stdout, for each namespace, how its key lookup is
-// really executed (see pgstore.Store.Doctor) in plain words, and the
+// really executed (see doctor.Diagnose) in plain words, and the
 // lookup plans that have a warning, or every plan with --plans. It fails
 // when a tier is down or a namespace has a warning, so that it can gate a
 // deployment.
@@ -48,7 +48,7 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	fmt.Fprintf(stdout, "%-10s %-5s %s, pooler %s, reads %s, writes %s\n", "warehouse", "ok",
 		store.Dialect(), cfg.Postgres.Pooler, store.ExecMode(), store.WriteExecMode())
 
-	diags, err := store.Doctor(ctx)
+	diags, err := pgdoctor.Diagnose(ctx, store)
 	for _, d := range diags {
 		if !printDiagnosis(stdout, d, *plans) {
 			problems++
@@ -84,7 +84,7 @@ func checkRedis(ctx context.Context, cfg config.Config, stdout io.Writer, log *s
 
 // printDiagnosis prints a namespace's findings, and its plans when it has
 // a warning or allPlans is set. It reports whether the namespace is OK.
-func printDiagnosis(stdout io.Writer, d pgstore.Diagnosis, allPlans bool) bool {
+func printDiagnosis(stdout io.Writer, d pgdoctor.Diagnosis, allPlans bool) bool {
 	fmt.Fprintf(stdout, "\nnamespace %s (%s)\n", d.Namespace, describeTable(d.Check))
 	for _, f := range d.Findings {
 		fmt.Fprintf(stdout, "  %s\n", f)
@@ -102,7 +102,7 @@ func printDiagnosis(stdout io.Writer, d pgstore.Diagnosis, allPlans bool) bool {
 }
 
 // describeTable says where a namespace's rows live.
-func describeTable(c pgstore.PlanCheck) string {
+func describeTable(c pgdoctor.PlanCheck) string {
 	switch {
 	case c.Dialect == dialect.Greenplum:
 		return fmt.Sprintf("table %s on %d segments", c.Table, c.Segments)

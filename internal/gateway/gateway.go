@@ -84,7 +84,7 @@ type Options struct {
 	Hot  func(warmcache.Hot) warmcache.Hot
 	Warm func(warmcache.Warm) warmcache.Warm
 	// SkipDoctor leaves out the lookup checks that a Server runs and logs
-	// at start (see pgstore.Store.Doctor): their queries count in the
+	// at start (see doctor.Diagnose): their queries count in the
 	// warehouse's statistics of the namespaces' tables.
 	SkipDoctor bool
 	// Redis and Core, when set, adjust the options of the Redis client and

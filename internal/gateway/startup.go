@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/pgstore/doctor"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -15,11 +16,11 @@ import (
 // finding: warnings at Warn, the rest at Info. A doctor that cannot run is
 // logged and does not stop the service.
 func logDoctor(ctx context.Context, store *pgstore.Store, log *slog.Logger) {
-	diags, err := store.Doctor(ctx)
+	diags, err := doctor.Diagnose(ctx, store)
 	for _, d := range diags {
 		for _, f := range d.Findings {
 			level := slog.LevelInfo
-			if f.Severity == pgstore.SeverityWarn {
+			if f.Severity == doctor.SeverityWarn {
 				level = slog.LevelWarn
 			}
 			log.LogAttrs(ctx, level, "doctor: "+f.Text, slog.String("namespace", d.Namespace), slog.String("severity", string(f.Severity)))

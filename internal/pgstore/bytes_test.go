@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/pgstore/doctor"
 	migrations "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -120,7 +121,7 @@ func TestBytesStorage(t *testing.T) {
 			}
 			// The doctor explains the bytea lookups and writes, and the
 			// dictionary trainer samples the bytes as stored.
-			if _, err := s.Doctor(testContext(t)); err != nil {
+			if _, err := doctor.Diagnose(testContext(t), s); err != nil {
 				t.Errorf("Doctor: %v", err)
 			}
 			sample, err := s.SampleValues(testContext(t), namespaces[0], 100)

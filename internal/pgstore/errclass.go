@@ -139,3 +139,9 @@ func classify(err error) error {
 	}
 	return fmt.Errorf("%w: %w", warmcache.ErrUnavailable, err)
 }
+
+// isRequestError reports whether err is an answer about the request rather
+// than a failure of the warehouse.
+func isRequestError(err error) bool {
+	return warmcache.Classify(err) == warmcache.ClassClient
+}

@@ -24,14 +24,6 @@ func (s *Store) UseAppendOptimizedWrites(name string) error {
 // ClassifyErrorWrap exposes classify to the external tests.
 var ClassifyErrorWrap = classify
 
-// LookupSignature returns the signature of s's lookup function, as
-// to_regprocedure takes it; empty without one.
-func LookupSignature(s StatementSet) string { return s.lookupSignature }
-
-// WriteSignature returns the signature of s's write function, as
-// to_regprocedure takes it; empty without one.
-func WriteSignature(s StatementSet) string { return s.writeSignature }
-
 // KeyLockHash is the advisory lock that a write of key in ns takes, for
 // tests that hold it to make a write wait.
 func KeyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {

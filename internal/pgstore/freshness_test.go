@@ -13,6 +13,7 @@ import (
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/pgstore/doctor"
 	wcschema "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -124,7 +125,7 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 			t.Fatalf("explain %s: %v", q.name, err)
 		}
 		text := strings.Join(lines, "\n")
-		plan := pgstore.ParsePlan(text)
+		plan := doctor.ParsePlan(text)
 		fmt.Fprintf(&b, "-- %s\n", q.name)
 		indexed := false
 		for _, n := range plan.Nodes {

@@ -14,6 +14,7 @@ import (
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/golden"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/pgstore/doctor"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -245,7 +246,7 @@ func TestGreenplumLookupMany(t *testing.T) {
 					t.Fatalf("explain: %v", err)
 				}
 				text := strings.Join(lines, "\n")
-				m, ok := pgstore.ParsePlan(text).Motion()
+				m, ok := doctor.ParsePlan(text).Motion()
 				if !ok || m.Senders != tt.want || m.Segments != tt.want {
 					t.Errorf("the batch of %d keys is sent to %d segments (slice segments: %d), want %d:\n%s", len(tt.keys), m.Senders, m.Segments, tt.want, text)
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -384,96 +383,6 @@ func TestVersionsNeverGoBackwards(t *testing.T) {
 	}
 }
 
-// TestDoctorLane runs the doctor on every storage variant on PostgreSQL and
-// Greenplum: the lookup reads by index, the write plan is judged, rows
-// added behind the planner's back (on Greenplum, after the first insert's
-// automatic statistics) are reported as stale statistics until ANALYZE,
-// and a version sequence with CACHE 20 is a warning.
-// writeStatementVerdict is the doctor's verdict on one write statement
-// that goes to the key's segment alone.
-var writeStatementVerdict = regexp.MustCompile(`(?m)^ok    [a-z :]+: (direct-dispatched to one segment|dispatched to the segment that holds the key)`)
-
-func TestDoctorLane(t *testing.T) {
-	for _, w := range testenv.Warehouses() {
-		t.Run(w.Name, func(t *testing.T) {
-			tables := packedLaneTables()
-			dsn := migrated(t, w, tables)
-			namespaces := namespacesOf(tables)
-			for _, ns := range namespaces {
-				// One row first: Greenplum takes statistics on a table's
-				// first insert, then never again by itself.
-				execSQL(t, dsn, fmt.Sprintf(`INSERT INTO %s VALUES (0, '{}', 1)`, ns.Table))
-				execSQL(t, dsn, fmt.Sprintf(`INSERT INTO %s SELECT g, jsonb_build_object('n', g), g FROM generate_series(1, 5000) g`, ns.Table))
-			}
-			s := laneStore(t, dsn, namespaces...)
-			findings := func() map[string]string {
-				t.Helper()
-				diags, err := s.Doctor(testContext(t))
-				if err != nil {
-					t.Fatalf("Doctor: %v", err)
-				}
-				out := map[string]string{}
-				for _, d := range diags {
-					out[d.Namespace] = formatFindings(d.Findings)
-				}
-				return out
-			}
-			stale := findings()
-			for _, ns := range namespaces {
-				execSQL(t, dsn, "ANALYZE "+ns.Table)
-			}
-			execSQL(t, dsn, "ALTER SEQUENCE "+pgstore.VersionSequence+" CACHE 20")
-			fresh := findings()
-			for _, ns := range namespaces {
-				t.Run(ns.Name, func(t *testing.T) {
-					if w.Greenplum && !strings.Contains(stale[ns.Name], "warn  statistics of "+ns.Table+" are stale") {
-						t.Errorf("before ANALYZE, the verdict lacks the stale statistics:\n%s", stale[ns.Name])
-					}
-					if strings.Contains(fresh[ns.Name], "statistics of") {
-						t.Errorf("after ANALYZE, the verdict still reports stale statistics:\n%s", fresh[ns.Name])
-					}
-					if strings.Contains(stale[ns.Name], "CACHE") || !strings.Contains(fresh[ns.Name], "warn  the version sequence warmcache_version_seq has CACHE 20") {
-						t.Errorf("the sequence's cache is misjudged: CACHE 1:\n%s\nCACHE 20:\n%s", stale[ns.Name], fresh[ns.Name])
-					}
-					if !strings.Contains(fresh[ns.Name], "ok    the lookup reads by index") {
-						t.Errorf("after ANALYZE, the lookup does not read by index:\n%s", fresh[ns.Name])
-					}
-					wantWrite := "ok    the write is planned on " + ns.Table + " alone"
-					if w.Greenplum {
-						// With the version passed as a parameter the write goes
-						// to one segment; nextval() in VALUES made it a
-						// Redistribute Motion 1:3 under a Gather Motion 3:1.
-						wantWrite = ": direct-dispatched to one segment (Gather Motion 1:1"
-						if !strings.Contains(fresh[ns.Name], "ok    the lookup is direct-dispatched to one segment") {
-							t.Errorf("the lookup is not direct-dispatched:\n%s", fresh[ns.Name])
-						}
-						// The `= ANY` of folded misses, in the simple protocol,
-						// goes only to the segments of its keys. The doctor
-						// samples its keys from the first rows a scan returns,
-						// which may all live on one segment of a small table.
-						m := batchVerdict.FindStringSubmatch(fresh[ns.Name])
-						if m == nil || m[1] != m[2] {
-							t.Errorf("the batched lookup is not dispatched to its keys' segments alone:\n%s", fresh[ns.Name])
-						}
-					}
-					if !strings.Contains(fresh[ns.Name], wantWrite) {
-						t.Errorf("the verdict lacks the write's dispatch (%q):\n%s", wantWrite, fresh[ns.Name])
-					}
-					if w.Greenplum {
-						// Every statement of a write goes to the key's segment.
-						if n := len(writeStatementVerdict.FindAllString(fresh[ns.Name], -1)); n < 4 || strings.Contains(fresh[ns.Name], "dispatched to all") ||
-							strings.Contains(fresh[ns.Name], "not direct-dispatched") {
-							t.Errorf("the verdict does not show every write statement sent to one segment (%d found):\n%s", n, fresh[ns.Name])
-						}
-					} else if !strings.Contains(fresh[ns.Name], "ok    writes run through") {
-						t.Errorf("the verdict does not say that writes run through the write function:\n%s", fresh[ns.Name])
-					}
-				})
-			}
-		})
-	}
-}
-
 // TestLoadStatementTimeout bounds a load's statements: with a timeout too
 // short for any merge, the load fails on both dialects and leaves the table
 // as it was.
@@ -500,8 +409,3 @@ func TestLoadStatementTimeout(t *testing.T) {
 		})
 	}
 }
-
-// batchVerdict matches the doctor's verdict on a batched lookup that goes to
-// its keys' segments alone; its groups are the keys' segments and the
-// segments the plan gathers from.
-var batchVerdict = regexp.MustCompile(`ok    a batched lookup of \d+ keys on (\d+) segments? is dispatched to those segments only \(Gather Motion (\d+):1\)`)

@@ -111,6 +111,10 @@ func (s *StatementSet) dropLookupFunction() {
 	s.LookupFunction, s.LookupCall, s.lookupSignature, s.lookupBody = "", "", "", ""
 }
 
+// LookupSignature returns the signature of the lookup function, as
+// to_regprocedure takes it; empty without one.
+func (s StatementSet) LookupSignature() string { return s.lookupSignature }
+
 // errLookupFunctionMissing says that the lookup function does not exist
 // and may not be created.
 var errLookupFunctionMissing = errors.New("the function does not exist")

@@ -29,7 +29,7 @@ func TestLookupFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signature := pgstore.LookupSignature(stmts)
+	signature := stmts.LookupSignature()
 	if signature == "" || stmts.LookupCall == "" {
 		t.Fatalf("the widgets statements have no lookup function: %+v", stmts)
 	}

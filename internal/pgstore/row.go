@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 
@@ -118,4 +119,24 @@ func (r *entryRow) entry() warmcache.Entry {
 	}
 	r.value, r.expires = nil, nil
 	return e
+}
+
+// rowOverhead is what a row of an append-optimized row table takes in its
+// block besides its key and value: the tuple and block headers, the
+// version and the alignment. Measured on Greenplum 7 with the default
+// 32 KiB block, a bytea value of 32,700 bytes under a one-byte key was
+// found by key and one of 32,740 bytes was not; the bound keeps a margin.
+const rowOverhead = 256
+
+// checkRow refuses a row whose key and value are over maxRow bytes (when
+// maxRow is not zero) with an error that wraps warmcache.ErrTooLarge: on an
+// append-optimized row table such a row spans blocks, and key lookups
+// would not find it. A JSON value is counted as its text; jsonb may store
+// it larger.
+func checkRow(ns *warmcache.Namespace, maxRow int, key warmcache.Key, value []byte) error {
+	if maxRow > 0 && len(key.Text)+len(value) > maxRow {
+		return fmt.Errorf("%w: namespace %q: a key and value of more than %d bytes do not fit one block of its append-optimized row table, where lookups by key would not find them; store large values in a heap or column-oriented table",
+			warmcache.ErrTooLarge, ns.Name, maxRow)
+	}
+	return nil
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,26 +52,6 @@ type table struct {
 	maxRow int
 }
 
-// rowOverhead is what a row of an append-optimized row table takes in its
-// block besides its key and value: the tuple and block headers, the
-// version and the alignment. Measured on Greenplum 7 with the default
-// 32 KiB block, a bytea value of 32,700 bytes under a one-byte key was
-// found by key and one of 32,740 bytes was not; the bound keeps a margin.
-const rowOverhead = 256
-
-// checkRow refuses a row whose key and value are over maxRow bytes (when
-// maxRow is not zero) with an error that wraps warmcache.ErrTooLarge: on an
-// append-optimized row table such a row spans blocks, and key lookups
-// would not find it. A JSON value is counted as its text; jsonb may store
-// it larger.
-func checkRow(ns *warmcache.Namespace, maxRow int, key warmcache.Key, value []byte) error {
-	if maxRow > 0 && len(key.Text)+len(value) > maxRow {
-		return fmt.Errorf("%w: namespace %q: a key and value of more than %d bytes do not fit one block of its append-optimized row table, where lookups by key would not find them; store large values in a heap or column-oriented table",
-			warmcache.ErrTooLarge, ns.Name, maxRow)
-	}
-	return nil
-}
-
 // Dialect returns the dialect the server speaks.
 func (s *Store) Dialect() dialect.Dialect { return s.dialect }
 
@@ -79,6 +62,38 @@ func (s *Store) ExecMode() string { return ExecModeName(s.modes.Read) }
 // WriteExecMode returns the exec mode of writes, which differs from
 // ExecMode on Greenplum with ExecMode "auto".
 func (s *Store) WriteExecMode() string { return ExecModeName(s.modes.Write) }
+
+// Pool returns the store's connection pool, for the tools that examine
+// the warehouse as the store reads it (the doctor).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Table is one namespace's table as the store runs it.
+type Table struct {
+	Namespace *warmcache.Namespace
+	// Statements are the statements the store runs now on the table:
+	// without the lookup or the write function once the store has found it
+	// dropped.
+	Statements StatementSet
+	// ReadMode is the exec mode of the store's reads.
+	ReadMode pgx.QueryExecMode
+}
+
+// Tables returns the store's tables, in namespace name order.
+func (s *Store) Tables() []Table {
+	out := make([]Table, 0, len(s.tables))
+	for _, t := range s.tables {
+		st := t.stmts
+		if t.functionGone.Load() {
+			st.dropLookupFunction()
+		}
+		if t.writeFunctionGone.Load() {
+			st.dropWriteFunction()
+		}
+		out = append(out, Table{Namespace: t.ns, Statements: st, ReadMode: s.modes.Read})
+	}
+	slices.SortFunc(out, func(a, b Table) int { return strings.Compare(a.Namespace.Name, b.Namespace.Name) })
+	return out
+}
 
 // Close closes the pool, waiting for acquired connections to be released,
 // and unregisters the store's metrics.
@@ -106,10 +121,4 @@ func (s *Store) table(ns *warmcache.Namespace) (*table, error) {
 		return nil, fmt.Errorf("pgstore: %w: %q", warmcache.ErrUnknownNamespace, ns.Name)
 	}
 	return t, nil
-}
-
-// isRequestError reports whether err is an answer about the request rather
-// than a failure of the warehouse.
-func isRequestError(err error) bool {
-	return warmcache.Classify(err) == warmcache.ClassClient
 }

@@ -130,6 +130,10 @@ func (s *StatementSet) dropWriteFunction() {
 	s.WriteFunction, s.WriteCall, s.writeSignature, s.writeBody = "", "", "", ""
 }
 
+// WriteSignature returns the signature of the write function, as
+// to_regprocedure takes it; empty without one.
+func (s StatementSet) WriteSignature() string { return s.writeSignature }
+
 // useWriteFunction decides whether a table writes through its write
 // function, as useLookupFunction decides for lookups, and leaves stmts
 // without it when not.

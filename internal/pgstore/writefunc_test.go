@@ -47,7 +47,7 @@ func TestWriteFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	signature := pgstore.WriteSignature(stmts)
+	signature := stmts.WriteSignature()
 	if signature == "" || stmts.WriteCall == "" {
 		t.Fatalf("the widgets statements have no write function: %+v", stmts)
 	}

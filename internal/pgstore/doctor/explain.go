@@ -1,4 +1,4 @@
-package pgstore
+package doctor
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/pgstore"
 )
 
 // PlanNode is one node of a text EXPLAIN, as the doctor reads it.
@@ -462,7 +463,7 @@ func (c PlanCheck) writes(add func(Severity, string, ...any)) {
 	if c.SequenceCache > 1 {
 		add(SeverityWarn, "the version sequence %s has CACHE %d: each session hands out values from its own block, so versions drawn "+
 			"on different connections are not ordered. Writes still keep each key's versions growing, but a key written again after "+
-			"its delete may get a version below the delete's; run ALTER SEQUENCE %s CACHE 1", VersionSequence, c.SequenceCache, VersionSequence)
+			"its delete may get a version below the delete's; run ALTER SEQUENCE %s CACHE 1", pgstore.VersionSequence, c.SequenceCache, pgstore.VersionSequence)
 	}
 	if c.WritePlan == "" {
 		return

@@ -1,4 +1,9 @@
-package pgstore
+// Package doctor checks how the warehouse really executes each namespace's
+// key lookup and writes, as pgstore sends them: it explains the statements
+// on the store's pool (doctor.go) and judges the plans, the catalog's facts
+// and the session settings with pure rules (explain.go), for `warmcache
+// doctor` and the service's start.
+package doctor
 
 import (
 	"context"
@@ -9,8 +14,10 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -26,7 +33,7 @@ func (d Diagnosis) OK() bool {
 	return !slices.ContainsFunc(d.Findings, func(f Finding) bool { return f.Severity == SeverityWarn })
 }
 
-// Doctor checks how every namespace's key lookup is really executed, the
+// Diagnose checks how every namespace's key lookup is really executed, the
 // way the service runs it: the lookup statement is prepared with a
 // parameter of the key's type and executed five times with a key from the
 // table, and the sixth execution is explained, when PostgreSQL's plan cache
@@ -46,34 +53,36 @@ func (d Diagnosis) OK() bool {
 // works through PgBouncer in transaction pooling and changes nothing. The
 // diagnoses come in namespace name order. The error reports a namespace the
 // doctor could not check; the diagnoses before it are returned with it.
-func (s *Store) Doctor(ctx context.Context) ([]Diagnosis, error) {
-	names := make([]string, 0, len(s.tables))
-	for name := range s.tables {
-		names = append(names, name)
-	}
-	slices.Sort(names)
+func Diagnose(ctx context.Context, s *pgstore.Store) ([]Diagnosis, error) {
+	d := doctor{pool: s.Pool(), dialect: s.Dialect()}
 	var out []Diagnosis
-	for _, name := range names {
-		t := s.tables[name]
-		check, err := s.checkLookup(ctx, t)
+	for _, t := range s.Tables() {
+		name := t.Namespace.Name
+		check, err := d.checkLookup(ctx, t)
 		if err != nil {
 			return out, fmt.Errorf("pgstore: doctor %s: %w", name, err)
 		}
-		findings := append(check.Findings(), s.lookupFunctionFinding(t)...)
-		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: append(findings, s.writeFunctionFinding(t)...)})
+		findings := append(check.Findings(), d.lookupFunctionFinding(t)...)
+		out = append(out, Diagnosis{Namespace: name, Check: check, Findings: append(findings, d.writeFunctionFinding(t)...)})
 	}
 	return out, nil
+}
+
+// doctor is the pool and the dialect of the store it examines.
+type doctor struct {
+	pool    *pgxpool.Pool
+	dialect dialect.Dialect
 }
 
 // lookupFunctionFinding says how t's batched lookups are planned on
 // PostgreSQL: once per session through the lookup function, or at every
 // query without it.
-func (s *Store) lookupFunctionFinding(t *table) []Finding {
+func (d doctor) lookupFunctionFinding(t pgstore.Table) []Finding {
 	switch {
-	case s.dialect != dialect.Postgres:
+	case d.dialect != dialect.Postgres:
 		return nil
-	case t.stmts.LookupCall != "" && !t.functionGone.Load():
-		return []Finding{{SeverityOK, fmt.Sprintf("lookups read through %s, whose plan each session keeps", t.stmts.lookupSignature)}}
+	case t.Statements.LookupCall != "":
+		return []Finding{{SeverityOK, fmt.Sprintf("lookups read through %s, whose plan each session keeps", t.Statements.LookupSignature())}}
 	default:
 		return []Finding{{SeverityNote, "lookups are planned at every query: no lookup function (--pg-lookup-function=off, or it could not be created or was dropped; see the service's log)"}}
 	}
@@ -82,14 +91,14 @@ func (s *Store) lookupFunctionFinding(t *table) []Finding {
 // writeFunctionFinding says how many round trips a write of t costs on
 // PostgreSQL: one through the write function, else a transaction of its
 // own.
-func (s *Store) writeFunctionFinding(t *table) []Finding {
+func (d doctor) writeFunctionFinding(t pgstore.Table) []Finding {
 	switch {
-	case s.dialect != dialect.Postgres || !t.ns.Writable:
+	case d.dialect != dialect.Postgres || !t.Namespace.Writable:
 		return nil
-	case t.stmts.WriteCall != "" && !t.writeFunctionGone.Load():
+	case t.Statements.WriteCall != "":
 		return []Finding{{SeverityOK, fmt.Sprintf("writes run through %s: a write of one key, conditional or not, or a delete, is one statement and one round trip, "+
-			"and a transaction of several is one round trip", t.stmts.writeSignature)}}
-	case t.stmts.AppendOptimized:
+			"and a transaction of several is one round trip", t.Statements.WriteSignature())}}
+	case t.Statements.AppendOptimized:
 		return nil
 	default:
 		return []Finding{{SeverityNote, "a write takes two round trips (its locks and version, then the write with its commit): no write function " +
@@ -98,10 +107,10 @@ func (s *Store) writeFunctionFinding(t *table) []Finding {
 }
 
 // checkLookup gathers the PlanCheck of one namespace.
-func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
-	ns := t.ns
-	check := PlanCheck{Dialect: s.dialect, Table: ns.Table, KeyColumn: ns.KeyColumn, Packed: ns.Layout == warmcache.LayoutPacked}
-	tx, err := s.pool.Begin(ctx)
+func (d doctor) checkLookup(ctx context.Context, t pgstore.Table) (PlanCheck, error) {
+	ns := t.Namespace
+	check := PlanCheck{Dialect: d.dialect, Table: ns.Table, KeyColumn: ns.KeyColumn, Packed: ns.Layout == warmcache.LayoutPacked}
+	tx, err := d.pool.Begin(ctx)
 	if err != nil {
 		return check, err
 	}
@@ -117,7 +126,7 @@ func (s *Store) checkLookup(ctx context.Context, t *table) (PlanCheck, error) {
 	if err != nil {
 		return check, err
 	}
-	err = s.explainLookups(ctx, tx, t, key, &check)
+	err = explainLookups(ctx, tx, t, key, &check)
 	return check, err
 }
 
@@ -155,7 +164,7 @@ func readTableFacts(ctx context.Context, tx pgx.Tx, ns *warmcache.Namespace, che
 		check.Writable = true
 		err := tx.QueryRow(ctx, `SELECT coalesce((SELECT s.cache_size FROM pg_sequences s
 WHERE s.sequencename = $1 AND s.schemaname = ANY (current_schemas(false))
-ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, simple, VersionSequence).Scan(&check.SequenceCache)
+ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, simple, pgstore.VersionSequence).Scan(&check.SequenceCache)
 		if err != nil {
 			return fmt.Errorf("read the version sequence: %w", err)
 		}
@@ -166,8 +175,11 @@ ORDER BY array_position(current_schemas(false), s.schemaname) LIMIT 1), 0)`, sim
 // sampleKey returns a key from ns's table, so that the plan is the one of a
 // real hit, or key "0" when the table is empty.
 func sampleKey(ctx context.Context, tx pgx.Tx, ns *warmcache.Namespace) (any, error) {
-	var key any = keyArg(ns, warmcache.Key{Text: "0"})
-	err := tx.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", ident(ns.KeyColumn), tableIdent(ns.Table)), pgx.QueryExecModeSimpleProtocol).Scan(&key)
+	var key any = "0"
+	if ns.KeyType == warmcache.KeyBigint {
+		key = int64(0)
+	}
+	err := tx.QueryRow(ctx, fmt.Sprintf("SELECT %s FROM %s LIMIT 1", pgx.Identifier{ns.KeyColumn}.Sanitize(), tableIdent(ns.Table)), pgx.QueryExecModeSimpleProtocol).Scan(&key)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return key, fmt.Errorf("sample a key: %w", err)
 	}
@@ -178,7 +190,7 @@ func sampleKey(ctx context.Context, tx pgx.Tx, ns *warmcache.Namespace) (any, er
 // executions, on partitioned PostgreSQL the generic plan, for a writable
 // namespace the write, on Greenplum the batched lookup, and, when the
 // lookup scans without an index, the plan with sequential scans disabled.
-func (s *Store) explainLookups(ctx context.Context, tx pgx.Tx, t *table, key any, check *PlanCheck) error {
+func explainLookups(ctx context.Context, tx pgx.Tx, t pgstore.Table, key any, check *PlanCheck) error {
 	const simple = pgx.QueryExecModeSimpleProtocol
 	// Prepared statements outlive a rollback: a savepoint keeps the
 	// transaction usable after a failure so that they can be deallocated
@@ -203,14 +215,14 @@ func (s *Store) explainLookups(ctx context.Context, tx pgx.Tx, t *table, key any
 			return err
 		}
 	}
-	if t.ns.Writable {
+	if t.Namespace.Writable {
 		if check.WritePlans, err = explainWrites(ctx, tx, t, key); err != nil {
 			return err
 		}
 		check.WritePlan = check.WritePlans[0].Plan
 	}
 	if check.Dialect == dialect.Greenplum {
-		if err := s.explainBatch(ctx, tx, t, check); err != nil {
+		if err := explainBatch(ctx, tx, t, check); err != nil {
 			return err
 		}
 	}
@@ -229,7 +241,7 @@ func (s *Store) explainLookups(ctx context.Context, tx pgx.Tx, t *table, key any
 // prefix, and remembers them so that release can deallocate them.
 type lookupExplainer struct {
 	tx       pgx.Tx
-	t        *table
+	t        pgstore.Table
 	key      any
 	prefix   string
 	prepared []string
@@ -240,7 +252,7 @@ type lookupExplainer struct {
 func (e *lookupExplainer) explain(ctx context.Context, suffix string, executions int) (string, error) {
 	const simple = pgx.QueryExecModeSimpleProtocol
 	name := e.prefix + suffix
-	if _, err := e.tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, e.t.ns.KeyType, e.t.stmts.Lookup), simple); err != nil {
+	if _, err := e.tx.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, e.t.Namespace.KeyType, e.t.Statements.Lookup), simple); err != nil {
 		return "", fmt.Errorf("prepare the lookup: %w", err)
 	}
 	e.prepared = append(e.prepared, name)
@@ -275,18 +287,21 @@ const batchSampleKeys = 4
 // explainBatch explains, on Greenplum, the batched lookup of a few keys
 // from two segments (one when the table lives on one), in the service's
 // read mode, and records on how many segments the keys live.
-func (s *Store) explainBatch(ctx context.Context, tx pgx.Tx, t *table, check *PlanCheck) error {
-	ns := t.ns
+func explainBatch(ctx context.Context, tx pgx.Tx, t pgstore.Table, check *PlanCheck) error {
+	ns := t.Namespace
 	const simple = pgx.QueryExecModeSimpleProtocol
 	// Two keys from each of the two lowest segments that hold rows.
 	rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT k::text, seg FROM (
   SELECT %[1]s AS k, gp_segment_id AS seg, row_number() OVER (PARTITION BY gp_segment_id ORDER BY %[1]s) AS n
   FROM (SELECT %[1]s, gp_segment_id FROM %[2]s LIMIT 1000) AS sample) AS numbered
-WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(ns.Table), batchSampleKeys/2, batchSampleKeys), simple)
+WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, pgx.Identifier{ns.KeyColumn}.Sanitize(), tableIdent(ns.Table), batchSampleKeys/2, batchSampleKeys), simple)
 	if err != nil {
 		return fmt.Errorf("sample keys for the batched lookup: %w", err)
 	}
-	var keys []warmcache.Key
+	var (
+		keys  []int64 // of a bigint key
+		texts []string
+	)
 	segments := map[int]bool{}
 	var text string
 	var seg int
@@ -295,7 +310,7 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 		if err != nil {
 			return err
 		}
-		keys = append(keys, k)
+		keys, texts = append(keys, k.Int), append(texts, k.Text)
 		segments[seg] = true
 		return nil
 	})
@@ -305,8 +320,11 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 	if len(keys) == 0 {
 		return nil // an empty table: nothing to judge
 	}
-	arg := keyArray(ns, keys)
-	plan, err := tx.Query(ctx, "EXPLAIN "+t.stmts.LookupMany, s.modes.Read, arg)
+	var arg any = texts // the key array, in the key column's type
+	if ns.KeyType == warmcache.KeyBigint {
+		arg = keys
+	}
+	plan, err := tx.Query(ctx, "EXPLAIN "+t.Statements.LookupMany, t.ReadMode, arg)
 	if err != nil {
 		return fmt.Errorf("explain the batched lookup: %w", err)
 	}
@@ -321,7 +339,7 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, ident(ns.KeyColumn), tableIdent(n
 // explainWrite returns the EXPLAIN of the namespace's write of key, as the
 // service runs it: the upsert, or the UPDATE of an append-optimized table,
 // with the version as a parameter. EXPLAIN without ANALYZE runs nothing.
-func explainWrite(ctx context.Context, tx pgx.Tx, t *table, key any) (string, error) {
+func explainWrite(ctx context.Context, tx pgx.Tx, t pgstore.Table, key any) (string, error) {
 	plans, err := explainWrites(ctx, tx, t, key)
 	if err != nil || len(plans) == 0 {
 		return "", err
@@ -341,8 +359,8 @@ type StatementPlan struct {
 // conditional update and the deletes, or on an append-optimized table the
 // UPDATE, the INSERT after it, and the UPDATE and DELETE of a delete. Each
 // runs with its versions as parameters, as the service sends them.
-func explainWrites(ctx context.Context, tx pgx.Tx, t *table, key any) ([]StatementPlan, error) {
-	st := t.stmts
+func explainWrites(ctx context.Context, tx pgx.Tx, t pgstore.Table, key any) ([]StatementPlan, error) {
+	st := t.Statements
 	// ttl is the TTL parameter of the statements that set an expiry.
 	ttl := func(args ...any) []any {
 		if st.Expiring {
@@ -440,4 +458,9 @@ ORDER BY c.relname LIMIT 1`, pgx.QueryExecModeSimpleProtocol, relid, ns.ValueCol
 		return "", fmt.Errorf("look up the GIN index: %w", err)
 	}
 	return name, nil
+}
+
+// tableIdent quotes a table name, qualified or not.
+func tableIdent(table string) string {
+	return pgx.Identifier(strings.Split(table, ".")).Sanitize()
 }
