@@ -55,8 +55,8 @@ func dictionaryErr(op string, err error) error {
 	return fmt.Errorf("pgstore: %s: %w", op, err)
 }
 
-// SampleValues returns up to n values of ns picked at random, as JSON text
-// exactly as lookups return them; fewer when the table has fewer rows, none
+// SampleValues returns up to n values of ns picked at random, as the
+// value's bytes exactly as lookups return them; fewer when the table has fewer rows, none
 // when it is empty. Rows whose value is NULL are left out. It costs one scan
 // of the table: every row draws a random number and the n smallest are kept
 // (a bounded top-n sort). That suits an occasional offline task such as

@@ -9,7 +9,21 @@
 // configuration stops the service at start rather than at the first miss.
 //
 // Each namespace's SQL is built once by Statements. Keys are passed with the
-// key column's exact type, values as JSON text, and versions come from the
+// key column's exact type, values as the value's bytes (JSON text, or the
+// bytea of a bytes namespace), and versions come from the
 // warmcache_version_seq sequence, so that the hot tier can order fills and
 // invalidations by version.
+//
+// Besides the tier, the Store serves what the core asks of the warehouse:
+// bulk loads (warmcache.Loader), the non-key query (warmcache.Searcher),
+// the sweep of expired rows (warmcache.Expirer), the change poll and the
+// namespace generations (freshness.go), and the value dictionaries. The
+// tools that examine how the warehouse executes its statements read them
+// through Pool and Tables.
+//
+// Its files: open.go connects and probes the server; lookup.go and
+// gpbatch.go read keys, write.go and writefunc.go write them; row.go holds
+// a row's arguments and its one reader into an Entry; statements.go,
+// lookupfunc.go and validate.go build the SQL and check it against the
+// catalog at start.
 package pgstore

@@ -15,8 +15,9 @@ import (
 )
 
 // Lookup reads key. An absent key is an Entry with Found false and a nil
-// error; a NULL value column reads as the JSON null. Other errors are the warehouse's, wrapped; an unknown namespace
-// wraps warmcache.ErrUnknownNamespace.
+// error; a NULL value column of a JSON layout reads as the JSON null. Other
+// errors are the warehouse's, wrapped; an unknown namespace wraps
+// warmcache.ErrUnknownNamespace.
 func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key) (e warmcache.Entry, err error) {
 	t, err := s.table(ns)
 	if err != nil {
@@ -92,7 +93,7 @@ func (s *Store) lookupPositions(ctx context.Context, t *table, keys []warmcache.
 }
 
 // readPositions runs sql, which returns a key's 1-based position in arg, its
-// value as JSON text and its version, and places each row in entries.
+// value and its version, and places each row in entries.
 func (s *Store) readPositions(ctx context.Context, t *table, sql string, arg any, entries []warmcache.Entry) error {
 	rows, err := s.pool.Query(ctx, sql, s.modes.Read, arg)
 	if err != nil {

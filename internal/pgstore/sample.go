@@ -7,7 +7,7 @@ import (
 )
 
 // SampleStatement returns the SQL that reads up to $1 rows of ns as the
-// service returns them: the key, the value as JSON text and the version.
+// service returns them: the key, the value's bytes and the version.
 // The rows are the first the table yields, in no particular order. It needs
 // no database and fails when the namespace is incomplete.
 func SampleStatement(ns *warmcache.Namespace) (string, error) {

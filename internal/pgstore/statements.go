@@ -21,10 +21,11 @@ const maxColumns = 50
 // StatementSet holds the SQL of one namespace, built once when the store
 // opens. Parameters always carry the key column's exact type ($1::bigint or
 // $1::text), so that the planner uses the key index and, on Greenplum,
-// dispatches to one segment. Values are JSON text: the packed layout returns
-// the value column as text, the columns layout builds an object from the
-// typed columns with json_build_object. The bytes layout is the exception:
-// its value is a bytea, written from a bytes parameter and read as it is.
+// dispatches to one segment. A value travels as the value's bytes: JSON
+// text in the JSON layouts, where the packed layout returns the value
+// column as text and the columns layout builds an object from the typed
+// columns with json_build_object; in the bytes layout a bytea, written
+// from a bytes parameter and read as it is.
 //
 // Every write runs in a transaction that first takes the write lock of
 // each of its keys (KeyLock, a transaction-scoped advisory lock on a hash
@@ -51,16 +52,15 @@ const maxColumns = 50
 //     KeyLock and NextVersion read no table, so they run on the coordinator
 //     alone.
 type StatementSet struct {
-	// Lookup reads one key ($1). It returns the value as JSON text and the
-	// version.
+	// Lookup reads one key ($1). It returns the value and the version.
 	Lookup string
 	// LookupMany reads the keys of an array ($1). It returns the key, the
-	// value as JSON text and the version, one row per key found. It is
+	// value and the version, one row per key found. It is
 	// Greenplum's batched read (see Store.lookupManyGreenplum).
 	LookupMany string
 	// LookupPositions reads the keys of an array ($1) as a join of the
 	// array with the table: it returns each found key's 1-based position
-	// in the array, the value as JSON text and the version. PostgreSQL
+	// in the array, the value and the version. PostgreSQL
 	// reads each key with one index probe, in the one partition the key
 	// hashes to (run-time pruning), where `= ANY($1)` probes every
 	// partition's index for every key of the array; and the store places
@@ -112,7 +112,7 @@ type StatementSet struct {
 	// coordinator alone.
 	NextVersion string
 
-	// Upsert inserts or replaces key $1 with JSON value $2 at version $3,
+	// Upsert inserts or replaces key $1 with value $2 at version $3,
 	// or at the old version + 1 when that is greater, and returns the
 	// stored value and version. It is empty with AppendOptimized.
 	Upsert string
@@ -128,7 +128,7 @@ type StatementSet struct {
 	// version; no row means the key is absent, and Insert follows in the
 	// same transaction. It is set only with AppendOptimized.
 	Update string
-	// Insert inserts key $1 with JSON value $2 at version $3 and returns
+	// Insert inserts key $1 with value $2 at version $3 and returns
 	// the stored value and version: with AppendOptimized, the second half
 	// of a write after Update found no row; on its own, a write that only
 	// creates, which the key's unique index refuses (unique_violation)

@@ -19,9 +19,10 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// Put upserts value, a JSON document, for key and returns the stored entry:
-// the value as the warehouse returns it on read (canonical JSON text for a
-// jsonb column, an object rebuilt from the columns for the columns layout)
+// Put upserts value, the value's bytes, for key and returns the stored
+// entry: the value as the warehouse returns it on read (canonical JSON text
+// for a jsonb column, an object rebuilt from the columns for the columns
+// layout, the same bytes for the bytes layout)
 // and its new version: one drawn from the version sequence, or the row's
 // old version + 1 when that is greater, decided under the row's lock, so
 // that a key's versions grow strictly in commit order (see StatementSet).
