@@ -79,12 +79,11 @@ func (s *Store) lookupFunctionFinding(t *table) []Finding {
 	}
 }
 
-// writeFunctionFinding says how many round trips a write of t costs on
-// PostgreSQL: one through the write function, else a transaction of its
-// own.
+// writeFunctionFinding says how many round trips a write of t costs: one
+// through the write function, else a transaction of its own.
 func (s *Store) writeFunctionFinding(t *table) []Finding {
 	switch {
-	case s.dialect != dialect.Postgres || !t.ns.Writable:
+	case !t.ns.Writable:
 		return nil
 	case t.stmts.WriteCall != "" && !t.writeFunctionGone.Load():
 		return []Finding{{SeverityOK, fmt.Sprintf("writes run through %s: a write of one key, conditional or not, or a delete, is one statement and one round trip, "+
