@@ -487,36 +487,7 @@ func command(ctx context.Context, env []string, name string, args ...string) *ex
 // workers for o.duration and returns the successful requests per second
 // and the CPU µs of process pid per request.
 func attack(ctx context.Context, client *http.Client, pid int, o options, next func() *http.Request) (float64, float64) {
-	var ok atomic.Int64
-	cpu0 := processCPU(pid)
-	began := time.Now()
-	deadline := began.Add(o.duration)
-	var wg sync.WaitGroup
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				req := next()
-				if req == nil {
-					return
-				}
-				resp, err := client.Do(req.WithContext(ctx))
-				if err != nil {
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode < 300 {
-					ok.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(began).Seconds()
-	n := float64(ok.Load())
-	return n / took, (processCPU(pid) - cpu0).Seconds() * 1e6 / max(n, 1)
+	return attackN(ctx, client, []int{pid}, o, next)
 }
 
 // processCPU returns the user and system CPU time of process pid.
