@@ -6,6 +6,7 @@ import (
 	mathrand "math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -61,52 +62,31 @@ func (r *gpRun) writes(ctx context.Context) error {
 		return err
 	}
 	defer r.releaseCluster(place)
-	var runs []writeRun
-	service := func(name string, next func() *http.Request) writeRun {
-		stop := meter(r.svcPID)
-		res := attack(r.client, o.writeWorkers, o.duration, func() (*http.Request, string) { return next(), "" })
-		return writeRun{name: name, clients: o.writeWorkers, rate: res.rate(), p50: res.p(0.5), p99: res.p(0.99), errs: res.errs, cpu: stop(), writes: float64(len(res.lat))}
-	}
-	put := func() *http.Request {
-		req, _ := http.NewRequest(http.MethodPut, r.kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(writeDoc))
-		return req
-	}
-	// A second unmeasured opens the service's connections and clients'.
-	_ = attack(r.client, o.writeWorkers, time.Second, func() (*http.Request, string) { return put(), "" })
-	runs = append(runs, service("service `PUT`, random keys", put))
-
-	// Conditional PUTs and DELETEs take each key once, from two disjoint
-	// thirds of a shuffled order.
+	// Conditional PUTs and DELETEs take each key once, from disjoint
+	// parts of a shuffled order: a sixth of the keys for each.
 	order := mathrand.Perm(o.rows)
-	third := o.rows / 3
-	ifMatchKeys, deleteKeys := order[:third], order[third:2*third]
-	versions, err := r.versions(ctx, ifMatchKeys)
+	part := o.rows / 6
+	var runs []writeRun
+	one, err := r.serviceWrites(ctx, "", r.kv, r.svcPID, order[:part], order[part:2*part])
 	if err != nil {
 		return err
 	}
-	var next atomic.Int64
-	runs = append(runs, service("service `PUT` with `If-Match` at the key's version", func() *http.Request {
-		i := next.Add(1) - 1
-		if i >= int64(len(ifMatchKeys)) {
-			return nil
-		}
-		k := ifMatchKeys[i] + 1
-		req, _ := http.NewRequest(http.MethodPut, r.kv+strconv.Itoa(k), strings.NewReader(writeDoc))
-		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(versions[k], 10)))
-		return req
-	}))
-	next.Store(0)
-	runs = append(runs, service("service `DELETE`", func() *http.Request {
-		i := next.Add(1) - 1
-		if i >= int64(len(deleteKeys)) {
-			return nil
-		}
-		req, _ := http.NewRequest(http.MethodDelete, r.kv+strconv.Itoa(deleteKeys[i]+1), nil)
-		return req
-	}))
-	if err := r.restore(ctx, deleteKeys); err != nil {
+	runs = append(runs, one...)
+	// The same service with the transaction of statements, before the
+	// write function: what the function gains, in the same run.
+	off, err := startService(append(slices.Clone(r.env), "WARMCACHE_PG_WRITE_FUNCTION=off", fmt.Sprintf("WARMCACHE_PG_MAX_CONNS=%d", 2*o.writeWorkers)), o.bin, r.nsFile)
+	if err != nil {
 		return err
 	}
+	defer off.stop()
+	if err := place.PinServers(off.cmd.Process.Pid); err != nil {
+		return err
+	}
+	two, err := r.serviceWrites(ctx, ", a transaction of statements (`--pg-write-function=off`)", off.base+"/v1/kv/widgets/", off.cmd.Process.Pid, order[2*part:3*part], order[3*part:4*part])
+	if err != nil {
+		return err
+	}
+	runs = append(runs, two...)
 	reference := func(name, script string) (writeRun, error) {
 		stop := meter(r.svcPID)
 		pb, err := pgbenchOn(place.LoaderPrefix(), o, r.dsn, r.dir, "simple", o.writeWorkers, fmt.Sprintf(script, o.rows, writeDoc))
@@ -127,6 +107,50 @@ func (r *gpRun) writes(ctx context.Context) error {
 	runs = append(runs, plain, inline)
 	r.writeReport(place, runs, plain)
 	return nil
+}
+
+// serviceWrites measures the PUTs, the If-Match PUTs and the DELETEs of the
+// service at kv (process pid), each name followed by suffix; the deleted
+// keys are put back.
+func (r *gpRun) serviceWrites(ctx context.Context, suffix, kv string, pid int, ifMatchKeys, deleteKeys []int) ([]writeRun, error) {
+	o := r.o
+	service := func(name string, next func() *http.Request) writeRun {
+		stop := meter(pid)
+		res := attack(r.client, o.writeWorkers, o.duration, func() (*http.Request, string) { return next(), "" })
+		return writeRun{name: name + suffix, clients: o.writeWorkers, rate: res.rate(), p50: res.p(0.5), p99: res.p(0.99), errs: res.errs, cpu: stop(), writes: float64(len(res.lat))}
+	}
+	put := func() *http.Request {
+		req, _ := http.NewRequest(http.MethodPut, kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(writeDoc))
+		return req
+	}
+	// A second unmeasured opens the service's connections and clients'.
+	_ = attack(r.client, o.writeWorkers, time.Second, func() (*http.Request, string) { return put(), "" })
+	runs := []writeRun{service("service `PUT`, random keys", put)}
+	versions, err := r.versions(ctx, ifMatchKeys)
+	if err != nil {
+		return nil, err
+	}
+	var next atomic.Int64
+	runs = append(runs, service("service `PUT` with `If-Match` at the key's version", func() *http.Request {
+		i := next.Add(1) - 1
+		if i >= int64(len(ifMatchKeys)) {
+			return nil
+		}
+		k := ifMatchKeys[i] + 1
+		req, _ := http.NewRequest(http.MethodPut, kv+strconv.Itoa(k), strings.NewReader(writeDoc))
+		req.Header.Set("If-Match", strconv.Quote(strconv.FormatInt(versions[k], 10)))
+		return req
+	}))
+	next.Store(0)
+	runs = append(runs, service("service `DELETE`", func() *http.Request {
+		i := next.Add(1) - 1
+		if i >= int64(len(deleteKeys)) {
+			return nil
+		}
+		req, _ := http.NewRequest(http.MethodDelete, kv+strconv.Itoa(deleteKeys[i]+1), nil)
+		return req
+	}))
+	return runs, r.restore(ctx, deleteKeys)
 }
 
 // writeReport writes the lane's tables and targets.
@@ -161,6 +185,8 @@ func (r *gpRun) writeReport(place pin.Placement, runs []writeRun, plain writeRun
 	for _, w := range runs[:3] {
 		r.targets = append(r.targets, target("writes", w.name+" ≥ 0.8 × the plain upsert of `pgbench -M simple`", w.rate/plain.rate, 0.8))
 	}
+	fmt.Fprintf(&r.b, "The service's writes through the write function against the same service's transaction of statements: `PUT` %.2f×, `If-Match` %.2f×, `DELETE` %.2f×.\n\n",
+		runs[0].rate/runs[3].rate, runs[1].rate/runs[4].rate, runs[2].rate/runs[5].rate)
 }
 
 // pinCluster moves the service and every process of the cluster to the

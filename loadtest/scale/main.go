@@ -238,14 +238,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	byRows, bySize := c.byRows, c.bySize
-	if err := chart(filepath.Join(o.out, "rows.png"), "requests/s by table size (rows)", byRows, func(p point) float64 { return float64(p.rows) }); err != nil {
-		return err
-	}
-	if err := chart(filepath.Join(o.out, "sizes.png"), "requests/s by value size (bytes)", bySize, func(p point) float64 { return float64(p.valueBytes) }); err != nil {
-		return err
-	}
-	if err := chart(filepath.Join(o.out, "gp-rows.png"), "Greenplum: requests/s by table size (rows)", c.gpRows, func(p point) float64 { return float64(p.rows) }); err != nil {
-		return err
+	rowsX := func(p point) float64 { return float64(p.rows) }
+	sizeX := func(p point) float64 { return float64(p.valueBytes) }
+	for _, ch := range []struct {
+		file, title string
+		points      []point
+		x           func(point) float64
+	}{
+		{"rows", "table size (rows)", byRows, rowsX},
+		{"sizes", "value size (bytes)", bySize, sizeX},
+		{"gp-rows", "table size (rows), Greenplum", c.gpRows, rowsX},
+	} {
+		if err := chart(filepath.Join(o.out, ch.file+".png"), "requests/s by "+ch.title, "requests/s", ch.points, ch.x, func(p point) map[string]float64 { return p.rate }); err != nil {
+			return err
+		}
+		if err := chart(filepath.Join(o.out, ch.file+"-cpu.png"), "service CPU µs per request by "+ch.title, "µs per request", ch.points, ch.x, func(p point) map[string]float64 { return p.cpu }); err != nil {
+			return err
+		}
 	}
 	if err := c.draw(o.out); err != nil {
 		return err
@@ -528,9 +537,9 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("%s never answered 200", url)
 }
 
-// chart draws one line per path, requests per second against x, on
+// chart draws one line per path, y of each point against x, on
 // logarithmic axes.
-func chart(path, title string, points []point, x func(point) float64) error {
+func chart(path, title, yLabel string, points []point, x func(point) float64, y func(point) map[string]float64) error {
 	if len(points) == 0 {
 		return nil
 	}
@@ -538,12 +547,12 @@ func chart(path, title string, points []point, x func(point) float64) error {
 	pl.Title.Text = title
 	pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.LogTicks{}, plot.LogTicks{}
-	pl.Y.Label.Text = "requests/s"
+	pl.Y.Label.Text = yLabel
 	var lines []any
 	for _, name := range paths {
 		xys := make(plotter.XYs, 0, len(points))
 		for _, p := range points {
-			if r := p.rate[name]; r > 0 {
+			if r := y(p)[name]; r > 0 {
 				xys = append(xys, plotter.XY{X: x(p), Y: r})
 			}
 		}
@@ -571,12 +580,12 @@ func report(path string, o options, c curves, took time.Duration) error {
 		if len(points) == 0 {
 			return
 		}
-		p("## %s\n\n![%s](%s)\n\n| point | bulk load (`warmcache load`) | miss/s | hit/s | put/s | CPU µs per miss | per hit | per put |\n|---|---|---:|---:|---:|---:|---:|---:|\n", title, title, png)
+		p("## %s\n\n![%s](%s) ![CPU per request](%s)\n\n| point | bulk load (`warmcache load`) | miss/s | hit/s | put/s | CPU µs per miss | per hit | per put |\n|---|---|---:|---:|---:|---:|---:|---:|\n", title, title, png, strings.Replace(png, ".png", "-cpu.png", 1))
 		for _, pt := range points {
 			load := "(table reused)"
 			switch {
 			case pt.loadRate > 0 && pt.loadReused:
-				load = fmt.Sprintf("%.0f rows/s, %.1f MB/s (an earlier run's load of this table)", pt.loadRate, pt.loadMBps)
+				load = fmt.Sprintf("%.0f rows/s, %.1f MB/s (loaded before the run by the same `warmcache load`)", pt.loadRate, pt.loadMBps)
 			case pt.loadRate > 0:
 				load = fmt.Sprintf("%.0f rows/s, %.1f MB/s", pt.loadRate, pt.loadMBps)
 			}
