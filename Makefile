@@ -162,8 +162,11 @@ bench: localstack
 	bin/loadtest -bin $(BIN) $(BENCHFLAGS)
 
 # Cost curves (not in CI): misses, hits and writes at 100k and 1M rows and at
-# values of 100 B to 1 MiB, each table bulk-loaded once with warmcache load
-# into a database of its own; writes loadtest/scale/SCALE.md and its PNGs.
+# values of 100 B to 1 MiB, and with WARMCACHE_TEST_GREENPLUM_DSN set at 100k,
+# 1M and 5M rows on Greenplum, each table bulk-loaded with warmcache load into
+# a database of its own (dropped at the end unless SCALEFLAGS=-keep); the
+# batch size of _mget, one to four instances, the near cache's heap per entry;
+# writes loadtest/scale/SCALE.md and its PNGs.
 bench-scale: localstack
 	$(STACK) up
 	$(GO) build -o $(BIN) ./cmd/warmcache

@@ -66,14 +66,14 @@ type Options struct {
 	// warning and reads with the plain statement. Greenplum never uses it.
 	LookupFunction LookupFunction
 
-	// WriteFunction says whether writes on PostgreSQL go through a
-	// PL/pgSQL function of each writable table (StatementSet.WriteFunction)
+	// WriteFunction says whether writes go through a PL/pgSQL function of
+	// each writable table (StatementSet.WriteFunction)
 	// that takes the key's locks, draws the version and writes in one
 	// statement, so that a write is one round trip: "auto" (empty means
 	// auto) creates it when missing, "use" takes one that exists, "off"
 	// writes in a transaction of statements. When the function cannot be
-	// created, Open logs a warning and writes without it. Greenplum and
-	// append-optimized tables never use it.
+	// created, Open logs a warning and writes without it. Append-optimized
+	// tables never use it.
 	WriteFunction LookupFunction
 
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each

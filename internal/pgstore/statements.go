@@ -222,7 +222,7 @@ func Statements(ns *warmcache.Namespace, appendOptimized bool) (StatementSet, er
 	p.writes(&s, ns, appendOptimized)
 	s.setLookupFunction(ns, tableSchema(ns.Table))
 	if ns.Writable {
-		s.setWriteFunction(ns, tableSchema(ns.Table))
+		s.setWriteFunction(ns, tableSchema(ns.Table), true)
 	}
 	return s, nil
 }

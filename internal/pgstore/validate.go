@@ -78,13 +78,18 @@ func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespa
 	}
 	stmts.dropLookupFunction()
 	stmts.dropWriteFunction()
-	if stmts.LookupPositions != "" {
+	// PostgreSQL reads and writes through the table's functions; Greenplum
+	// writes to its heap tables through one (see setWriteFunction).
+	postgres := stmts.LookupPositions != ""
+	if postgres || (srv.dialect == dialect.Greenplum && !stmts.AppendOptimized && ns.Writable) {
 		var schema string
 		if err := conn.QueryRow(ctx, "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1", relid).Scan(&schema); err != nil {
 			return nil, tableError(ns, "look up schema: %w", err)
 		}
-		useLookupFunction(ctx, conn, ns, schema, &stmts, lookups, log)
-		useWriteFunction(ctx, conn, ns, schema, &stmts, writes, log)
+		if postgres {
+			useLookupFunction(ctx, conn, ns, schema, &stmts, lookups, log)
+		}
+		useWriteFunction(ctx, conn, ns, schema, &stmts, writes, postgres, log)
 	}
 	if err := prepareStatements(ctx, conn, ns, stmts); err != nil {
 		return nil, err

@@ -17,17 +17,20 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// A write function is a PL/pgSQL function of a table, on PostgreSQL, that
-// does in one statement what a write otherwise does in a transaction of
-// its own (see StatementSet): it takes the table's shared lock, the write
-// lock of each key and the lock of each key's row, draws the version, and
-// upserts, updates if the version matches, or deletes. Called alone it is
-// one round trip, and its implicit transaction commits with it; the
-// writes of a transaction are one BEGIN, one call per write and the
-// COMMIT, sent together. Like the lookup function, it keeps the plans of
-// its statements in each server session, whichever client PgBouncer gives
-// the session to; a statement sent alone through PgBouncer is planned at
-// every call. What it gains: docs/warehouse.md#the-write-function.
+// A write function is a PL/pgSQL function of a table, on PostgreSQL and on
+// Greenplum's heap tables, that does in one statement what a write
+// otherwise does in a transaction of its own (see StatementSet): it takes
+// the table's shared lock, the write lock of each key and, on PostgreSQL,
+// the lock of each key's row, draws the version, and upserts, updates if
+// the version matches, or deletes. Called alone it is one round trip, and
+// its implicit transaction commits with it; the writes of a transaction
+// are one BEGIN, one call per write and the COMMIT, sent together. Like
+// the lookup function, it keeps the plans of its statements in each server
+// session, whichever client PgBouncer gives the session to; a statement
+// sent alone through PgBouncer is planned at every call. On Greenplum the
+// call runs on the coordinator, and each statement in it, the version
+// passed as a variable, goes to the key's segment alone, as the statement
+// sent by itself does. What it gains: docs/warehouse.md#the-write-function.
 //
 // A write that did not apply raises writeNotFound or writeMismatch, so
 // that a transaction of several writes is rolled back whole by its own
@@ -49,9 +52,12 @@ const (
 )
 
 // setWriteFunction fills in the write function of s from its write
-// statements, in schema (unqualified when empty). Tables whose names
-// contain a dollar sign, and append-optimized ones, get none.
-func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string) {
+// statements, in schema (unqualified when empty). With rowLocks
+// (PostgreSQL) it locks each key's row too; on Greenplum, where a row lock
+// locks the whole table, the key's advisory lock alone orders its writers,
+// as in the transaction of statements. Tables whose names contain a dollar
+// sign, and append-optimized ones, get none.
+func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string, rowLocks bool) {
 	s.dropWriteFunction()
 	if s.AppendOptimized || s.Upsert == "" || s.RowLock == "" {
 		return
@@ -87,7 +93,10 @@ func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string) 
 	b.WriteString("  IF wc$table_lock IS NOT NULL THEN\n")
 	b.WriteString("    PERFORM pg_advisory_xact_lock_shared(wc$table_lock);\n")
 	b.WriteString("    FOREACH wc$lock IN ARRAY wc$key_locks LOOP\n      PERFORM pg_advisory_xact_lock(wc$lock);\n    END LOOP;\n")
-	fmt.Fprintf(&b, "    FOREACH wc$row IN ARRAY wc$row_keys LOOP\n      PERFORM 1 FROM %s AS t WHERE t.%s = wc$row FOR UPDATE;\n    END LOOP;\n  END IF;\n", p.table, p.key)
+	if rowLocks {
+		fmt.Fprintf(&b, "    FOREACH wc$row IN ARRAY wc$row_keys LOOP\n      PERFORM 1 FROM %s AS t WHERE t.%s = wc$row FOR UPDATE;\n    END LOOP;\n", p.table, p.key)
+	}
+	b.WriteString("  END IF;\n")
 	b.WriteString("  wc$version := nextval(" + quoteLiteral(VersionSequence) + ");\n  wc$now := clock_timestamp();\n")
 	b.WriteString("  IF wc$delete THEN\n    IF wc$if_match IS NULL THEN\n      ")
 	b.WriteString(inFunction(s.Delete, "wc$key", "wc$version") + " INTO wc$out_version;\n    ELSE\n      ")
@@ -137,12 +146,12 @@ func (s StatementSet) WriteSignature() string { return s.writeSignature }
 // useWriteFunction decides whether a table writes through its write
 // function, as useLookupFunction decides for lookups, and leaves stmts
 // without it when not.
-func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, log *slog.Logger) {
+func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, rowLocks bool, log *slog.Logger) {
 	if setting == LookupFunctionOff || !ns.Writable {
 		stmts.dropWriteFunction()
 		return
 	}
-	stmts.setWriteFunction(ns, schema)
+	stmts.setWriteFunction(ns, schema, rowLocks)
 	if stmts.WriteCall == "" {
 		return
 	}

@@ -2,8 +2,10 @@
 // the results as Markdown. Every number is a ratio against a baseline
 // measured in the same run on the same cluster: service misses against
 // pgbench -M simple of the same lookup, Redis hits against a constant-body
-// HTTP floor, PUT latency against pgbench of the same two statements, bulk
-// loads per storage variant, and the advise table of the widgets data.
+// HTTP floor, PUT, If-Match PUT and DELETE against pgbench -M simple of a
+// plain upsert of the same row (pinned, with each process's CPU per
+// write), bulk loads per storage variant, and the advise table of the
+// widgets data. -lanes runs some of them.
 //
 //	go build -o bin/warmcache ./cmd/warmcache
 //	go run ./loadtest/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
@@ -55,8 +57,9 @@ import (
 type options struct {
 	bin, dsn, redis, pgbench, database string
 	rows, loadRows, adviseSample       int
-	workers                            int
+	workers, writeWorkers              int
 	duration                           time.Duration
+	lanes                              []string
 }
 
 func main() {
@@ -140,10 +143,13 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.loadRows, "load-rows", 100_000, "rows per bulk load")
 	fs.IntVar(&o.adviseSample, "advise-sample", 20_000, "rows warmcache advise samples; 0 leaves advise out")
 	fs.IntVar(&o.workers, "workers", 32, "concurrent clients of the service, of the peer and of pgbench")
+	fs.IntVar(&o.writeWorkers, "write-workers", 8, "concurrent clients of the write lane (the service's and pgbench's)")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measurement")
+	lanes := fs.String("lanes", "misses,hits,writes,loads", "the lanes to run, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
+	o.lanes = strings.Split(*lanes, ",")
 	if o.dsn == "" {
 		return options{}, errors.New("no -dsn and no WARMCACHE_TEST_GREENPLUM_DSN")
 	}
@@ -250,7 +256,7 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 func (r *gpRun) measure(ctx context.Context) error {
 	o := r.o
 	intro := fmt.Sprintf("One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
-		"The service, the peer, the load generator and the cluster share the machine's CPUs: the cluster is a coordinator and three segments of processes of their own, so nothing is pinned here.\n\n",
+		"The service, the peer, the load generator and the cluster share the machine's CPUs (the cluster is a coordinator and three segments of processes of their own): the misses are not pinned; the hits and the writes say how they are.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(r.version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
 	defer func() {
 		body := r.b.String()
@@ -259,17 +265,21 @@ func (r *gpRun) measure(ctx context.Context) error {
 		r.writeTargets()
 		r.b.WriteString(body)
 	}()
-	if err := r.misses(); err != nil {
-		return err
-	}
-	if err := r.hits(); err != nil {
-		return err
-	}
-	if err := r.writes(); err != nil {
-		return err
-	}
-	if err := r.bulkLoads(ctx); err != nil {
-		return err
+	for _, lane := range []struct {
+		name string
+		run  func() error
+	}{
+		{"misses", r.misses},
+		{"hits", r.hits},
+		{"writes", func() error { return r.writes(ctx) }},
+		{"loads", func() error { return r.bulkLoads(ctx) }},
+	} {
+		if !slices.Contains(o.lanes, lane.name) {
+			continue
+		}
+		if err := lane.run(); err != nil {
+			return fmt.Errorf("%s: %w", lane.name, err)
+		}
 	}
 	fmt.Fprintf(&r.b, "Load average %s at the end.\n", loadAvg())
 	return nil
@@ -452,44 +462,6 @@ func (r *gpRun) pinnedHits() (*pinnedHitRuns, string, error) {
 		}
 	}
 	return res, "", nil
-}
-
-// writes measures PUT latency, one client, against pgbench of the same
-// statements, and PUT throughput with every client.
-func (r *gpRun) writes() error {
-	o := r.o
-	var putN atomic.Int64
-	put := attack(r.client, 1, o.duration, func() (*http.Request, string) {
-		n := putN.Add(1)
-		req, _ := http.NewRequest("PUT", r.kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(fmt.Sprintf(`{"widget":{"id":"%d","debug":"off"}}`, n)))
-		return req, ""
-	})
-	putPar := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
-		req, _ := http.NewRequest("PUT", r.kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(`{"widget":{"debug":"off"}}`))
-		return req, ""
-	})
-	upsert := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\nSELECT nextval('warmcache_version_seq') AS v \\gset\n" +
-		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, :v) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = GREATEST(EXCLUDED.version, t.version + 1) RETURNING value::text, t.version;` + "\n"
-	inline := "\\set k random(1, " + strconv.Itoa(o.rows) + ")\n" +
-		`INSERT INTO widgets AS t (key, value, version) VALUES (:k, '{"widget":{"debug":"off"}}'::jsonb, nextval('warmcache_version_seq')) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = nextval('warmcache_version_seq') RETURNING value::text, t.version;` + "\n"
-	pbUpsert, err := pgbench(o, r.dsn, r.dir, "simple", 1, upsert)
-	if err != nil {
-		return err
-	}
-	pbInline, err := pgbench(o, r.dsn, r.dir, "simple", 1, inline)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(&r.b, "| write | req/s | p50 | p99 | mean | ratio | baseline |\n|---|---:|---:|---:|---:|---:|---|\n")
-	fmt.Fprintf(&r.b, "| service `PUT`, 1 client (%s) | %s | %s | %s | %s | %.2f | pgbench mean latency |\n",
-		put.tags(), num(put.rate()), ms(put.p(0.5)), ms(put.p(0.99)), ms(put.mean()), float64(put.mean())/float64(pbUpsert.latency))
-	fmt.Fprintf(&r.b, "| service `PUT`, %d clients (%s) | %s | %s | %s | %s | | |\n",
-		o.workers, putPar.tags(), num(putPar.rate()), ms(putPar.p(0.5)), ms(putPar.p(0.99)), ms(putPar.mean()))
-	fmt.Fprintf(&r.b, "| `pgbench -M simple`, 1 client: `SELECT nextval()`, then the upsert with the version as a parameter | %s | | | %s | 1.00 | |\n",
-		num(pbUpsert.tps), ms(pbUpsert.latency))
-	fmt.Fprintf(&r.b, "| `pgbench -M simple`, 1 client: the upsert with `nextval()` in `VALUES` and `SET` | %s | | | %s | %.0f | the two statements |\n\n",
-		num(pbInline.tps), ms(pbInline.latency), float64(pbInline.latency)/float64(pbUpsert.latency))
-	return nil
 }
 
 // bulkLoads measures bulk loads per storage variant: the warehouse's part
@@ -771,12 +743,19 @@ var (
 )
 
 func pgbench(o options, dsn, dir, mode string, clients int, script string) (pgbenchResult, error) {
+	return pgbenchOn(nil, o, dsn, dir, mode, clients, script)
+}
+
+// pgbenchOn runs pgbench behind prefix (taskset and its CPUs, or nothing).
+func pgbenchOn(prefix []string, o options, dsn, dir, mode string, clients int, script string) (pgbenchResult, error) {
 	file := filepath.Join(dir, fmt.Sprintf("script-%d.sql", time.Now().UnixNano()))
 	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
 		return pgbenchResult{}, err
 	}
-	out, err := command(nil, o.pgbench, "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
+	args := slices.Clone(prefix)
+	args = append(args, o.pgbench, "-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, 2)),
 		"-T", strconv.Itoa(max(1, int(o.duration.Seconds()))), "-f", file, dsn)
+	out, err := command(nil, args[0], args[1:]...)
 	if err != nil {
 		return pgbenchResult{}, fmt.Errorf("pgbench: %v\n%s", err, out)
 	}

@@ -1,9 +1,14 @@
 // Command scale draws warmcache's cost curves on the local stack (make
-// bench-scale, not in CI): misses, hits and writes as the table grows and
-// as the values grow. For each point it creates a database of its own
-// (kept for later runs), bulk-loads it with the project's own `warmcache
-// load` (whose rate it reports), starts `warmcache serve` through PgBouncer,
-// and measures each path at saturation with the CPU of the service per
+// bench-scale, not in CI): misses, hits and writes as the table grows
+// (on PostgreSQL and, with -greenplum, on the Greenplum kit) and as the
+// values grow; keys per second and CPU per key by the batch size of
+// _mget; requests per second and CPU per request of one, two and four
+// instances sharing one Redis and one warehouse; and the near cache's Go
+// heap per entry. For each table it creates a database of its own
+// (dropped at the end unless -keep), bulk-loads it with the project's own
+// `warmcache load` (whose rate it reports), starts `warmcache serve`
+// pinned to the servers' CPU (through PgBouncer on PostgreSQL), and
+// measures each path at saturation with the CPU of the service per
 // request. It writes loadtest/scale/SCALE.md and one PNG per curve.
 //
 //	go run ./loadtest/scale -bin bin/warmcache -rows 100000,1000000
@@ -19,10 +24,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +44,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/warmcache/warmcache/internal/localstack"
+	"github.com/warmcache/warmcache/loadtest/pin"
 )
 
 type options struct {
@@ -47,13 +55,59 @@ type options struct {
 	workers               int
 	duration              time.Duration
 	stack                 localstack.Config
+	greenplum             string // DSN of the Greenplum coordinator; empty: no Greenplum curve
+	gpRows                []int
+	batches               []int
+	instances             []int
+	nearCounts            []int
+	nearSizes             []int
+	keep                  bool
+	place                 pin.Placement
+}
+
+// warehouse is where a point's table lives: the local PostgreSQL, served
+// through PgBouncer, or the Greenplum kit, served directly.
+type warehouse struct {
+	name    string // "postgres" or "greenplum"
+	admin   string // DSN of its maintenance database
+	dsn     func(db string) string
+	serve   func(db string) string // the DSN serve uses
+	pooler  string
+	storage string // the namespace's storage options
+	prefix  string // of the databases' names
+}
+
+func postgresWarehouse(o options) warehouse {
+	return warehouse{name: "postgres", admin: dsn(o.stack.PostgresAddr(), "postgres"),
+		dsn:     func(db string) string { return dsn(o.stack.PostgresAddr(), db) },
+		serve:   func(db string) string { return dsn(o.stack.PgBouncerAddr(), db) },
+		pooler:  "pgbouncer",
+		storage: "    storage:\n      partitions: 8\n",
+		prefix:  "warmcache_scale_"}
+}
+
+// greenplumWarehouse returns the Greenplum kit of DSN admin; each point's
+// database is reached by the same DSN with its own name.
+func greenplumWarehouse(admin string) (warehouse, error) {
+	u, err := url.Parse(admin)
+	if err != nil {
+		return warehouse{}, err
+	}
+	at := func(db string) string {
+		v := *u
+		v.Path = "/" + db
+		return v.String()
+	}
+	return warehouse{name: "greenplum", admin: admin, dsn: at, serve: at, pooler: "none", prefix: "warmcache_scale_gp_"}, nil
 }
 
 // point is one measured configuration.
 type point struct {
+	warehouse        string
 	rows, valueBytes int
-	loadRate         float64 // rows per second of warmcache load; 0 when the table was there
+	loadRate         float64 // rows per second of warmcache load; 0 when the table was there and its rate unknown
 	loadMBps         float64
+	loadReused       bool               // the table was loaded by an earlier run, at loadRate
 	rate             map[string]float64 // requests per second by path
 	cpu              map[string]float64 // the service's CPU µs per request by path
 }
@@ -85,42 +139,135 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.IntVar(&o.sizeRows, "size-rows", 2000, "rows of each table of the size curve")
 	fs.IntVar(&o.workers, "workers", 16, "concurrent workers of each attack")
 	fs.DurationVar(&o.duration, "duration", 3*time.Second, "length of each attack")
+	fs.StringVar(&o.greenplum, "greenplum", getenv("WARMCACHE_TEST_GREENPLUM_DSN"), "DSN of a Greenplum coordinator for the Greenplum row curve; empty leaves it out")
+	gpRows := fs.String("gp-rows", "100000,1000000,5000000", "table sizes of the Greenplum row curve")
+	batches := fs.String("batches", "1,8,64,512", "keys per _mget request of the batch curve (on the first table of the row curve)")
+	instances := fs.String("instances", "1,2,4", "instances sharing one Redis and one warehouse (on the first table of the row curve)")
+	nearCounts := fs.String("near-entries", "1000,10000,100000", "entry counts of the near cache's memory curve")
+	nearSizes := fs.String("near-sizes", "100,440,4096", "value sizes of the near cache's memory curve, in bytes")
+	fs.BoolVar(&o.keep, "keep", false, "keep the databases for a later run (by default each is dropped at the end)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.rows, err = ints(*rows); err != nil {
-		return err
+	for _, l := range []struct {
+		dst *[]int
+		s   string
+	}{{&o.rows, *rows}, {&o.sizes, *sizes}, {&o.gpRows, *gpRows}, {&o.batches, *batches}, {&o.instances, *instances}, {&o.nearCounts, *nearCounts}, {&o.nearSizes, *nearSizes}} {
+		if *l.dst, err = ints(l.s); err != nil {
+			return err
+		}
 	}
-	if o.sizes, err = ints(*sizes); err != nil {
+	// warmcache serve on the first CPU, this program's clients on the
+	// others; the warehouses and Redis are shared servers, left unpinned.
+	o.place = pin.New(true)
+	if err := o.place.PinSelf(); err != nil {
 		return err
 	}
 	start := time.Now()
-	var byRows, bySize []point
-	for _, n := range o.rows {
-		p, err := measure(ctx, o, n, 0, stdout)
+	pg := postgresWarehouse(o)
+	var dbs []struct {
+		w  warehouse
+		db string
+	}
+	if !o.keep {
+		defer func() {
+			for _, d := range dbs {
+				dropDatabase(context.WithoutCancel(ctx), d.w, d.db)
+			}
+		}()
+	}
+	measurePoint := func(w warehouse, rows, size int, extra func(p *point, base string, pid int) error) (point, error) {
+		p, db, err := measure(ctx, o, w, rows, size, stdout, extra)
+		if db != "" && !slices.ContainsFunc(dbs, func(d struct {
+			w  warehouse
+			db string
+		}) bool {
+			return d.db == db && d.w.name == w.name
+		}) {
+			dbs = append(dbs, struct {
+				w  warehouse
+				db string
+			}{w, db})
+		}
+		return p, err
+	}
+	var c curves
+	for i, n := range o.rows {
+		var extra func(p *point, base string, pid int) error
+		if i == 0 {
+			// The batch curve on the first table, while it is served.
+			extra = func(p *point, base string, pid int) error {
+				var err error
+				c.batches, err = batchCurve(ctx, o, base, pid, n)
+				return err
+			}
+		}
+		p, err := measurePoint(pg, n, 0, extra)
 		if err != nil {
 			return err
 		}
-		byRows = append(byRows, p)
+		c.byRows = append(c.byRows, p)
+	}
+	if len(o.rows) > 0 {
+		db := fmt.Sprintf("%s%d_0", pg.prefix, o.rows[0])
+		if c.instances, err = instanceCurve(ctx, o, pg, db, o.rows[0], stdout); err != nil {
+			return err
+		}
 	}
 	for _, size := range o.sizes {
-		p, err := measure(ctx, o, o.sizeRows, size, stdout)
+		p, err := measurePoint(pg, o.sizeRows, size, nil)
 		if err != nil {
 			return err
 		}
-		bySize = append(bySize, p)
+		c.bySize = append(c.bySize, p)
 	}
-	if err := chart(filepath.Join(o.out, "rows.png"), "requests/s by table size (rows)", byRows, func(p point) float64 { return float64(p.rows) }); err != nil {
+	if o.greenplum != "" {
+		gp, err := greenplumWarehouse(o.greenplum)
+		if err != nil {
+			return err
+		}
+		for _, n := range o.gpRows {
+			p, err := measurePoint(gp, n, 0, nil)
+			if err != nil {
+				return err
+			}
+			c.gpRows = append(c.gpRows, p)
+		}
+	}
+	if c.near, err = nearCurve(o); err != nil {
 		return err
 	}
-	if err := chart(filepath.Join(o.out, "sizes.png"), "requests/s by value size (bytes)", bySize, func(p point) float64 { return float64(p.valueBytes) }); err != nil {
+	byRows, bySize := c.byRows, c.bySize
+	rowsX := func(p point) float64 { return float64(p.rows) }
+	sizeX := func(p point) float64 { return float64(p.valueBytes) }
+	for _, ch := range []struct {
+		file, title string
+		points      []point
+		x           func(point) float64
+	}{
+		{"rows", "table size (rows)", byRows, rowsX},
+		{"sizes", "value size (bytes)", bySize, sizeX},
+		{"gp-rows", "table size (rows), Greenplum", c.gpRows, rowsX},
+	} {
+		if err := chart(filepath.Join(o.out, ch.file+".png"), "requests/s by "+ch.title, "requests/s", ch.points, ch.x, func(p point) map[string]float64 { return p.rate }); err != nil {
+			return err
+		}
+		if err := chart(filepath.Join(o.out, ch.file+"-cpu.png"), "service CPU µs per request by "+ch.title, "µs per request", ch.points, ch.x, func(p point) map[string]float64 { return p.cpu }); err != nil {
+			return err
+		}
+	}
+	if err := c.draw(o.out); err != nil {
 		return err
 	}
-	return report(filepath.Join(o.out, "SCALE.md"), o, byRows, bySize, time.Since(start))
+	return report(filepath.Join(o.out, "SCALE.md"), o, c, time.Since(start))
 }
 
+// ints parses a comma-separated list of positive numbers; empty is none.
 func ints(s string) ([]int, error) {
 	var out []int
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
@@ -145,13 +292,31 @@ func dsn(hostport, db string) string {
 	return "postgres://postgres@" + hostport + "/" + db + "?sslmode=disable"
 }
 
-// measure prepares the table of rows values of valueBytes (0: widgets),
-// serves it and attacks each path.
-func measure(ctx context.Context, o options, rows, valueBytes int, log io.Writer) (point, error) {
-	p := point{rows: rows, valueBytes: valueBytes, rate: map[string]float64{}, cpu: map[string]float64{}}
-	db := fmt.Sprintf("warmcache_scale_%d_%d", rows, valueBytes)
-	fmt.Fprintf(log, "==> %s\n", db)
-	admin, err := pgx.Connect(ctx, dsn(o.stack.PostgresAddr(), "postgres"))
+// measure prepares the table of rows values of valueBytes (0: widgets) on
+// w, serves it and attacks each path; extra, when not nil, measures more
+// while it is served. It returns the point and the database's name.
+func measure(ctx context.Context, o options, w warehouse, rows, valueBytes int, log io.Writer, extra func(p *point, base string, pid int) error) (point, string, error) {
+	p := point{warehouse: w.name, rows: rows, valueBytes: valueBytes, rate: map[string]float64{}, cpu: map[string]float64{}}
+	db := fmt.Sprintf("%s%d_%d", w.prefix, rows, valueBytes)
+	fmt.Fprintf(log, "==> %s on %s\n", db, w.name)
+	p, err := measureOn(ctx, o, w, db, p, log, extra)
+	return p, db, err
+}
+
+// dropDatabase drops db on w, ending its sessions first.
+func dropDatabase(ctx context.Context, w warehouse, db string) {
+	admin, err := pgx.Connect(ctx, w.admin)
+	if err != nil {
+		return
+	}
+	defer admin.Close(ctx)
+	_, _ = admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", db)
+	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize())
+}
+
+func measureOn(ctx context.Context, o options, w warehouse, db string, p point, log io.Writer, extra func(p *point, base string, pid int) error) (point, error) {
+	rows, valueBytes := p.rows, p.valueBytes
+	admin, err := pgx.Connect(ctx, w.admin)
 	if err != nil {
 		return p, err
 	}
@@ -170,32 +335,29 @@ func measure(ctx context.Context, o options, rows, valueBytes int, log io.Writer
 	}
 	defer os.RemoveAll(dir)
 	ns := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(ns, []byte(`namespaces:
-  - name: widgets
-    table: widgets
-    key: {column: key, type: bigint}
-    value: {layout: packed, column: value}
-    version_column: version
-    ttl: 10m
-    negative_ttl: 30s
-    writable: true
-    managed: true
-    storage:
-      partitions: 8
-`), 0o644); err != nil {
+	if err := os.WriteFile(ns, []byte(namespacesYAML+w.storage), 0o644); err != nil {
 		return p, err
 	}
-	env := append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+dsn(o.stack.PostgresAddr(), db), "WARMCACHE_NAMESPACES_FILE="+ns,
+	env := append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+w.dsn(db), "WARMCACHE_NAMESPACES_FILE="+ns,
 		"WARMCACHE_REDIS_ADDRS="+o.stack.RedisAddr(), "WARMCACHE_REDIS_PREFIX="+o.redisPrefix, "WARMCACHE_MAX_BODY_BYTES=4194304")
 	if out, err := command(ctx, env, o.bin, "migrate", "up").CombinedOutput(); err != nil {
 		return p, fmt.Errorf("migrate: %w\n%s", err, out)
 	}
-	conn, err := pgx.Connect(ctx, dsn(o.stack.PostgresAddr(), db))
+	conn, err := pgx.Connect(ctx, w.dsn(db))
 	if err != nil {
 		return p, err
 	}
 	var present bool
 	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM widgets WHERE key = $1)", rows).Scan(&present)
+	if err == nil && present {
+		// A table loaded by an earlier run carries the rate of its load.
+		var note *string
+		_ = conn.QueryRow(ctx, "SELECT obj_description('widgets'::regclass, 'pg_class')").Scan(&note)
+		if note != nil {
+			_, _ = fmt.Sscanf(*note, "warmcache load: %f rows/s, %f MB/s", &p.loadRate, &p.loadMBps)
+			p.loadReused = true
+		}
+	}
 	conn.Close(ctx)
 	if err != nil {
 		return p, err
@@ -206,13 +368,13 @@ func measure(ctx context.Context, o options, rows, valueBytes int, log io.Writer
 		if err != nil {
 			return p, err
 		}
-		w := bufio.NewWriterSize(f, 1<<20)
+		bw := bufio.NewWriterSize(f, 1<<20)
 		var bytes int64
 		for k := 1; k <= rows; k++ {
-			n, _ := fmt.Fprintf(w, "{\"key\":%d,\"value\":%s}\n", k, value(k, valueBytes))
+			n, _ := fmt.Fprintf(bw, "{\"key\":%d,\"value\":%s}\n", k, value(k, valueBytes))
 			bytes += int64(n)
 		}
-		if err := errors.Join(w.Flush(), f.Close()); err != nil {
+		if err := errors.Join(bw.Flush(), f.Close()); err != nil {
 			return p, err
 		}
 		began := time.Now()
@@ -222,23 +384,20 @@ func measure(ctx context.Context, o options, rows, valueBytes int, log io.Writer
 		took := time.Since(began).Seconds()
 		p.loadRate, p.loadMBps = float64(rows)/took, float64(bytes)/took/1e6
 		fmt.Fprintf(log, "    loaded %d rows in %.1fs: %.0f rows/s, %.1f MB/s\n", rows, took, p.loadRate, p.loadMBps)
+		if conn, err := pgx.Connect(ctx, w.dsn(db)); err == nil {
+			_, _ = conn.Exec(ctx, fmt.Sprintf("COMMENT ON TABLE widgets IS 'warmcache load: %.0f rows/s, %.2f MB/s'", p.loadRate, p.loadMBps))
+			conn.Close(ctx)
+		}
 	}
 	addr, err := freeAddr()
 	if err != nil {
 		return p, err
 	}
-	serveEnv := append(env, "WARMCACHE_HTTP_ADDR="+addr, "WARMCACHE_POSTGRES_DSN="+dsn(o.stack.PgBouncerAddr(), db), "WARMCACHE_PG_POOLER=pgbouncer",
-		"WARMCACHE_LOG_LEVEL=warn", "WARMCACHE_NEAR_CACHE_BYTES=0", "WARMCACHE_GRPC_ADDR=127.0.0.1:0", "WARMCACHE_PPROF_ADDR=")
-	serve := command(ctx, serveEnv, o.bin, "serve")
-	serve.Stdout, serve.Stderr = io.Discard, io.Discard
-	if err := serve.Start(); err != nil {
+	serve, base, err := startServe(ctx, o, serveEnv(env, w, db, addr))
+	if err != nil {
 		return p, err
 	}
 	defer func() { _ = serve.Process.Signal(syscall.SIGTERM); _ = serve.Wait() }()
-	base := "http://" + addr
-	if err := waitReady(ctx, base+"/readyz"); err != nil {
-		return p, err
-	}
 	flush(ctx, o)
 	defer flush(context.WithoutCancel(ctx), o) // large values must not stay in the shared Redis
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
@@ -277,7 +436,41 @@ func measure(ctx context.Context, o options, rows, valueBytes int, log io.Writer
 	for _, path := range paths {
 		fmt.Fprintf(log, "    %-5s %8.0f req/s  %7.1f µs of the service's CPU per request\n", path, p.rate[path], p.cpu[path])
 	}
+	if extra != nil {
+		flush(ctx, o)
+		return p, extra(&p, base, serve.Process.Pid)
+	}
 	return p, nil
+}
+
+// serveEnv is the environment of warmcache serve on db of w at addr.
+func serveEnv(env []string, w warehouse, db, addr string) []string {
+	return append(slices.Clone(env), "WARMCACHE_HTTP_ADDR="+addr, "WARMCACHE_POSTGRES_DSN="+w.serve(db), "WARMCACHE_PG_POOLER="+w.pooler,
+		"WARMCACHE_LOG_LEVEL=warn", "WARMCACHE_NEAR_CACHE_BYTES=0", "WARMCACHE_GRPC_ADDR=127.0.0.1:0", "WARMCACHE_PPROF_ADDR=")
+}
+
+// startServe starts warmcache serve with env on the servers' CPUs and
+// waits until it is ready; it returns the process and its base URL.
+func startServe(ctx context.Context, o options, env []string) (*exec.Cmd, string, error) {
+	var addr string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "WARMCACHE_HTTP_ADDR="); ok {
+			addr = v
+		}
+	}
+	name, args := o.place.Server(o.bin, []string{"serve"})
+	serve := command(ctx, env, name, args...)
+	serve.Stdout, serve.Stderr = io.Discard, io.Discard
+	if err := serve.Start(); err != nil {
+		return nil, "", err
+	}
+	base := "http://" + addr
+	if err := waitReady(ctx, base+"/readyz"); err != nil {
+		_ = serve.Process.Kill()
+		_ = serve.Wait()
+		return nil, "", err
+	}
+	return serve, base, nil
 }
 
 // flush unlinks the service's Redis keys.
@@ -303,36 +496,7 @@ func command(ctx context.Context, env []string, name string, args ...string) *ex
 // workers for o.duration and returns the successful requests per second
 // and the CPU µs of process pid per request.
 func attack(ctx context.Context, client *http.Client, pid int, o options, next func() *http.Request) (float64, float64) {
-	var ok atomic.Int64
-	cpu0 := processCPU(pid)
-	began := time.Now()
-	deadline := began.Add(o.duration)
-	var wg sync.WaitGroup
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				req := next()
-				if req == nil {
-					return
-				}
-				resp, err := client.Do(req.WithContext(ctx))
-				if err != nil {
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode < 300 {
-					ok.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(began).Seconds()
-	n := float64(ok.Load())
-	return n / took, (processCPU(pid) - cpu0).Seconds() * 1e6 / max(n, 1)
+	return attackN(ctx, client, []int{pid}, o, next)
 }
 
 // processCPU returns the user and system CPU time of process pid.
@@ -373,9 +537,9 @@ func waitReady(ctx context.Context, url string) error {
 	return fmt.Errorf("%s never answered 200", url)
 }
 
-// chart draws one line per path, requests per second against x, on
+// chart draws one line per path, y of each point against x, on
 // logarithmic axes.
-func chart(path, title string, points []point, x func(point) float64) error {
+func chart(path, title, yLabel string, points []point, x func(point) float64, y func(point) map[string]float64) error {
 	if len(points) == 0 {
 		return nil
 	}
@@ -383,12 +547,12 @@ func chart(path, title string, points []point, x func(point) float64) error {
 	pl.Title.Text = title
 	pl.X.Scale, pl.Y.Scale = plot.LogScale{}, plot.LogScale{}
 	pl.X.Tick.Marker, pl.Y.Tick.Marker = plot.LogTicks{}, plot.LogTicks{}
-	pl.Y.Label.Text = "requests/s"
+	pl.Y.Label.Text = yLabel
 	var lines []any
 	for _, name := range paths {
 		xys := make(plotter.XYs, 0, len(points))
 		for _, p := range points {
-			if r := p.rate[name]; r > 0 {
+			if r := y(p)[name]; r > 0 {
 				xys = append(xys, plotter.XY{X: x(p), Y: r})
 			}
 		}
@@ -403,29 +567,61 @@ func chart(path, title string, points []point, x func(point) float64) error {
 	return pl.Save(vg.Points(640), vg.Points(360), path)
 }
 
-// report writes the tables of both curves.
-func report(path string, o options, byRows, bySize []point, took time.Duration) error {
+// report writes the tables of every curve.
+func report(path string, o options, c curves, took time.Duration) error {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# Cost curves\n\n")
-	p("One run of `make bench-scale` (loadtest/scale) on %s, %d workers per attack, %s each, the service through PgBouncer, no near cache; the run took %s. ",
+	p("One run of `make bench-scale` (loadtest/scale) on %s, %d workers per attack, %s each, no near cache; the run took %s. ",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.workers, o.duration, took.Round(time.Second))
-	p("Not pinned: the machine was shared with other work, so read the slopes, not the rates. ")
-	p("`miss` asks for each key at most once after the prefix is flushed; `hit` asks again for the keys `miss` read; `put` writes random keys. CPU is the service process's own, per successful request.\n\n")
-	p("![by rows](rows.png) ![by value size](sizes.png)\n\n")
-	table := func(title string, points []point, label func(point) string) {
-		p("## %s\n\n| point | bulk load | miss/s | hit/s | put/s | CPU µs per miss | per hit | per put |\n|---|---|---:|---:|---:|---:|---:|---:|\n", title)
+	p("warmcache serve and this program's clients: %s; the warehouses and Redis are shared servers, unpinned. The machine was shared with other work, so read the slopes within one run, not the rates. ", o.place)
+	p("`miss` asks for each key at most once after the prefix is flushed; `hit` asks again for the keys `miss` read; `put` writes random keys. CPU is the service processes' own, per successful request (per key for `_mget`).\n\n")
+	table := func(title, png string, points []point, label func(point) string) {
+		if len(points) == 0 {
+			return
+		}
+		p("## %s\n\n![%s](%s) ![CPU per request](%s)\n\n| point | bulk load (`warmcache load`) | miss/s | hit/s | put/s | CPU µs per miss | per hit | per put |\n|---|---|---:|---:|---:|---:|---:|---:|\n", title, title, png, strings.Replace(png, ".png", "-cpu.png", 1))
 		for _, pt := range points {
 			load := "(table reused)"
-			if pt.loadRate > 0 {
+			switch {
+			case pt.loadRate > 0 && pt.loadReused:
+				load = fmt.Sprintf("%.0f rows/s, %.1f MB/s (loaded before the run by the same `warmcache load`)", pt.loadRate, pt.loadMBps)
+			case pt.loadRate > 0:
 				load = fmt.Sprintf("%.0f rows/s, %.1f MB/s", pt.loadRate, pt.loadMBps)
 			}
 			p("| %s | %s | %.0f | %.0f | %.0f | %.1f | %.1f | %.1f |\n", label(pt), load, pt.rate["miss"], pt.rate["hit"], pt.rate["put"], pt.cpu["miss"], pt.cpu["hit"], pt.cpu["put"])
 		}
 		p("\n")
 	}
-	table("By table size (values of about 440 bytes)", byRows, func(pt point) string { return fmt.Sprintf("%d rows", pt.rows) })
-	table(fmt.Sprintf("By value size (%d rows each)", o.sizeRows), bySize, func(pt point) string { return fmt.Sprintf("%d B", pt.valueBytes) })
+	rows := func(pt point) string { return fmt.Sprintf("%d rows", pt.rows) }
+	table("PostgreSQL, by table size (values of about 440 bytes, through PgBouncer)", "rows.png", c.byRows, rows)
+	table(fmt.Sprintf("PostgreSQL, by value size (%d rows each)", o.sizeRows), "sizes.png", c.bySize, func(pt point) string { return fmt.Sprintf("%d B", pt.valueBytes) })
+	table("Greenplum, by table size (values of about 440 bytes, the coordinator directly)", "gp-rows.png", c.gpRows, rows)
+	if len(c.batches) > 0 {
+		p("## Batch size of `_mget` (PostgreSQL, %d rows)\n\n![keys/s](batches.png) ![CPU per key](batches-cpu.png)\n\n", c.byRows[0].rows)
+		p("| keys per request | cold keys/s | CPU µs per cold key | hot keys/s | CPU µs per hot key |\n|---:|---:|---:|---:|---:|\n")
+		for _, bp := range c.batches {
+			p("| %d | %.0f | %.1f | %.0f | %.1f |\n", bp.keys, bp.missKeys, bp.missCPUPerKey, bp.hitKeys, bp.hitCPUKey)
+		}
+		p("\n")
+	}
+	if len(c.instances) > 0 {
+		p("## Instances sharing one Redis and one warehouse (PostgreSQL, %d rows)\n\n![requests/s](instances.png) ![CPU per request](instances-cpu.png)\n\n", c.byRows[0].rows)
+		p("Every instance on the servers' CPU, the clients spread evenly over them.\n\n| instances | miss/s | CPU µs per miss | hit/s | CPU µs per hit |\n|---:|---:|---:|---:|---:|\n")
+		for _, ip := range c.instances {
+			p("| %d | %.0f | %.1f | %.0f | %.1f |\n", ip.n, ip.miss, ip.missCPU, ip.hit, ip.hitCPU)
+		}
+		p("\n")
+	}
+	if len(c.near) > 0 {
+		p("## Near-cache memory per entry\n\n![heap per entry](near.png)\n\n")
+		p("The live Go heap after a collection, with the cache holding distinct values, less the heap before it was made, per entry; and the weight the cache counts against its byte bound.\n\n")
+		p("| value | entries | heap bytes per entry | overhead beyond the value | counted weight per entry |\n|---:|---:|---:|---:|---:|\n")
+		for _, np := range c.near {
+			p("| %d B | %d | %.0f | %.0f | %.0f |\n", np.valueBytes, np.entries, np.heapPerEntry, np.heapPerEntry-float64(np.valueBytes), np.weightPerEntry)
+		}
+		p("\n")
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

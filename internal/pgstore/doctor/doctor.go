@@ -88,12 +88,11 @@ func (d doctor) lookupFunctionFinding(t pgstore.Table) []Finding {
 	}
 }
 
-// writeFunctionFinding says how many round trips a write of t costs on
-// PostgreSQL: one through the write function, else a transaction of its
-// own.
+// writeFunctionFinding says how many round trips a write of t costs: one
+// through the write function, else a transaction of its own.
 func (d doctor) writeFunctionFinding(t pgstore.Table) []Finding {
 	switch {
-	case d.dialect != dialect.Postgres || !t.Namespace.Writable:
+	case !t.Namespace.Writable:
 		return nil
 	case t.Statements.WriteCall != "":
 		return []Finding{{SeverityOK, fmt.Sprintf("writes run through %s: a write of one key, conditional or not, or a delete, is one statement and one round trip, "+
