@@ -110,17 +110,11 @@ func batchCurve(ctx context.Context, o options, base string, pid, rows int) ([]b
 // attacks them together: misses (each key once, after a flush) and hits
 // (the keys the misses read), the clients spread evenly.
 func instanceCurve(ctx context.Context, o options, w warehouse, db string, rows int, log io.Writer) ([]instancePoint, error) {
-	dir, err := os.MkdirTemp("", "wcscale")
+	dir, env, err := pointEnv(o, w, db)
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	ns := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(ns, []byte(namespacesYAML+w.storage), 0o644); err != nil {
-		return nil, err
-	}
-	env := append(os.Environ(), "WARMCACHE_NAMESPACES_FILE="+ns, "WARMCACHE_REDIS_ADDRS="+o.stack.RedisAddr(),
-		"WARMCACHE_REDIS_PREFIX="+o.redisPrefix, "WARMCACHE_MAX_BODY_BYTES=4194304")
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
 	var out []instancePoint
 	for _, n := range o.instances {

@@ -329,17 +329,11 @@ func measureOn(ctx context.Context, o options, w warehouse, db string, p point, 
 		}
 	}
 	admin.Close(ctx)
-	dir, err := os.MkdirTemp("", "wcscale")
+	dir, env, err := pointEnv(o, w, db)
 	if err != nil {
 		return p, err
 	}
 	defer os.RemoveAll(dir)
-	ns := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(ns, []byte(namespacesYAML+w.storage), 0o644); err != nil {
-		return p, err
-	}
-	env := append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+w.dsn(db), "WARMCACHE_NAMESPACES_FILE="+ns,
-		"WARMCACHE_REDIS_ADDRS="+o.stack.RedisAddr(), "WARMCACHE_REDIS_PREFIX="+o.redisPrefix, "WARMCACHE_MAX_BODY_BYTES=4194304")
 	if out, err := command(ctx, env, o.bin, "migrate", "up").CombinedOutput(); err != nil {
 		return p, fmt.Errorf("migrate: %w\n%s", err, out)
 	}
@@ -441,6 +435,22 @@ func measureOn(ctx context.Context, o options, w warehouse, db string, p point, 
 		return p, extra(&p, base, serve.Process.Pid)
 	}
 	return p, nil
+}
+
+// pointEnv makes a temporary directory holding the widgets namespace of w
+// and returns it with the environment of warmcache's commands on db.
+func pointEnv(o options, w warehouse, db string) (string, []string, error) {
+	dir, err := os.MkdirTemp("", "wcscale")
+	if err != nil {
+		return "", nil, err
+	}
+	ns := filepath.Join(dir, "namespaces.yaml")
+	if err := os.WriteFile(ns, []byte(namespacesYAML+w.storage), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+w.dsn(db), "WARMCACHE_NAMESPACES_FILE="+ns,
+		"WARMCACHE_REDIS_ADDRS="+o.stack.RedisAddr(), "WARMCACHE_REDIS_PREFIX="+o.redisPrefix, "WARMCACHE_MAX_BODY_BYTES=4194304"), nil
 }
 
 // serveEnv is the environment of warmcache serve on db of w at addr.
