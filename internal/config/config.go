@@ -23,7 +23,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/consistencymon"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -127,7 +127,7 @@ type Dapr struct {
 	// "warmcache".
 	SocketName string
 	// MaxValueBytes bounds a value saved through the pluggable component
-	// (--dapr-max-value-bytes). Its default, daprstore.DefaultMaxValueBytes
+	// (--dapr-max-value-bytes). Its default, pluggable.DefaultMaxValueBytes
 	// (4 MiB less 1 KiB), lets through every value that daprd's default body
 	// bound (4 MiB) lets through and that daprd can read back.
 	MaxValueBytes int64
@@ -527,17 +527,17 @@ func (d *Dapr) register(s *settings) {
 	// daprd reads DAPR_COMPONENTS_SOCKETS_FOLDER; on Kubernetes, Dapr's
 	// sidecar injector gives a pluggable component's container
 	// DAPR_COMPONENT_SOCKETS_FOLDER, the shared volume's mount path.
-	folder := daprstore.DefaultSocketFolder
+	folder := pluggable.DefaultSocketFolder
 	for _, env := range []string{"DAPR_COMPONENT_SOCKETS_FOLDER", "DAPR_COMPONENTS_SOCKETS_FOLDER"} {
 		if v := s.env(env); v != "" {
 			folder = v
 		}
 	}
 	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
-		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+daprstore.DefaultSocketFolder)
-	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", daprstore.DefaultSocketName,
+		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+pluggable.DefaultSocketFolder)
+	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", pluggable.DefaultSocketName,
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
-	s.positive64(&d.MaxValueBytes, "dapr-max-value-bytes", "WARMCACHE_DAPR_MAX_VALUE_BYTES", daprstore.DefaultMaxValueBytes,
+	s.positive64(&d.MaxValueBytes, "dapr-max-value-bytes", "WARMCACHE_DAPR_MAX_VALUE_BYTES", pluggable.DefaultMaxValueBytes,
 		"largest value saved through the pluggable component; raise it with daprd's --max-body-size")
 	s.check(func() error {
 		d.Components = nil

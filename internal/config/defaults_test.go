@@ -7,7 +7,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -65,9 +65,9 @@ var flagDefaults = map[string]struct {
 	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, freshness.DefaultMode},
 	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, freshness.DefaultPollInterval},
 	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, freshness.DefaultPollOverlap},
-	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, daprstore.DefaultSocketFolder},
-	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, daprstore.DefaultSocketName},
-	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(daprstore.DefaultMaxValueBytes)},
+	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, pluggable.DefaultSocketFolder},
+	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, pluggable.DefaultSocketName},
+	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(pluggable.DefaultMaxValueBytes)},
 
 	// Zero: none, off, or decided elsewhere (see each field).
 	"http-socket":      {func(c config.Config) any { return c.HTTP.Socket }, ""},

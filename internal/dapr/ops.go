@@ -1,39 +1,38 @@
-package daprapi
+package dapr
 
 import (
-	"context"
+	"fmt"
+	"mime"
+	"strconv"
+	"strings"
 	"time"
+
+	commonv1 "github.com/dapr/dapr/pkg/proto/common/v1"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// This file exports the mapping of Dapr's state operations onto the core,
-// so that every Dapr surface shares one: the runtime API of this package
-// and the pluggable state-store component (internal/daprstore). ETags,
-// concurrency, consistency and the accepted metadata mean the same on
-// both.
-
-// The concurrency words of Dapr's state options, as Save and Delete take
-// them; empty is Dapr's default.
+// The concurrency and consistency words of Dapr's state options, as Save
+// and Delete take them and the runtime API's HTTP form sends them; empty is
+// Dapr's default.
 const (
-	FirstWrite = firstWrite
-	LastWrite  = lastWrite
+	FirstWrite = "first-write"
+	LastWrite  = "last-write"
+	Strong     = "strong"
 )
 
-// MetaTTLExpireTime is the response metadata key that carries when an item
-// expires (RFC 3339), as Dapr's stores answer it.
-const MetaTTLExpireTime = "ttlExpireTime"
-
-// Errors of the mapping, for a caller's error table. They are the errors
-// the runtime API's table maps.
-var (
-	// ErrETagInvalid marks an ETag that is not a version of this store.
-	ErrETagInvalid = errETagInvalid
-	// ErrUnsupported marks options or metadata that have no equivalent here.
-	ErrUnsupported = errUnsupported
-	// ErrMalformed marks a request that cannot be decoded, such as an empty
-	// key.
-	ErrMalformed = errMalformed
+// Metadata keys with a meaning here.
+const (
+	// MetaTTL is the request metadata key of an item's time to live.
+	MetaTTL = "ttlInSeconds"
+	// MetaContentType is the metadata key of a value's content type.
+	MetaContentType = "contentType"
+	// MetaSource is the response metadata key that says which tier
+	// answered a read (hit-l1, hit, miss, stale).
+	MetaSource = "warmcache-source"
+	// MetaTTLExpireTime is the response metadata key that carries when an
+	// item expires (RFC 3339), as Dapr's stores answer it.
+	MetaTTLExpireTime = "ttlExpireTime"
 )
 
 // Save is one Dapr save: a SaveState item, an item of a bulk set, or an
@@ -60,62 +59,152 @@ type Delete struct {
 // SaveOp maps a Dapr save to a core op. Errors wrap ErrMalformed,
 // ErrETagInvalid or ErrUnsupported.
 func SaveOp(s Save) (warmcache.Op, error) {
-	return upsertOp(setItem{key: s.Key, value: s.Value, etag: s.ETag, concurrency: s.Concurrency, metadata: s.Metadata})
+	if s.Key == "" {
+		return warmcache.Op{}, fmt.Errorf("%w: state key cannot be empty", ErrMalformed)
+	}
+	if err := CheckMetadata(s.Metadata); err != nil {
+		return warmcache.Op{}, err
+	}
+	ttl, err := ttlOf(s.Metadata)
+	if err != nil {
+		return warmcache.Op{}, err
+	}
+	op := warmcache.Op{Key: s.Key, Value: s.Value, TTL: ttl}
+	version, has, err := parseETag(s.ETag)
+	if err != nil {
+		return warmcache.Op{}, err
+	}
+	switch {
+	case has:
+		op.IfMatch = &version
+	case s.Concurrency == FirstWrite:
+		op.IfAbsent = true
+	}
+	return op, nil
 }
 
 // DeleteOp maps a Dapr delete to a core op: the delete of an absent key
 // succeeds unless it names an ETag. Errors wrap ErrMalformed,
 // ErrETagInvalid or ErrUnsupported.
 func DeleteOp(d Delete) (warmcache.Op, error) {
-	return deleteOp(deleteItem{key: d.Key, etag: d.ETag, concurrency: d.Concurrency, metadata: d.Metadata})
-}
-
-// CheckMetadata refuses request metadata (a transaction's) that the store
-// cannot honour; the error wraps ErrUnsupported.
-func CheckMetadata(meta map[string]string) error { return checkMetadata(meta) }
-
-// Read reads one key of namespace as Dapr's Get does: strong reads the
-// warehouse past the caches, any other read is the tiered read. found is
-// false for an absent key, which Dapr answers with an empty response.
-func Read(ctx context.Context, svc *warmcache.Service, namespace, key string, strongRead bool) (it warmcache.Item, found bool, err error) {
-	consistency := ""
-	if strongRead {
-		consistency = strong
+	if d.Key == "" {
+		return warmcache.Op{}, fmt.Errorf("%w: state key cannot be empty", ErrMalformed)
 	}
-	return (&state{svc: svc}).get(ctx, namespace, key, consistency)
-}
-
-// BulkItem is one key's answer of BulkRead.
-type BulkItem struct {
-	Key   string // as requested
-	Item  warmcache.Item
-	Found bool
-}
-
-// BulkRead reads keys of namespace with the tiered read, answering one
-// item per requested key in their order, duplicates included.
-func BulkRead(ctx context.Context, svc *warmcache.Service, namespace string, keys []string) ([]BulkItem, error) {
-	items, err := (&state{svc: svc}).bulkGet(ctx, namespace, keys)
+	if err := CheckMetadata(d.Metadata); err != nil {
+		return warmcache.Op{}, err
+	}
+	op := warmcache.Op{Key: d.Key, Delete: true, AbsentOK: true}
+	version, has, err := parseETag(d.ETag)
 	if err != nil {
-		return nil, err
+		return warmcache.Op{}, err
 	}
-	out := make([]BulkItem, len(items))
-	for i, it := range items {
-		out[i] = BulkItem{Key: it.key, Item: it.item, Found: it.found}
+	if has {
+		op.IfMatch = &version
 	}
-	return out, nil
+	return op, nil
 }
 
 // ETag is the ETag of a version.
-func ETag(version int64) string { return etagOf(version) }
+func ETag(version int64) string { return strconv.FormatInt(version, 10) }
 
-// ItemMetadata is the response metadata of a found item, on both of the
-// runtime API's transports and the pluggable component: the tier that
-// answered (warmcache-source) and, when the item expires, ttlExpireTime.
-func ItemMetadata(it warmcache.Item) map[string]string {
-	md := map[string]string{metaSource: string(it.Source)}
-	if !it.Entry.ExpiresAt.IsZero() {
-		md[MetaTTLExpireTime] = it.Entry.ExpiresAt.UTC().Format(time.RFC3339)
+// parseETag reads an ETag as a version. An absent or empty ETag is none.
+func parseETag(etag *string) (version int64, has bool, err error) {
+	if etag == nil || *etag == "" {
+		return 0, false, nil
 	}
-	return md
+	v, err := strconv.ParseInt(strings.Trim(*etag, `"`), 10, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %q is not an ETag of this store, which are versions such as \"42\"", ErrETagInvalid, *etag)
+	}
+	return v, true, nil
+}
+
+// CheckMetadata refuses the request metadata (a save's, a delete's, a
+// read's or a transaction's) that the store cannot honour or read; the
+// error wraps ErrMalformed or ErrUnsupported.
+func CheckMetadata(meta map[string]string) error {
+	if _, err := ttlOf(meta); err != nil {
+		return err
+	}
+	if v, ok := meta[MetaContentType]; ok && v != "" {
+		mt, _, err := mime.ParseMediaType(v)
+		if err != nil || (mt != "application/json" && !strings.HasSuffix(mt, "+json")) {
+			return fmt.Errorf("%w: metadata contentType=%q: values are stored as JSON documents", ErrUnsupported, v)
+		}
+	}
+	return nil
+}
+
+// WithoutContentType returns meta without its contentType, which
+// CheckMetadata holds to JSON, for a namespace of opaque bytes, which takes
+// any content type. meta itself is not changed.
+func WithoutContentType(meta map[string]string) map[string]string {
+	if _, ok := meta[MetaContentType]; !ok {
+		return meta
+	}
+	out := make(map[string]string, len(meta))
+	for k, v := range meta {
+		if k != MetaContentType {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ttlOf returns the TTL that metadata's ttlInSeconds asks of a save, as
+// Dapr's stores read it: a whole number of seconds; -1 (and 0) mean never
+// expire, as no ttlInSeconds does. Anything else, or more than
+// warmcache.MaxTTL, is malformed (ErrMalformed).
+func ttlOf(meta map[string]string) (time.Duration, error) {
+	v, ok := meta[MetaTTL]
+	if !ok || strings.TrimSpace(v) == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < -1 || n > int64(warmcache.MaxTTL/time.Second) {
+		return 0, fmt.Errorf("%w: metadata ttlInSeconds=%q: want a whole number of seconds, or -1 for never", ErrMalformed, v)
+	}
+	if n <= 0 {
+		return 0, nil
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// The state options of Dapr's protos: common.v1's, which the runtime API
+// takes, and components.v1's, which daprd sends a component. The two
+// enums number their values alike (a test holds them so).
+type (
+	protoEnum interface{ ~int32 }
+	protoETag interface {
+		comparable
+		GetValue() string
+	}
+)
+
+// Concurrency returns the concurrency word of a proto's state option:
+// FirstWrite, LastWrite, or empty for Dapr's default.
+func Concurrency[C protoEnum](c C) string {
+	switch int32(c) {
+	case int32(commonv1.StateOptions_CONCURRENCY_FIRST_WRITE):
+		return FirstWrite
+	case int32(commonv1.StateOptions_CONCURRENCY_LAST_WRITE):
+		return LastWrite
+	}
+	return ""
+}
+
+// StrongRead reports whether a proto's consistency asks for a strong read.
+func StrongRead[C protoEnum](c C) bool {
+	return int32(c) == int32(commonv1.StateOptions_CONSISTENCY_STRONG)
+}
+
+// ETagOf returns a proto's ETag as Save and Delete take it: nil when the
+// request has none.
+func ETagOf[E protoETag](e E) *string {
+	var none E
+	if e == none {
+		return nil
+	}
+	v := e.GetValue()
+	return &v
 }
