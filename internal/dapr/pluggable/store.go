@@ -52,14 +52,6 @@ import (
 // a call.
 const InstanceHeader = "x-component-instance"
 
-// DefaultSocketFolder is daprd's default folder of pluggable components'
-// sockets, where the component listens unless told otherwise.
-const DefaultSocketFolder = "/tmp/dapr-components-sockets"
-
-// DefaultSocketName is the socket's file name without ".sock"; daprd
-// registers the component's type as state.<name>: state.warmcache.
-const DefaultSocketName = "warmcache"
-
 // PropertyNamespace is the component metadata property that, when a
 // component YAML sets it, must name the component's namespace: daprd then
 // fails to start the component rather than serve another namespace.
@@ -84,16 +76,17 @@ func features(ns *warmcache.Namespace) []string {
 // call.
 const DaprdMaxBodyBytes = 4 << 20
 
-// DefaultMaxValueBytes is the default bound on a value saved through the
-// component: every value whose answer fits what daprd receives
-// (DaprdMaxRecvBytes), with 1 KiB left for the answer's ETag and metadata.
-const DefaultMaxValueBytes = DaprdMaxRecvBytes - 1<<10
+// defaultMaxValueBytes is what a zero Options.MaxValueBytes means: every
+// value whose answer fits what daprd receives (DaprdMaxRecvBytes), with
+// 1 KiB left for the answer's ETag and metadata.
+const defaultMaxValueBytes = DaprdMaxRecvBytes - 1<<10
 
 // Options are the store's bounds.
 type Options struct {
 	// MaxValueBytes bounds a value saved through the component; a larger
 	// one is refused with the bound and the flag that raises it. Zero means
-	// DefaultMaxValueBytes. The core's own bound must not be lower.
+	// 4 MiB less 1 KiB, so that the answer of every value saved fits what
+	// daprd receives. The core's own bound must not be lower.
 	MaxValueBytes int
 }
 
@@ -131,7 +124,7 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		return nil, errors.New("daprstore: no component to serve")
 	}
 	if o.MaxValueBytes == 0 {
-		o.MaxValueBytes = DefaultMaxValueBytes
+		o.MaxValueBytes = defaultMaxValueBytes
 	}
 	s := &Store{svc: svc, components: make(map[string]string, len(components)), byDefault: components[0],
 		maxValue: o.MaxValueBytes, log: log}
