@@ -18,8 +18,8 @@ import (
 	daprstate "github.com/dapr/dapr/pkg/components/state"
 	"github.com/dapr/kit/logger"
 
-	"github.com/warmcache/warmcache/e2e/internal/daprstoretest"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/e2e/internal/pluggabletest"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 
@@ -52,7 +52,7 @@ func TestDaprConformance(t *testing.T) {
 		"etag", skipped)
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			srv := daprstoretest.Start(t, w.NewDatabase(t))
+			srv := pluggabletest.Start(t, w.NewDatabase(t))
 			store := daprstate.NewGRPCStateStore(logger.NewLogger("warmcache-conformance"), srv.Socket)
 			t.Cleanup(func() { _ = store.Close() })
 			cfg, err := conformance.NewTestConfig("state.warmcache", operations, map[string]any{
@@ -62,7 +62,7 @@ func TestDaprConformance(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			conformance.ConformanceTests(t, map[string]string{daprstore.PropertyNamespace: daprstoretest.Namespace}, store, cfg)
+			conformance.ConformanceTests(t, map[string]string{pluggable.PropertyNamespace: pluggabletest.Namespace}, store, cfg)
 		})
 	}
 }

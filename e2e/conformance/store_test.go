@@ -18,8 +18,8 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/warmcache/warmcache/e2e/internal/daprstoretest"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/e2e/internal/pluggabletest"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
@@ -46,7 +46,7 @@ func dial(t *testing.T, socket string) client {
 
 // as names the component of the calls made with the returned context.
 func as(ctx context.Context, component string) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, daprstore.InstanceHeader, component)
+	return metadata.AppendToOutgoingContext(ctx, pluggable.InstanceHeader, component)
 }
 
 // wantETagError checks that err is code with the one "etag" field
@@ -78,11 +78,11 @@ func set(key, value string, etag *string) *proto.SetRequest {
 func TestStore(t *testing.T) {
 	for _, w := range testenv.Warehouses() {
 		t.Run(w.Name, func(t *testing.T) {
-			srv := daprstoretest.Start(t, w.NewDatabase(t))
+			srv := pluggabletest.Start(t, w.NewDatabase(t))
 			c := dial(t, srv.Socket)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			ctx = as(ctx, daprstoretest.Component)
+			ctx = as(ctx, pluggabletest.Component)
 
 			get := func(t *testing.T, key string) *proto.GetResponse {
 				t.Helper()
@@ -222,7 +222,7 @@ func TestStore(t *testing.T) {
 				if _, err := c.Set(ctx, req); err != nil {
 					t.Fatal(err)
 				}
-				it, err := srv.Gateway.Service().GetLatest(ctx, daprstoretest.Namespace, "orders||order-1")
+				it, err := srv.Gateway.Service().GetLatest(ctx, pluggabletest.Namespace, "orders||order-1")
 				if err != nil || string(it.Entry.Value) != "\x00\x01\xff" {
 					t.Fatalf("the namespace holds %q, %v under daprd's key; want the bytes as sent", it.Entry.Value, err)
 				}
@@ -265,7 +265,7 @@ func TestStore(t *testing.T) {
 				}
 				_, err := c.BulkGet(ctx, &proto.BulkGetRequest{Items: items})
 				if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || !strings.Contains(st.Message(), "daprd receives") {
-					t.Fatalf("BulkGet of 5 MiB: %v; want InvalidArgument saying that daprd receives at most %d bytes", err, daprstore.DaprdMaxRecvBytes)
+					t.Fatalf("BulkGet of 5 MiB: %v; want InvalidArgument saying that daprd receives at most %d bytes", err, pluggable.DaprdMaxRecvBytes)
 				}
 			})
 
@@ -282,12 +282,12 @@ func TestStore(t *testing.T) {
 					t.Errorf("Get for an unknown component: %v; want NotFound", err)
 				}
 				_, err = c.Init(ctx, &proto.InitRequest{Metadata: &proto.MetadataRequest{
-					Properties: map[string]string{daprstore.PropertyNamespace: "elsewhere"}}})
+					Properties: map[string]string{pluggable.PropertyNamespace: "elsewhere"}}})
 				if status.Code(err) != codes.InvalidArgument {
 					t.Errorf("Init naming another namespace: %v; want InvalidArgument", err)
 				}
 				f, err := c.Features(ctx, &proto.FeaturesRequest{})
-				if err != nil || !slices.Equal(f.GetFeatures(), []string{"ETAG", "TRANSACTIONAL", daprstore.FeatureTTL}) {
+				if err != nil || !slices.Equal(f.GetFeatures(), []string{"ETAG", "TRANSACTIONAL", pluggable.FeatureTTL}) {
 					t.Errorf("Features = %v, %v", f, err)
 				}
 			})

@@ -22,21 +22,18 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/auth"
-	"github.com/warmcache/warmcache/internal/consistencymon"
-	"github.com/warmcache/warmcache/internal/daprstore"
-	"github.com/warmcache/warmcache/internal/freshness"
-	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// The defaults that belong to no other package. Every other flag's default
-// is its package's constant (warmcache.DefaultHotTimeout,
-// pgstore.DefaultMaxConns and so on); the flags not named here or there
-// default to the zero value, which means "none" or "off".
+// The flags' defaults. The core's and the warehouse's defaults are their
+// own constants (warmcache.DefaultHotTimeout, pgstore.DefaultMaxConns and so
+// on); the flags not named here or there default to the zero value, which
+// means "none" or "off". A package that applies one of these settings
+// documents the same default for its zero value, and its tests hold the two
+// equal.
 const (
 	DefaultHTTPAddr          = "127.0.0.1:8080"
 	DefaultGRPCAddr          = "127.0.0.1:9090"
@@ -44,7 +41,42 @@ const (
 	DefaultNearCacheTracking = "bcast"
 	DefaultShutdownTimeout   = 15 * time.Second
 	DefaultLogLevel          = "info"
+
+	// DefaultMaxInflight bounds the REST requests served at once
+	// (httpapi.Options.MaxInflight).
+	DefaultMaxInflight = 1024
+
+	// DefaultDaprSocketFolder is daprd's default folder of pluggable
+	// components' sockets, where the component listens unless told
+	// otherwise.
+	DefaultDaprSocketFolder = "/tmp/dapr-components-sockets"
+	// DefaultDaprSocketName is the socket's file name without ".sock";
+	// daprd registers the component's type as state.<name>:
+	// state.warmcache.
+	DefaultDaprSocketName = "warmcache"
+	// DefaultDaprMaxValueBytes bounds a value saved through the pluggable
+	// component (pluggable.Options.MaxValueBytes): 4 MiB, what daprd's
+	// client for pluggable components receives, less 1 KiB for the answer's
+	// ETag and metadata.
+	DefaultDaprMaxValueBytes = 4<<20 - 1<<10
+
+	// The Redis tier's (rediscache.Options).
+	DefaultRedisAddr        = "127.0.0.1:6379"
+	DefaultRedisPrefix      = "wc:"
+	DefaultRedisDialTimeout = 200 * time.Millisecond
+
+	// The change capture's (freshness.Options).
+	DefaultFreshness    = "auto"
+	DefaultPollInterval = time.Second
+	DefaultPollOverlap  = 10 * time.Second
+
+	// DefaultConsistencySamples is the hot-tier updates in a million that
+	// the consistency monitor checks: 1,000 (0.1%).
+	DefaultConsistencySamples = 1000
 )
+
+// slotStem begins the name of every deployment's replication slot.
+const slotStem = "warmcache"
 
 // Config is everything the service and its subcommands need, in groups. A
 // command's Config holds the defaults in the groups it does not use. Each
@@ -127,7 +159,7 @@ type Dapr struct {
 	// "warmcache".
 	SocketName string
 	// MaxValueBytes bounds a value saved through the pluggable component
-	// (--dapr-max-value-bytes). Its default, daprstore.DefaultMaxValueBytes
+	// (--dapr-max-value-bytes). Its default, DefaultDaprMaxValueBytes
 	// (4 MiB less 1 KiB), lets through every value that daprd's default body
 	// bound (4 MiB) lets through and that daprd can read back.
 	MaxValueBytes int64
@@ -504,13 +536,13 @@ func DeploymentSlot(c Config) string {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	return freshness.DefaultSlot + "_" + hex.EncodeToString(h.Sum(nil))[:16]
+	return slotStem + "_" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func (h *HTTP) register(s *settings) {
 	s.str(&h.Addr, "http-addr", "WARMCACHE_HTTP_ADDR", DefaultHTTPAddr, "REST listen address")
 	s.str(&h.Socket, "http-socket", "WARMCACHE_HTTP_SOCKET", "", "unix socket path to also serve REST on")
-	s.positive(&h.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", httpapi.DefaultMaxInflight, "REST requests served at once")
+	s.positive(&h.MaxInflight, "max-inflight", "WARMCACHE_MAX_INFLIGHT", DefaultMaxInflight, "REST requests served at once")
 }
 
 func (g *GRPC) register(s *settings) {
@@ -527,17 +559,17 @@ func (d *Dapr) register(s *settings) {
 	// daprd reads DAPR_COMPONENTS_SOCKETS_FOLDER; on Kubernetes, Dapr's
 	// sidecar injector gives a pluggable component's container
 	// DAPR_COMPONENT_SOCKETS_FOLDER, the shared volume's mount path.
-	folder := daprstore.DefaultSocketFolder
+	folder := DefaultDaprSocketFolder
 	for _, env := range []string{"DAPR_COMPONENT_SOCKETS_FOLDER", "DAPR_COMPONENTS_SOCKETS_FOLDER"} {
 		if v := s.env(env); v != "" {
 			folder = v
 		}
 	}
 	s.str(&d.SocketFolder, "dapr-socket-folder", "WARMCACHE_DAPR_SOCKET_FOLDER", folder,
-		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+daprstore.DefaultSocketFolder)
-	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", daprstore.DefaultSocketName,
+		"daprd's components socket folder, where the pluggable component listens; default $DAPR_COMPONENTS_SOCKETS_FOLDER, else $DAPR_COMPONENT_SOCKETS_FOLDER (set by Dapr's injector), else "+DefaultDaprSocketFolder)
+	s.str(&d.SocketName, "dapr-socket-name", "WARMCACHE_DAPR_SOCKET_NAME", DefaultDaprSocketName,
 		"the pluggable component's socket file name, without .sock; daprd registers it as the component type state.<name>")
-	s.positive64(&d.MaxValueBytes, "dapr-max-value-bytes", "WARMCACHE_DAPR_MAX_VALUE_BYTES", daprstore.DefaultMaxValueBytes,
+	s.positive64(&d.MaxValueBytes, "dapr-max-value-bytes", "WARMCACHE_DAPR_MAX_VALUE_BYTES", DefaultDaprMaxValueBytes,
 		"largest value saved through the pluggable component; raise it with daprd's --max-body-size")
 	s.check(func() error {
 		d.Components = nil
@@ -617,12 +649,12 @@ func (p *Postgres) registerDialect(s *settings) {
 }
 
 func (r *Redis) register(s *settings) {
-	s.list(&r.Addrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", []string{rediscache.DefaultAddr}, "comma-separated Redis `addresses` (several for a Cluster)")
+	s.list(&r.Addrs, "redis-addrs", "WARMCACHE_REDIS_ADDRS", []string{DefaultRedisAddr}, "comma-separated Redis `addresses` (several for a Cluster)")
 	s.str(&r.MasterName, "redis-master", "WARMCACHE_REDIS_MASTER", "", "Sentinel master name")
 	s.str(&r.Password, "redis-password", "WARMCACHE_REDIS_PASSWORD", "", "Redis password")
 	s.nonNegative(&r.DB, "redis-db", "WARMCACHE_REDIS_DB", 0, "Redis database number")
-	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", rediscache.DefaultPrefix, "prefix of every Redis key")
-	s.duration(&r.DialTimeout, "redis-dial-timeout", "WARMCACHE_REDIS_DIAL_TIMEOUT", rediscache.DefaultDialTimeout, "deadline of opening one Redis connection")
+	s.str(&r.Prefix, "redis-prefix", "WARMCACHE_REDIS_PREFIX", DefaultRedisPrefix, "prefix of every Redis key")
+	s.duration(&r.DialTimeout, "redis-dial-timeout", "WARMCACHE_REDIS_DIAL_TIMEOUT", DefaultRedisDialTimeout, "deadline of opening one Redis connection")
 	s.check(func() error {
 		if len(r.Addrs) == 0 {
 			return errors.New("redis-addrs: at least one address is needed")
@@ -638,12 +670,12 @@ func (n *Near) register(s *settings) {
 }
 
 func (f *Freshness) register(s *settings) {
-	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", freshness.DefaultMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
+	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", DefaultFreshness, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
 	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "",
 		"replication slot of this deployment, shared by its instances; default warmcache_ and a hash of the database's name, the Redis addresses and the Redis prefix")
-	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", freshness.DefaultPollInterval, "time between two polls for writes that bypass the cache")
-	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", freshness.DefaultPollOverlap, "how far back each poll reads again")
+	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", DefaultPollInterval, "time between two polls for writes that bypass the cache")
+	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", DefaultPollOverlap, "how far back each poll reads again")
 	s.check(func() error {
 		if err := oneOf("freshness", f.Mode, "auto", "capture", "poll", "off"); err != nil {
 			return err
@@ -673,7 +705,7 @@ func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
 	s.duration(&t.SweepInterval, "sweep-interval", "WARMCACHE_SWEEP_INTERVAL", warmcache.DefaultSweepInterval, "how often rows past their expiry (a TTL) are deleted")
 	s.positive(&t.SweepBatch, "sweep-batch", "WARMCACHE_SWEEP_BATCH", warmcache.DefaultSweepBatch, "most expired rows one sweep transaction deletes")
-	s.nonNegative(&t.ConsistencySamples, "consistency-samples", "WARMCACHE_CONSISTENCY_SAMPLES", consistencymon.DefaultSamplesPerMillion, "hot-tier updates in a million that the consistency monitor checks against the warehouse 1s, 10s and 60s later; 0 turns it off")
+	s.nonNegative(&t.ConsistencySamples, "consistency-samples", "WARMCACHE_CONSISTENCY_SAMPLES", DefaultConsistencySamples, "hot-tier updates in a million that the consistency monitor checks against the warehouse 1s, 10s and 60s later; 0 turns it off")
 	s.positive(&t.BreakerThreshold, "breaker-threshold", "WARMCACHE_BREAKER_THRESHOLD", warmcache.DefaultBreakerThreshold, "consecutive warehouse failures that open the circuit breaker")
 	s.duration(&t.BreakerCooldown, "breaker-cooldown", "WARMCACHE_BREAKER_COOLDOWN", warmcache.DefaultBreakerCooldown, "first wait of an open circuit breaker")
 }

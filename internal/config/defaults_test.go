@@ -6,19 +6,14 @@ import (
 	"testing"
 
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/consistencymon"
-	"github.com/warmcache/warmcache/internal/daprstore"
-	"github.com/warmcache/warmcache/internal/freshness"
-	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
-	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// flagDefaults is every flag with the constant that is its default: the
-// constant of the package that applies the setting, or config's own for the
-// settings no other package owns. The flags whose default is the zero value
-// ("none" or "off") say so with a zero. A flag missing here fails
+// flagDefaults is every flag with the constant that is its default:
+// config's own, or the core's and the warehouse's, which config imports for
+// their types. The flags whose default is the zero value ("none" or "off")
+// say so with a zero. A flag missing here fails
 // TestFlagDefaultsAreTheirPackagesConstants.
 var flagDefaults = map[string]struct {
 	got  func(config.Config) any
@@ -32,42 +27,43 @@ var flagDefaults = map[string]struct {
 	"shutdown-timeout":    {func(c config.Config) any { return c.Server.ShutdownTimeout }, config.DefaultShutdownTimeout},
 	"log-level":           {func(c config.Config) any { return c.LogLevel }, config.DefaultLogLevel},
 
-	// The transports'.
-	"max-inflight": {func(c config.Config) any { return c.HTTP.MaxInflight }, httpapi.DefaultMaxInflight},
+	// Config's own, which the packages that apply them mean by their zero
+	// values (each package's tests hold it so).
+	"max-inflight":         {func(c config.Config) any { return c.HTTP.MaxInflight }, config.DefaultMaxInflight},
+	"consistency-samples":  {func(c config.Config) any { return c.Tiers.ConsistencySamples }, config.DefaultConsistencySamples},
+	"redis-addrs":          {func(c config.Config) any { return c.Redis.Addrs }, []string{config.DefaultRedisAddr}},
+	"redis-prefix":         {func(c config.Config) any { return c.Redis.Prefix }, config.DefaultRedisPrefix},
+	"redis-dial-timeout":   {func(c config.Config) any { return c.Redis.DialTimeout }, config.DefaultRedisDialTimeout},
+	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, config.DefaultFreshness},
+	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, config.DefaultPollInterval},
+	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, config.DefaultPollOverlap},
+	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, config.DefaultDaprSocketFolder},
+	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, config.DefaultDaprSocketName},
+	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(config.DefaultDaprMaxValueBytes)},
 
 	// The core's.
-	"hot-timeout":         {func(c config.Config) any { return c.Tiers.HotTimeout }, warmcache.DefaultHotTimeout},
-	"warm-timeout":        {func(c config.Config) any { return c.Tiers.WarmTimeout }, warmcache.DefaultWarmTimeout},
-	"max-warm-inflight":   {func(c config.Config) any { return c.Tiers.MaxWarmInflight }, warmcache.DefaultMaxWarmInflight},
-	"warm-lanes":          {func(c config.Config) any { return c.Tiers.WarmLanes }, warmcache.DefaultWarmLanes},
-	"hot-lanes":           {func(c config.Config) any { return c.Tiers.HotLanes }, warmcache.DefaultHotLanes},
-	"breaker-threshold":   {func(c config.Config) any { return c.Tiers.BreakerThreshold }, warmcache.DefaultBreakerThreshold},
-	"breaker-cooldown":    {func(c config.Config) any { return c.Tiers.BreakerCooldown }, warmcache.DefaultBreakerCooldown},
-	"max-body-bytes":      {func(c config.Config) any { return c.Limits.MaxBodyBytes }, int64(warmcache.DefaultMaxValueBytes)},
-	"max-batch-keys":      {func(c config.Config) any { return c.Limits.MaxBatchKeys }, warmcache.DefaultMaxBatchKeys},
-	"max-response-bytes":  {func(c config.Config) any { return c.Limits.MaxResponseBytes }, warmcache.DefaultMaxResponseBytes},
-	"max-loads":           {func(c config.Config) any { return c.Loads.Max }, warmcache.DefaultMaxLoads},
-	"max-load-bytes":      {func(c config.Config) any { return c.Loads.MaxBytes }, int64(warmcache.DefaultMaxLoadBytes)},
-	"load-idle-timeout":   {func(c config.Config) any { return c.Loads.IdleTimeout }, warmcache.DefaultLoadIdleTimeout},
-	"sweep-interval":      {func(c config.Config) any { return c.Tiers.SweepInterval }, warmcache.DefaultSweepInterval},
-	"sweep-batch":         {func(c config.Config) any { return c.Tiers.SweepBatch }, warmcache.DefaultSweepBatch},
-	"consistency-samples": {func(c config.Config) any { return c.Tiers.ConsistencySamples }, consistencymon.DefaultSamplesPerMillion},
+	"hot-timeout":        {func(c config.Config) any { return c.Tiers.HotTimeout }, warmcache.DefaultHotTimeout},
+	"warm-timeout":       {func(c config.Config) any { return c.Tiers.WarmTimeout }, warmcache.DefaultWarmTimeout},
+	"max-warm-inflight":  {func(c config.Config) any { return c.Tiers.MaxWarmInflight }, warmcache.DefaultMaxWarmInflight},
+	"warm-lanes":         {func(c config.Config) any { return c.Tiers.WarmLanes }, warmcache.DefaultWarmLanes},
+	"hot-lanes":          {func(c config.Config) any { return c.Tiers.HotLanes }, warmcache.DefaultHotLanes},
+	"breaker-threshold":  {func(c config.Config) any { return c.Tiers.BreakerThreshold }, warmcache.DefaultBreakerThreshold},
+	"breaker-cooldown":   {func(c config.Config) any { return c.Tiers.BreakerCooldown }, warmcache.DefaultBreakerCooldown},
+	"max-body-bytes":     {func(c config.Config) any { return c.Limits.MaxBodyBytes }, int64(warmcache.DefaultMaxValueBytes)},
+	"max-batch-keys":     {func(c config.Config) any { return c.Limits.MaxBatchKeys }, warmcache.DefaultMaxBatchKeys},
+	"max-response-bytes": {func(c config.Config) any { return c.Limits.MaxResponseBytes }, warmcache.DefaultMaxResponseBytes},
+	"max-loads":          {func(c config.Config) any { return c.Loads.Max }, warmcache.DefaultMaxLoads},
+	"max-load-bytes":     {func(c config.Config) any { return c.Loads.MaxBytes }, int64(warmcache.DefaultMaxLoadBytes)},
+	"load-idle-timeout":  {func(c config.Config) any { return c.Loads.IdleTimeout }, warmcache.DefaultLoadIdleTimeout},
+	"sweep-interval":     {func(c config.Config) any { return c.Tiers.SweepInterval }, warmcache.DefaultSweepInterval},
+	"sweep-batch":        {func(c config.Config) any { return c.Tiers.SweepBatch }, warmcache.DefaultSweepBatch},
 
-	// The adapters'.
-	"pg-exec-mode":         {func(c config.Config) any { return c.Postgres.ExecMode }, pgstore.DefaultExecMode},
-	"pg-pooler":            {func(c config.Config) any { return c.Postgres.Pooler }, pgstore.DefaultPooler},
-	"pg-lookup-function":   {func(c config.Config) any { return c.Postgres.LookupFunction }, pgstore.DefaultLookupFunction},
-	"pg-write-function":    {func(c config.Config) any { return c.Postgres.WriteFunction }, pgstore.DefaultWriteFunction},
-	"pg-max-conns":         {func(c config.Config) any { return c.Postgres.MaxConns }, pgstore.DefaultMaxConns},
-	"redis-addrs":          {func(c config.Config) any { return c.Redis.Addrs }, []string{rediscache.DefaultAddr}},
-	"redis-prefix":         {func(c config.Config) any { return c.Redis.Prefix }, rediscache.DefaultPrefix},
-	"redis-dial-timeout":   {func(c config.Config) any { return c.Redis.DialTimeout }, rediscache.DefaultDialTimeout},
-	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, freshness.DefaultMode},
-	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, freshness.DefaultPollInterval},
-	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, freshness.DefaultPollOverlap},
-	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, daprstore.DefaultSocketFolder},
-	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, daprstore.DefaultSocketName},
-	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(daprstore.DefaultMaxValueBytes)},
+	// The warehouse's.
+	"pg-exec-mode":       {func(c config.Config) any { return c.Postgres.ExecMode }, pgstore.DefaultExecMode},
+	"pg-pooler":          {func(c config.Config) any { return c.Postgres.Pooler }, pgstore.DefaultPooler},
+	"pg-lookup-function": {func(c config.Config) any { return c.Postgres.LookupFunction }, pgstore.DefaultLookupFunction},
+	"pg-write-function":  {func(c config.Config) any { return c.Postgres.WriteFunction }, pgstore.DefaultWriteFunction},
+	"pg-max-conns":       {func(c config.Config) any { return c.Postgres.MaxConns }, pgstore.DefaultMaxConns},
 
 	// Zero: none, off, or decided elsewhere (see each field).
 	"http-socket":      {func(c config.Config) any { return c.HTTP.Socket }, ""},

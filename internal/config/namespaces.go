@@ -8,11 +8,13 @@ import (
 	"mime"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -61,22 +63,22 @@ type fileDoc struct {
 }
 
 type nsDoc struct {
-	Name          string   `yaml:"name"`
-	Table         string   `yaml:"table"`
-	Key           keyDoc   `yaml:"key"`
-	Value         valueDoc `yaml:"value"`
-	VersionColumn string   `yaml:"version_column"`
-	ExpiresColumn string   `yaml:"expires_column"`
-	TTL           string   `yaml:"ttl"`
-	NegativeTTL   string   `yaml:"negative_ttl"`
-	MaxStale      string   `yaml:"max_stale"`
-	NearTTL       string   `yaml:"near_ttl"`
-	TTLJitter     *float64 `yaml:"ttl_jitter"`
-	Writable      bool     `yaml:"writable"`
-	Managed       bool     `yaml:"managed"`
-	MaxKeyBytes   int      `yaml:"max_key_bytes"`
-	Codec         string   `yaml:"codec"`
-	Storage       storeDoc `yaml:"storage"`
+	Name          string         `yaml:"name"`
+	Table         string         `yaml:"table"`
+	Key           keyDoc         `yaml:"key"`
+	Value         valueDoc       `yaml:"value"`
+	VersionColumn string         `yaml:"version_column"`
+	ExpiresColumn string         `yaml:"expires_column"`
+	TTL           string         `yaml:"ttl"`
+	NegativeTTL   string         `yaml:"negative_ttl"`
+	MaxStale      string         `yaml:"max_stale"`
+	NearTTL       string         `yaml:"near_ttl"`
+	TTLJitter     *float64       `yaml:"ttl_jitter"`
+	Writable      bool           `yaml:"writable"`
+	Managed       bool           `yaml:"managed"`
+	MaxKeyBytes   int            `yaml:"max_key_bytes"`
+	Codec         string         `yaml:"codec"`
+	Storage       schema.Storage `yaml:"storage"`
 }
 
 type keyDoc struct {
@@ -94,15 +96,6 @@ type valueDoc struct {
 type columnDoc struct {
 	Name string `yaml:"name"`
 	Type string `yaml:"type"`
-}
-
-type storeDoc struct {
-	Partitions      int    `yaml:"partitions"`
-	Compression     string `yaml:"compression"`
-	CompressLevel   int    `yaml:"compress_level"`
-	AppendOptimized bool   `yaml:"appendoptimized"`
-	Orientation     string `yaml:"orientation"`
-	GINIndex        bool   `yaml:"gin_index"`
 }
 
 var (
@@ -168,14 +161,7 @@ func (d nsDoc) table(ns *warmcache.Namespace) schema.Table {
 	return schema.Table{
 		Namespace: ns,
 		Managed:   d.Managed,
-		Storage: schema.Storage{
-			Partitions:      d.Storage.Partitions,
-			Compression:     d.Storage.Compression,
-			CompressLevel:   d.Storage.CompressLevel,
-			AppendOptimized: d.Storage.AppendOptimized,
-			Orientation:     d.Storage.Orientation,
-			GINIndex:        d.Storage.GINIndex,
-		},
+		Storage:   d.Storage,
 	}
 }
 
@@ -346,18 +332,18 @@ func (d nsDoc) checkLimits(ns *warmcache.Namespace, p *problems) {
 			p.add("ttl_jitter: must be at least 0 and below 1, got %v", ns.TTLJitter)
 		}
 	}
-	switch ns.Codec {
-	case warmcache.CodecNone, warmcache.CodecZstd, warmcache.CodecZstdDict:
-	case "":
+	switch codecs := warmcache.Codecs(); {
+	case ns.Codec == "":
 		ns.Codec = warmcache.CodecNone
-	default:
-		p.add("codec: must be none, zstd or zstd-dict, got %q", d.Codec)
+	case !slices.Contains(codecs, ns.Codec):
+		all := names(codecs)
+		p.add("codec: must be %s or %s, got %q", strings.Join(all[:len(all)-1], ", "), all[len(all)-1], d.Codec)
 	}
 	if d.MaxKeyBytes < 0 || d.MaxKeyBytes > 4096 {
 		p.add("max_key_bytes: must be between 1 and 4096, got %d", d.MaxKeyBytes)
 	}
-	if d.Storage.Partitions < 0 || d.Storage.Partitions > 1024 {
-		p.add("storage.partitions: must be between 1 and 1024, got %d", d.Storage.Partitions)
+	if d.Storage.Partitions < 0 || d.Storage.Partitions > dialect.MaxPartitions {
+		p.add("storage.partitions: must be between 1 and %d, got %d", dialect.MaxPartitions, d.Storage.Partitions)
 	}
 }
 

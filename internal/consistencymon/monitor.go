@@ -32,10 +32,6 @@ type Auditor interface {
 
 var _ Auditor = (*warmcache.Service)(nil)
 
-// DefaultSamplesPerMillion is the serve command's sampling of hot-tier
-// updates: 1,000 in a million (0.1%).
-const DefaultSamplesPerMillion = 1000
-
 // Options configure a Monitor. The zero value of each field selects the
 // default in its comment.
 type Options struct {

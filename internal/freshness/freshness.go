@@ -38,13 +38,12 @@ const (
 	Off = "off"
 )
 
-// The defaults of Options that the service's flags also use (see package
-// config).
+// What the zero values of Options mean.
 const (
-	DefaultMode         = Auto
-	DefaultSlot         = "warmcache"
-	DefaultPollInterval = time.Second
-	DefaultPollOverlap  = 10 * time.Second
+	defaultMode         = Auto
+	defaultSlot         = "warmcache"
+	defaultPollInterval = time.Second
+	defaultPollOverlap  = 10 * time.Second
 )
 
 // Options configure a Runner. The zero value of each field selects the
@@ -94,13 +93,13 @@ type Runner struct {
 // registered.
 func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
 	if opts.Mode == "" {
-		opts.Mode = DefaultMode
+		opts.Mode = defaultMode
 	}
 	if opts.Slot == "" {
-		opts.Slot = DefaultSlot
+		opts.Slot = defaultSlot
 	}
 	if opts.PollInterval <= 0 {
-		opts.PollInterval = DefaultPollInterval
+		opts.PollInterval = defaultPollInterval
 	}
 	if opts.RetryInterval <= 0 {
 		opts.RetryInterval = time.Second

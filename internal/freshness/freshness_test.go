@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -216,5 +217,21 @@ func TestMetricsLag(t *testing.T) {
 	}
 	if got := metricValue(t, reg, "warmcache_change_capture_apply_lag_seconds"); got != 3 {
 		t.Errorf("%v transactions observed, want 3", got)
+	}
+}
+
+// A zero Options means what the service's flags default to.
+func TestZeroOptionsAreTheFlagDefaults(t *testing.T) {
+	for _, d := range []struct {
+		flag      string
+		zero, def any
+	}{
+		{"freshness", defaultMode, config.DefaultFreshness},
+		{"poll-interval", defaultPollInterval, config.DefaultPollInterval},
+		{"poll-overlap", defaultPollOverlap, config.DefaultPollOverlap},
+	} {
+		if d.zero != d.def {
+			t.Errorf("the zero value means %v, --%s defaults to %v", d.zero, d.flag, d.def)
+		}
 	}
 }

@@ -137,10 +137,10 @@ func (w *watermark) remember(key string, version int64) {
 // apply. interval zero means 1s, overlap zero means 10s.
 func newPoller(store PollStore, apply Applier, namespaces []*warmcache.Namespace, interval, overlap time.Duration, m *metrics, log *slog.Logger) *Poller {
 	if interval <= 0 {
-		interval = DefaultPollInterval
+		interval = defaultPollInterval
 	}
 	if overlap <= 0 {
-		overlap = DefaultPollOverlap
+		overlap = defaultPollOverlap
 	}
 	p := &Poller{store: store, apply: apply, namespaces: namespaces, byName: map[string]*warmcache.Namespace{},
 		interval: interval, overlap: overlap, log: log, now: time.Now, marks: map[string]*watermark{}, m: m}

@@ -28,8 +28,8 @@ import (
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
-	"github.com/warmcache/warmcache/internal/daprapi"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
+	daprruntime "github.com/warmcache/warmcache/internal/dapr/runtime"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/grpcapi"
@@ -114,7 +114,7 @@ type Gateway struct {
 	grpc   *grpcapi.API
 	dapr   daprServers
 	// pluggable is the Dapr pluggable state store; nil when not served.
-	pluggable *daprstore.Store
+	pluggable *pluggable.Store
 
 	closers []func() error // run in reverse by Close
 }
@@ -386,14 +386,14 @@ func (g *Gateway) buildTransports() error {
 	if err != nil {
 		return err
 	}
-	daprGRPC := daprapi.NewGRPC(g.svc, keys, g.log)
+	daprGRPC := daprruntime.NewGRPC(g.svc, keys, g.log)
 	g.dapr = daprServers{
-		http: g.tracer.HTTP(daprapi.NewHTTP(g.svc, g.log, daprapi.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr"),
+		http: g.tracer.HTTP(daprruntime.NewHTTP(g.svc, g.log, daprruntime.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr"),
 		grpc: func(opts ...grpc.ServerOption) *grpc.Server {
 			// Up to daprd's own 4 MiB, so that a value over the bound reaches
 			// the core, which refuses it with the bound, rather than gRPC's
 			// raw size error.
-			recv := max(int(cfg.Limits.MaxBodyBytes), daprstore.DaprdMaxBodyBytes) + 64<<10
+			recv := max(int(cfg.Limits.MaxBodyBytes), pluggable.DaprdMaxBodyBytes) + 64<<10
 			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(recv)}, opts...)...)
 		},
 	}

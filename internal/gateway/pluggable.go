@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 )
 
 // buildPluggable builds the Dapr pluggable state store of the
@@ -19,11 +19,11 @@ func (g *Gateway) buildPluggable() error {
 	if len(g.cfg.Dapr.Components) == 0 {
 		return nil
 	}
-	components := make([]daprstore.Component, len(g.cfg.Dapr.Components))
+	components := make([]pluggable.Component, len(g.cfg.Dapr.Components))
 	for i, c := range g.cfg.Dapr.Components {
-		components[i] = daprstore.Component{Name: c.Name, Namespace: c.Namespace}
+		components[i] = pluggable.Component{Name: c.Name, Namespace: c.Namespace}
 	}
-	store, err := daprstore.New(g.svc, components, daprstore.Options{MaxValueBytes: int(g.cfg.Dapr.MaxValueBytes)}, g.reg, g.log)
+	store, err := pluggable.New(g.svc, components, pluggable.Options{MaxValueBytes: int(g.cfg.Dapr.MaxValueBytes)}, g.reg, g.log)
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func maxValueBytes(cfg config.Config) int {
 // its socket in daprd's components folder, which it creates if missing.
 // The socket is plain gRPC, guarded by its file mode (see listenUnix):
 // daprd sends no API key to a component.
-func (l *listeners) startPluggable(cfg config.Config, store *daprstore.Store, grpcOpts []grpc.ServerOption, log *slog.Logger, stdout io.Writer) error {
+func (l *listeners) startPluggable(cfg config.Config, store *pluggable.Store, grpcOpts []grpc.ServerOption, log *slog.Logger, stdout io.Writer) error {
 	if store == nil {
 		return nil
 	}

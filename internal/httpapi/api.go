@@ -34,16 +34,15 @@ type Options struct {
 	// long (408); nothing of it is written. Zero means 30s.
 	LoadIdleTimeout time.Duration
 	// MaxInflight bounds the /v1 requests served at once. Zero means
-	// DefaultMaxInflight.
+	// 1024.
 	MaxInflight int
 	// Keys checks the API key of every /v1/kv request. Nil, or a Keyring
 	// without keys, lets every request through unauthenticated.
 	Keys *auth.Keyring
 }
 
-// DefaultMaxInflight is the default of Options.MaxInflight, which the
-// service's flag also uses (see package config).
-const DefaultMaxInflight = 1024
+// defaultMaxInflight is what a zero Options.MaxInflight means.
+const defaultMaxInflight = 1024
 
 type api struct {
 	svc     *warmcache.Service
@@ -69,7 +68,7 @@ func NewHandler(svc *warmcache.Service, metrics http.Handler, reg prometheus.Reg
 	r := chi.NewRouter()
 	a.mux = r
 	if opts.MaxInflight <= 0 {
-		opts.MaxInflight = DefaultMaxInflight
+		opts.MaxInflight = defaultMaxInflight
 	}
 	r.Use(routeEscaped, m.middleware, a.recoverer, a.limitInflight(opts.MaxInflight))
 	r.NotFound(a.noRoute)

@@ -67,15 +67,11 @@ type Options struct {
 	Instrument func(redis.UniversalClient) error
 }
 
-// The defaults of Options that the service's flags also use (see package
-// config).
+// What the zero values of Options mean.
 const (
-	DefaultAddr        = "127.0.0.1:6379"
-	DefaultPrefix      = "wc:"
-	DefaultDialTimeout = 200 * time.Millisecond
-)
-
-const (
+	defaultAddr         = "127.0.0.1:6379"
+	defaultPrefix       = "wc:"
+	defaultDialTimeout  = 200 * time.Millisecond
 	defaultReadTimeout  = 100 * time.Millisecond
 	defaultWriteTimeout = 100 * time.Millisecond
 )
@@ -87,12 +83,12 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	if len(o.Addrs) == 0 {
-		o.Addrs = []string{DefaultAddr}
+		o.Addrs = []string{defaultAddr}
 	}
 	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+		o.Prefix = defaultPrefix
 	}
-	dur(&o.DialTimeout, DefaultDialTimeout)
+	dur(&o.DialTimeout, defaultDialTimeout)
 	dur(&o.ReadTimeout, defaultReadTimeout)
 	dur(&o.WriteTimeout, defaultWriteTimeout)
 	return o

@@ -46,6 +46,9 @@ const (
 	CodecZstdDict Codec = "zstd-dict"
 )
 
+// Codecs returns the supported codecs, CodecNone first.
+func Codecs() []Codec { return []Codec{CodecNone, CodecZstd, CodecZstdDict} }
+
 // Column is one typed column of a LayoutColumns namespace. Its name is also
 // the field name in the JSON value.
 type Column struct {

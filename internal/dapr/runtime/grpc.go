@@ -1,8 +1,7 @@
-package daprapi
+package runtime
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -129,11 +129,7 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 	if _, err := g.authorize(ctx, token(ctx), in.GetStoreName(), auth.ScopeRead); err != nil {
 		return nil, g.fail(ctx, opGet, in.GetStoreName(), in.GetKey(), err)
 	}
-	consistency := ""
-	if in.GetConsistency() == commonv1.StateOptions_CONSISTENCY_STRONG {
-		consistency = strong
-	}
-	it, found, err := g.get(ctx, in.GetStoreName(), in.GetKey(), consistency)
+	it, found, err := dapr.Read(ctx, g.svc, in.GetStoreName(), in.GetKey(), dapr.StrongRead(in.GetConsistency()))
 	if err != nil {
 		return nil, g.fail(ctx, opGet, in.GetStoreName(), in.GetKey(), err)
 	}
@@ -142,11 +138,11 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 	}
 	resp := &runtimev1.GetStateResponse{
 		Data:     it.Entry.Value,
-		Etag:     etagOf(it.Entry.Version),
-		Metadata: ItemMetadata(it),
+		Etag:     dapr.ETag(it.Entry.Version),
+		Metadata: dapr.ItemMetadata(it),
 	}
 	if g.opaque(in.GetStoreName()) != nil {
-		resp.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
+		resp.Metadata[dapr.MetaContentType] = g.contentTypeOf(in.GetStoreName())
 	}
 	return resp, nil
 }
@@ -156,19 +152,19 @@ func (g *GRPC) GetBulkState(ctx context.Context, in *runtimev1.GetBulkStateReque
 	if _, err := g.authorize(ctx, token(ctx), in.GetStoreName(), auth.ScopeRead); err != nil {
 		return nil, g.fail(ctx, opBulkGet, in.GetStoreName(), "", err)
 	}
-	items, err := g.bulkGet(ctx, in.GetStoreName(), in.GetKeys())
+	items, err := dapr.BulkRead(ctx, g.svc, in.GetStoreName(), in.GetKeys())
 	if err != nil {
 		return nil, g.fail(ctx, opBulkGet, in.GetStoreName(), "", err)
 	}
 	resp := &runtimev1.GetBulkStateResponse{Items: make([]*runtimev1.BulkStateItem, len(items))}
 	opaque := g.opaque(in.GetStoreName()) != nil
 	for i, it := range items {
-		bi := &runtimev1.BulkStateItem{Key: it.key}
-		if it.found {
-			bi.Data, bi.Etag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			bi.Metadata = ItemMetadata(it.item)
+		bi := &runtimev1.BulkStateItem{Key: it.Key}
+		if it.Found {
+			bi.Data, bi.Etag = it.Item.Entry.Value, dapr.ETag(it.Item.Entry.Version)
+			bi.Metadata = dapr.ItemMetadata(it.Item)
 			if opaque {
-				bi.Metadata[metaContentType] = g.contentTypeOf(in.GetStoreName())
+				bi.Metadata[dapr.MetaContentType] = g.contentTypeOf(in.GetStoreName())
 			}
 		}
 		resp.Items[i] = bi
@@ -198,8 +194,8 @@ func (g *GRPC) DeleteState(ctx context.Context, in *runtimev1.DeleteStateRequest
 	if err != nil {
 		return nil, g.fail(ctx, opDelete, in.GetStoreName(), in.GetKey(), err)
 	}
-	del := &deleteItem{key: in.GetKey(), etag: etagFromProto(in.GetEtag()),
-		concurrency: concurrencyOf(in.GetOptions()), metadata: in.GetMetadata()}
+	del := &dapr.Delete{Key: in.GetKey(), ETag: dapr.ETagOf(in.GetEtag()),
+		Concurrency: dapr.Concurrency(in.GetOptions().GetConcurrency()), Metadata: in.GetMetadata()}
 	if err := g.apply(ctx, p, "dapr-grpc", "delete", in.GetStoreName(), []txOp{{del: del}}, nil); err != nil {
 		return nil, g.fail(ctx, opDelete, in.GetStoreName(), in.GetKey(), err)
 	}
@@ -246,33 +242,12 @@ func (g *GRPC) ExecuteStateTransaction(ctx context.Context, in *runtimev1.Execut
 	return &emptypb.Empty{}, nil
 }
 
-func setFromProto(s *commonv1.StateItem) *setItem {
-	return &setItem{key: s.GetKey(), value: s.GetValue(), etag: etagFromProto(s.GetEtag()),
-		concurrency: concurrencyOf(s.GetOptions()), metadata: s.GetMetadata()}
+func setFromProto(s *commonv1.StateItem) *dapr.Save {
+	return &dapr.Save{Key: s.GetKey(), Value: s.GetValue(), ETag: dapr.ETagOf(s.GetEtag()),
+		Concurrency: dapr.Concurrency(s.GetOptions().GetConcurrency()), Metadata: s.GetMetadata()}
 }
 
-func deleteFromProto(s *commonv1.StateItem) *deleteItem {
-	return &deleteItem{key: s.GetKey(), etag: etagFromProto(s.GetEtag()),
-		concurrency: concurrencyOf(s.GetOptions()), metadata: s.GetMetadata()}
+func deleteFromProto(s *commonv1.StateItem) *dapr.Delete {
+	return &dapr.Delete{Key: s.GetKey(), ETag: dapr.ETagOf(s.GetEtag()),
+		Concurrency: dapr.Concurrency(s.GetOptions().GetConcurrency()), Metadata: s.GetMetadata()}
 }
-
-func etagFromProto(e *commonv1.Etag) *string {
-	if e == nil {
-		return nil
-	}
-	v := e.GetValue()
-	return &v
-}
-
-func concurrencyOf(o *commonv1.StateOptions) string {
-	switch o.GetConcurrency() {
-	case commonv1.StateOptions_CONCURRENCY_FIRST_WRITE:
-		return firstWrite
-	case commonv1.StateOptions_CONCURRENCY_LAST_WRITE:
-		return lastWrite
-	}
-	return ""
-}
-
-// etagOf is the ETag of a version.
-func etagOf(version int64) string { return fmt.Sprint(version) }

@@ -1,4 +1,4 @@
-package daprapi
+package runtime
 
 import (
 	"bytes"
@@ -11,11 +11,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -129,10 +129,10 @@ func (a *httpAPI) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	case errors.As(err, &tooLarge):
 		return fmt.Errorf("%w: body is larger than %d bytes; warmcache's --max-body-bytes (WARMCACHE_MAX_BODY_BYTES) raises the bound", warmcache.ErrTooLarge, tooLarge.Limit)
 	case err != nil:
-		return fmt.Errorf("%w: reading body: %w", errMalformed, err)
+		return fmt.Errorf("%w: reading body: %w", dapr.ErrMalformed, err)
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: failed deserializing HTTP body: %w", errMalformed, err)
+		return fmt.Errorf("%w: failed deserializing HTTP body: %w", dapr.ErrMalformed, err)
 	}
 	return nil
 }
@@ -143,11 +143,11 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, opGet, store, key, err)
 		return
 	}
-	if err := checkMetadata(a.metadataOf(store, queryMetadata(r))); err != nil {
+	if err := dapr.CheckMetadata(a.metadataOf(store, queryMetadata(r))); err != nil {
 		a.fail(w, r, opGet, store, key, err)
 		return
 	}
-	it, found, err := a.state.get(r.Context(), store, key, r.URL.Query().Get("consistency"))
+	it, found, err := dapr.Read(r.Context(), a.svc, store, key, r.URL.Query().Get("consistency") == dapr.Strong)
 	if err != nil {
 		a.fail(w, r, opGet, store, key, err)
 		return
@@ -157,10 +157,9 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h := w.Header()
-	h.Set("ETag", etagOf(it.Entry.Version))
-	h.Set("Metadata."+metaSource, string(it.Source))
-	if !it.Entry.ExpiresAt.IsZero() {
-		h.Set("Metadata."+MetaTTLExpireTime, it.Entry.ExpiresAt.UTC().Format(time.RFC3339))
+	h.Set("ETag", dapr.ETag(it.Entry.Version))
+	for k, v := range dapr.ItemMetadata(it) {
+		h.Set("Metadata."+k, v)
 	}
 	h.Set("X-Cache", string(it.Source))
 	h.Set("Content-Type", a.contentTypeOf(store))
@@ -183,12 +182,12 @@ type stateRequest struct {
 	Options  stateOptions      `json:"options"`
 }
 
-func (s stateRequest) set(query map[string]string) *setItem {
-	return &setItem{key: s.Key, value: s.Value, etag: s.ETag, concurrency: s.Options.Concurrency, metadata: merge(s.Metadata, query)}
+func (s stateRequest) set(query map[string]string) *dapr.Save {
+	return &dapr.Save{Key: s.Key, Value: s.Value, ETag: s.ETag, Concurrency: s.Options.Concurrency, Metadata: merge(s.Metadata, query)}
 }
 
-func (s stateRequest) del(query map[string]string) *deleteItem {
-	return &deleteItem{key: s.Key, etag: s.ETag, concurrency: s.Options.Concurrency, metadata: merge(s.Metadata, query)}
+func (s stateRequest) del(query map[string]string) *dapr.Delete {
+	return &dapr.Delete{Key: s.Key, ETag: s.ETag, Concurrency: s.Options.Concurrency, Metadata: merge(s.Metadata, query)}
 }
 
 // merge adds the query's metadata to an item's, as daprd does.
@@ -222,7 +221,7 @@ func (a *httpAPI) save(w http.ResponseWriter, r *http.Request) {
 	ops := make([]txOp, len(reqs))
 	for i, s := range reqs {
 		if s.Key == "" {
-			a.fail(w, r, opSave, store, "", fmt.Errorf("%w: \"key\" is a required field", errMalformed))
+			a.fail(w, r, opSave, store, "", fmt.Errorf("%w: \"key\" is a required field", dapr.ErrMalformed))
 			return
 		}
 		ops[i] = txOp{set: s.set(query)}
@@ -241,10 +240,10 @@ func (a *httpAPI) delete(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, opDelete, store, key, err)
 		return
 	}
-	del := &deleteItem{key: key, concurrency: r.URL.Query().Get("concurrency"), metadata: queryMetadata(r)}
+	del := &dapr.Delete{Key: key, Concurrency: r.URL.Query().Get("concurrency"), Metadata: queryMetadata(r)}
 	if _, ok := r.Header["If-Match"]; ok {
 		etag := r.Header.Get("If-Match")
-		del.etag = &etag
+		del.ETag = &etag
 	}
 	if err := a.apply(r.Context(), p, "dapr-http", "delete", store, []txOp{{del: del}}, nil); err != nil {
 		a.fail(w, r, opDelete, store, key, err)
@@ -278,11 +277,11 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, opBulkGet, store, "", err)
 		return
 	}
-	if err := checkMetadata(a.metadataOf(store, merge(req.Metadata, queryMetadata(r)))); err != nil {
+	if err := dapr.CheckMetadata(a.metadataOf(store, merge(req.Metadata, queryMetadata(r)))); err != nil {
 		a.fail(w, r, opBulkGet, store, "", err)
 		return
 	}
-	items, err := a.bulkGet(r.Context(), store, req.Keys)
+	items, err := dapr.BulkRead(r.Context(), a.svc, store, req.Keys)
 	if err != nil {
 		a.fail(w, r, opBulkGet, store, "", err)
 		return
@@ -290,15 +289,15 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 	out := make([]bulkResponseItem, len(items))
 	opaque := a.opaque(store) != nil
 	for i, it := range items {
-		out[i] = bulkResponseItem{Key: it.key}
-		if it.found {
-			out[i].Data, out[i].ETag = it.item.Entry.Value, etagOf(it.item.Entry.Version)
-			out[i].Metadata = ItemMetadata(it.item)
+		out[i] = bulkResponseItem{Key: it.Key}
+		if it.Found {
+			out[i].Data, out[i].ETag = it.Item.Entry.Value, dapr.ETag(it.Item.Entry.Version)
+			out[i].Metadata = dapr.ItemMetadata(it.Item)
 			if opaque {
 				// The data of a bulk read is JSON: opaque bytes go as
 				// the JSON string of their base64.
-				out[i].Data = jsonBase64(it.item.Entry.Value)
-				out[i].Metadata[metaContentType] = a.contentTypeOf(store)
+				out[i].Data = jsonBase64(it.Item.Entry.Value)
+				out[i].Metadata[dapr.MetaContentType] = a.contentTypeOf(store)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package daprstore_test
+package pluggable_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/warmcache/warmcache/internal/daprstore"
+	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -34,23 +34,23 @@ func TestNewRefusesNamespaces(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name       string
-		components []daprstore.Component
+		components []pluggable.Component
 		want       string
 	}{
-		{"bigint keys", []daprstore.Component{{Name: "s", Namespace: "ints"}}, "text keys"},
-		{"json values", []daprstore.Component{{Name: "s", Namespace: "json"}}, "bytes layout"},
-		{"unknown namespace", []daprstore.Component{{Name: "s", Namespace: "nope"}}, "unknown namespace"},
-		{"a name twice", []daprstore.Component{{Name: "s", Namespace: "bytes"}, {Name: "s", Namespace: "bytes"}}, "twice"},
+		{"bigint keys", []pluggable.Component{{Name: "s", Namespace: "ints"}}, "text keys"},
+		{"json values", []pluggable.Component{{Name: "s", Namespace: "json"}}, "bytes layout"},
+		{"unknown namespace", []pluggable.Component{{Name: "s", Namespace: "nope"}}, "unknown namespace"},
+		{"a name twice", []pluggable.Component{{Name: "s", Namespace: "bytes"}, {Name: "s", Namespace: "bytes"}}, "twice"},
 		{"no component", nil, "no component"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := daprstore.New(svc, tc.components, daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+			_, err := pluggable.New(svc, tc.components, pluggable.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("New = %v; want an error about %s", err, tc.want)
 			}
 		})
 	}
-	if _, err := daprstore.New(svc, []daprstore.Component{{Name: "s", Namespace: "bytes"}}, daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
+	if _, err := pluggable.New(svc, []pluggable.Component{{Name: "s", Namespace: "bytes"}}, pluggable.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("New over a text-keyed bytes namespace: %v", err)
 	}
 }
@@ -67,22 +67,22 @@ func TestFeaturesFollowTheNamespace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := daprstore.New(svc, []daprstore.Component{{Name: "plain", Namespace: "plain"}, {Name: "expiring", Namespace: "expiring"}},
-		daprstore.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	s, err := pluggable.New(svc, []pluggable.Component{{Name: "plain", Namespace: "plain"}, {Name: "expiring", Namespace: "expiring"}},
+		pluggable.Options{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for component, want := range map[string][]string{
 		"plain":    {"ETAG", "TRANSACTIONAL"},
-		"expiring": {"ETAG", "TRANSACTIONAL", daprstore.FeatureTTL},
+		"expiring": {"ETAG", "TRANSACTIONAL", pluggable.FeatureTTL},
 	} {
-		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(daprstore.InstanceHeader, component))
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(pluggable.InstanceHeader, component))
 		f, err := s.Features(ctx, &proto.FeaturesRequest{})
 		if err != nil || !slices.Equal(f.GetFeatures(), want) {
 			t.Errorf("Features of %s = %v, %v; want %v", component, f.GetFeatures(), err, want)
 		}
 	}
-	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(daprstore.InstanceHeader, "other"))
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(pluggable.InstanceHeader, "other"))
 	if _, err := s.Features(ctx, &proto.FeaturesRequest{}); status.Code(err) != codes.NotFound {
 		t.Errorf("Features of an unknown component: %v; want NotFound", err)
 	}

@@ -1,21 +1,17 @@
-package daprstore
+package pluggable
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"strings"
 
 	proto "github.com/dapr/dapr/pkg/proto/components/v1"
 	protobuf "google.golang.org/protobuf/proto"
 
-	"github.com/warmcache/warmcache/internal/daprapi"
+	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
-
-// metaContentType is the metadata key of a value's content type.
-const metaContentType = "contentType"
 
 // Get reads one key; an absent key is an empty response.
 func (s *Store) Get(ctx context.Context, in *proto.GetRequest) (*proto.GetResponse, error) {
@@ -23,7 +19,7 @@ func (s *Store) Get(ctx context.Context, in *proto.GetRequest) (*proto.GetRespon
 	if err != nil {
 		return nil, s.fail(ctx, "Get", err)
 	}
-	it, found, err := daprapi.Read(ctx, s.svc, namespace, in.GetKey(), in.GetConsistency() == proto.StateOptions_CONSISTENCY_STRONG)
+	it, found, err := dapr.Read(ctx, s.svc, namespace, in.GetKey(), dapr.StrongRead(in.GetConsistency()))
 	if err != nil {
 		return nil, s.fail(ctx, "Get", err)
 	}
@@ -32,8 +28,8 @@ func (s *Store) Get(ctx context.Context, in *proto.GetRequest) (*proto.GetRespon
 	}
 	resp := &proto.GetResponse{
 		Data:     it.Entry.Value,
-		Etag:     &proto.Etag{Value: daprapi.ETag(it.Entry.Version)},
-		Metadata: daprapi.ItemMetadata(it),
+		Etag:     &proto.Etag{Value: dapr.ETag(it.Entry.Version)},
+		Metadata: dapr.ItemMetadata(it),
 	}
 	// Only a value near the bound can make the answer too large: its ETag
 	// and metadata take well under 64 KiB.
@@ -76,18 +72,18 @@ func (s *Store) BulkGet(ctx context.Context, in *proto.BulkGetRequest) (*proto.B
 	var tiered []string
 	var at []int
 	for i, r := range reqs {
-		if r.GetConsistency() != proto.StateOptions_CONSISTENCY_STRONG {
+		if !dapr.StrongRead(r.GetConsistency()) {
 			tiered, at = append(tiered, r.GetKey()), append(at, i)
 			continue
 		}
-		it, found, err := daprapi.Read(ctx, s.svc, namespace, r.GetKey(), true)
+		it, found, err := dapr.Read(ctx, s.svc, namespace, r.GetKey(), true)
 		if err != nil {
 			return nil, s.fail(ctx, "BulkGet", err)
 		}
 		resp.Items[i] = bulkItem(r.GetKey(), it, found)
 	}
 	if len(tiered) > 0 {
-		items, err := daprapi.BulkRead(ctx, s.svc, namespace, tiered)
+		items, err := dapr.BulkRead(ctx, s.svc, namespace, tiered)
 		if err != nil {
 			return nil, s.fail(ctx, "BulkGet", err)
 		}
@@ -104,7 +100,7 @@ func (s *Store) BulkGet(ctx context.Context, in *proto.BulkGetRequest) (*proto.B
 func bulkItem(key string, it warmcache.Item, found bool) *proto.BulkStateItem {
 	bi := &proto.BulkStateItem{Key: key}
 	if found {
-		bi.Data, bi.Etag, bi.Metadata = it.Entry.Value, &proto.Etag{Value: daprapi.ETag(it.Entry.Version)}, daprapi.ItemMetadata(it)
+		bi.Data, bi.Etag, bi.Metadata = it.Entry.Value, &proto.Etag{Value: dapr.ETag(it.Entry.Version)}, dapr.ItemMetadata(it)
 	}
 	return bi
 }
@@ -160,7 +156,7 @@ func (s *Store) Transact(ctx context.Context, in *proto.TransactionalStateReques
 		case *proto.TransactionalStateOperation_Delete:
 			changes[i] = change{del: r.Delete}
 		default:
-			return nil, s.fail(ctx, "Transact", fmt.Errorf("%w: operation %d is neither a set nor a delete", daprapi.ErrMalformed, i))
+			return nil, s.fail(ctx, "Transact", fmt.Errorf("%w: operation %d is neither a set nor a delete", dapr.ErrMalformed, i))
 		}
 	}
 	if err := s.write(ctx, changes, in.GetMetadata()); err != nil {
@@ -182,11 +178,12 @@ func (c change) key() string {
 	return c.del.GetKey()
 }
 
-// op maps the change to a core op, through the runtime API's mapping. A
+// op maps the change to a core op, through the Dapr mapping (internal/dapr).
+// The namespace stores bytes, so any content type goes. A
 // value over maxValue bytes is refused with the bound and its flag.
 func (c change) op(maxValue int) (warmcache.Op, error) {
 	if c.set == nil && c.del == nil {
-		return warmcache.Op{}, fmt.Errorf("%w: an empty operation", daprapi.ErrMalformed)
+		return warmcache.Op{}, fmt.Errorf("%w: an empty operation", dapr.ErrMalformed)
 	}
 	if c.set != nil {
 		if n := len(c.set.GetValue()); n > maxValue {
@@ -194,24 +191,11 @@ func (c change) op(maxValue int) (warmcache.Op, error) {
 				"warmcache's --dapr-max-value-bytes (WARMCACHE_DAPR_MAX_VALUE_BYTES) raises the bound, and daprd's --max-body-size its own",
 				warmcache.ErrTooLarge, c.set.GetKey(), n, maxValue)
 		}
-		md := anyContentType(c.set.GetMetadata())
-		return daprapi.SaveOp(daprapi.Save{Key: c.set.GetKey(), Value: c.set.GetValue(), ETag: etag(c.set.GetEtag()),
-			Concurrency: concurrency(c.set.GetOptions()), Metadata: md})
+		return dapr.SaveOp(dapr.Save{Key: c.set.GetKey(), Value: c.set.GetValue(), ETag: dapr.ETagOf(c.set.GetEtag()),
+			Concurrency: dapr.Concurrency(c.set.GetOptions().GetConcurrency()), Metadata: dapr.WithoutContentType(c.set.GetMetadata())})
 	}
-	return daprapi.DeleteOp(daprapi.Delete{Key: c.del.GetKey(), ETag: etag(c.del.GetEtag()),
-		Concurrency: concurrency(c.del.GetOptions()), Metadata: c.del.GetMetadata()})
-}
-
-// anyContentType returns md without its contentType, which the runtime
-// API's checks would hold to JSON: the namespace stores bytes, so any
-// content type goes.
-func anyContentType(md map[string]string) map[string]string {
-	if _, ok := md[metaContentType]; !ok {
-		return md
-	}
-	md = maps.Clone(md)
-	delete(md, metaContentType)
-	return md
+	return dapr.DeleteOp(dapr.Delete{Key: c.del.GetKey(), ETag: dapr.ETagOf(c.del.GetEtag()),
+		Concurrency: dapr.Concurrency(c.del.GetOptions().GetConcurrency()), Metadata: c.del.GetMetadata()})
 }
 
 // write applies changes to the component's namespace in one transaction.
@@ -220,7 +204,7 @@ func (s *Store) write(ctx context.Context, changes []change, txMeta map[string]s
 	if err != nil {
 		return err
 	}
-	if err := daprapi.CheckMetadata(anyContentType(txMeta)); err != nil {
+	if err := dapr.CheckMetadata(dapr.WithoutContentType(txMeta)); err != nil {
 		return err
 	}
 	ops := make([]warmcache.Op, len(changes))
@@ -267,22 +251,4 @@ func (s *Store) bulk(ctx context.Context, changes []change) error {
 // etagFailure reports whether err is a precondition that did not hold.
 func etagFailure(err error) bool {
 	return errors.Is(err, warmcache.ErrVersionMismatch) || errors.Is(err, warmcache.ErrNotFound)
-}
-
-func etag(e *proto.Etag) *string {
-	if e == nil {
-		return nil
-	}
-	v := e.GetValue()
-	return &v
-}
-
-func concurrency(o *proto.StateOptions) string {
-	switch o.GetConcurrency() {
-	case proto.StateOptions_CONCURRENCY_FIRST_WRITE:
-		return daprapi.FirstWrite
-	case proto.StateOptions_CONCURRENCY_LAST_WRITE:
-		return daprapi.LastWrite
-	}
-	return ""
 }

@@ -1,7 +1,7 @@
-// Package daprstoretest starts warmcache serving its Dapr pluggable state
+// Package pluggabletest starts warmcache serving its Dapr pluggable state
 // store on real tiers (a warehouse database that the test made, and the
 // test Redis), for the tests that drive the store as daprd does.
-package daprstoretest
+package pluggabletest
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func Start(tb testing.TB, dsn string, args ...string) *Server {
 		"WARMCACHE_NAMESPACES_FILE": harness.WriteFile(tb, "namespaces.yaml",
 			harness.NamespacesYAML(harness.BytesNamespace(Namespace, "dapr_state", harness.Writable()...))),
 		"WARMCACHE_REDIS_ADDRS":  testenv.RedisAddr(tb),
-		"WARMCACHE_REDIS_PREFIX": "daprstore-" + testenv.RandomSuffix(tb) + ":",
+		"WARMCACHE_REDIS_PREFIX": "pluggable-" + testenv.RandomSuffix(tb) + ":",
 		"WARMCACHE_HOT_TIMEOUT":  "1s",
 		// Writes go through the component: polling suffices, and leaves no
 		// replication slot for the database's drop to race with.

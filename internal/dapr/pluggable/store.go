@@ -1,4 +1,4 @@
-// Package daprstore serves warmcache as a Dapr pluggable state store: the
+// Package pluggable serves warmcache as a Dapr pluggable state store: the
 // gRPC services StateStore, TransactionalStateStore and
 // TransactionalStoreMultiMaxSize of dapr.proto.components.v1, which daprd
 // calls on a unix socket in its components folder. An application keeps
@@ -13,9 +13,9 @@
 //   - a namespace served here has text keys and the bytes value layout:
 //     daprd's keys ("appid||key", with its key prefixes) and values
 //     (opaque bytes, of any content type) are stored as they come;
-//   - ETags, concurrency, consistency and metadata mean what they mean on
-//     the runtime API (internal/daprapi, which owns that mapping): an ETag
-//     is the row's version, strong reads the warehouse past the caches,
+//   - ETags, concurrency, consistency, metadata and the errors' answers
+//     are internal/dapr's mapping, which the runtime API shares: an ETag is
+//     the row's version, strong reads the warehouse past the caches,
 //     ttlInSeconds sets the item's expiry;
 //   - errors follow daprd's contract for pluggable stores
 //     (dapr/pkg/components/state/pluggable.go): an ETag mismatch is
@@ -27,7 +27,7 @@
 //     operations are (the items whose ETag holds are written, and the
 //     error names the others);
 //   - the query API is refused (Unimplemented): values are opaque here.
-package daprstore
+package pluggable
 
 import (
 	"context"
@@ -43,6 +43,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -50,14 +51,6 @@ import (
 // InstanceHeader is the metadata key in which daprd names the component of
 // a call.
 const InstanceHeader = "x-component-instance"
-
-// DefaultSocketFolder is daprd's default folder of pluggable components'
-// sockets, where the component listens unless told otherwise.
-const DefaultSocketFolder = "/tmp/dapr-components-sockets"
-
-// DefaultSocketName is the socket's file name without ".sock"; daprd
-// registers the component's type as state.<name>: state.warmcache.
-const DefaultSocketName = "warmcache"
 
 // PropertyNamespace is the component metadata property that, when a
 // component YAML sets it, must name the component's namespace: daprd then
@@ -83,16 +76,17 @@ func features(ns *warmcache.Namespace) []string {
 // call.
 const DaprdMaxBodyBytes = 4 << 20
 
-// DefaultMaxValueBytes is the default bound on a value saved through the
-// component: every value whose answer fits what daprd receives
-// (DaprdMaxRecvBytes), with 1 KiB left for the answer's ETag and metadata.
-const DefaultMaxValueBytes = DaprdMaxRecvBytes - 1<<10
+// defaultMaxValueBytes is what a zero Options.MaxValueBytes means: every
+// value whose answer fits what daprd receives (DaprdMaxRecvBytes), with
+// 1 KiB left for the answer's ETag and metadata.
+const defaultMaxValueBytes = DaprdMaxRecvBytes - 1<<10
 
 // Options are the store's bounds.
 type Options struct {
 	// MaxValueBytes bounds a value saved through the component; a larger
 	// one is refused with the bound and the flag that raises it. Zero means
-	// DefaultMaxValueBytes. The core's own bound must not be lower.
+	// 4 MiB less 1 KiB, so that the answer of every value saved fits what
+	// daprd receives. The core's own bound must not be lower.
 	MaxValueBytes int
 }
 
@@ -130,7 +124,7 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		return nil, errors.New("daprstore: no component to serve")
 	}
 	if o.MaxValueBytes == 0 {
-		o.MaxValueBytes = DefaultMaxValueBytes
+		o.MaxValueBytes = defaultMaxValueBytes
 	}
 	s := &Store{svc: svc, components: make(map[string]string, len(components)), byDefault: components[0],
 		maxValue: o.MaxValueBytes, log: log}
@@ -232,13 +226,10 @@ func (s *Store) component(ctx context.Context) (name, namespace string, err erro
 	}
 	namespace, ok := s.components[name]
 	if !ok {
-		return name, "", fmt.Errorf("%w: %q", errUnknownComponent, name)
+		return name, "", fmt.Errorf("%w: %q", dapr.ErrUnknownComponent, name)
 	}
 	return name, namespace, nil
 }
-
-// errUnknownComponent marks a call for a component not configured.
-var errUnknownComponent = errors.New("no such component")
 
 // Init checks that the component is served and, when its YAML names a
 // namespace, that it is the component's. The component's configuration is
@@ -251,14 +242,10 @@ func (s *Store) Init(ctx context.Context, in *proto.InitRequest) (*proto.InitRes
 	}
 	if want, ok := in.GetMetadata().GetProperties()[PropertyNamespace]; ok && want != namespace {
 		return nil, s.fail(ctx, "Init", fmt.Errorf("%w: component %q serves namespace %q, its metadata names %q",
-			errMisconfigured, name, namespace, want))
+			dapr.ErrMisconfigured, name, namespace, want))
 	}
 	return &proto.InitResponse{}, nil
 }
-
-// errMisconfigured marks a component YAML that disagrees with warmcache's
-// configuration.
-var errMisconfigured = errors.New("component misconfigured")
 
 // Features lists the features the component serves: ETags and
 // transactions always, per-item TTLs where its namespace has an expiry
@@ -280,15 +267,12 @@ func (s *Store) Ping(context.Context, *proto.PingRequest) (*proto.PingResponse, 
 	return &proto.PingResponse{}, nil
 }
 
-// errQueryUnsupported marks a query: values are opaque bytes here.
-var errQueryUnsupported = errors.New("state store does not support querying: its values are opaque bytes")
-
 // Query refuses every query, as Dapr's state.postgresql does, with
 // Unimplemented: daprd calls a pluggable store's Query whatever its
 // Features say, and without this service daprd would answer gRPC's
 // "unknown service".
 func (s *Store) Query(ctx context.Context, _ *proto.QueryRequest) (*proto.QueryResponse, error) {
-	return nil, s.fail(ctx, "Query", errQueryUnsupported)
+	return nil, s.fail(ctx, "Query", dapr.ErrQueryUnsupported)
 }
 
 // MultiMaxSize is the most operations of one transaction.
