@@ -175,13 +175,7 @@ func (l *Log) String() string {
 }
 
 // TailBytes returns the last n bytes written.
-func (l *Log) TailBytes(n int) string {
-	s := l.String()
-	return s[max(0, len(s)-n):]
-}
+func (l *Log) TailBytes(n int) string { return testproc.TailBytes(l.String(), n) }
 
 // TailLines returns the last n lines written.
-func (l *Log) TailLines(n int) string {
-	lines := strings.Split(l.String(), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
+func (l *Log) TailLines(n int) string { return testproc.TailLines(l.String(), n) }
