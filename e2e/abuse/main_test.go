@@ -1,14 +1,12 @@
 package abuse
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +21,6 @@ import (
 	"github.com/warmcache/warmcache/e2e/internal/harness"
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
 	"github.com/warmcache/warmcache/internal/testenv"
-	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // binaryPath is the warmcache binary TestMain builds.
@@ -70,18 +67,18 @@ const checkedTable = `CREATE TABLE checked (
 
 // server is a running `warmcache serve` process.
 type server struct {
-	cmd    *exec.Cmd
+	proc   *harness.Process
 	http   string // base URL
 	grpc   string // host:port
 	dsn    string // the database, directly
-	log    *testproc.SyncBuffer
+	log    *harness.Log
 	client *http.Client
-	done   chan error
 }
 
 // startServer migrates a fresh database and starts the binary on it
 // through PgBouncer, with a Redis prefix of its own, on free loopback
-// ports. extra are more flags. It is stopped when the test ends.
+// ports (harness.Spawn). extra are more flags. It is stopped when the test
+// ends, and must then drain and exit cleanly.
 func startServer(t *testing.T, extra ...string) *server {
 	t.Helper()
 	dsn := testenv.NewDatabase(t)
@@ -101,69 +98,27 @@ func startServer(t *testing.T, extra ...string) *server {
 		t.Fatal(err)
 	}
 	conn.Close(ctx)
-	migrate := exec.Command(binaryPath, "migrate", "up", "--namespaces", nss)
-	migrate.Env = append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+dsn)
-	if out, err := migrate.CombinedOutput(); err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
+	harness.Migrate(t, binaryPath, dsn, "--namespaces", nss)
 
-	s := &server{dsn: dsn, log: &testproc.SyncBuffer{}, done: make(chan error, 1),
-		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
-	args := append([]string{"serve", "--namespaces", nss, "--keys-file", keys,
-		"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, extra...)
-	s.cmd = exec.Command(binaryPath, args...)
-	s.cmd.Env = append(os.Environ(),
-		"WARMCACHE_POSTGRES_DSN="+pgb,
-		"WARMCACHE_PG_POOLER=pgbouncer",
-		"WARMCACHE_REDIS_ADDRS="+redis,
-		"WARMCACHE_REDIS_PREFIX=abuse:"+testenv.RandomSuffix(t)+":",
+	env := map[string]string{
+		"WARMCACHE_POSTGRES_DSN": pgb,
+		"WARMCACHE_PG_POOLER":    "pgbouncer",
+		"WARMCACHE_REDIS_ADDRS":  redis,
+		"WARMCACHE_REDIS_PREFIX": "abuse:" + testenv.RandomSuffix(t) + ":",
 		// A loaded 2-core machine: Redis calls must not miss their deadline.
-		"WARMCACHE_HOT_TIMEOUT=1s",
-		"WARMCACHE_LOG_LEVEL=warn",
-	)
-	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+		"WARMCACHE_HOT_TIMEOUT": "1s",
+		"WARMCACHE_LOG_LEVEL":   "warn",
 	}
-	s.cmd.Stderr = s.log
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() { s.stop(t) })
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() {
-		line := lines.Text()
-		if v, ok := strings.CutPrefix(line, "warmcache: serving HTTP on http://"); ok {
-			s.http = "http://" + v
+	// REST and gRPC; with keys, no notice of open access.
+	sv := harness.Spawn(t, binaryPath, env, 2, append([]string{"--namespaces", nss, "--keys-file", keys}, extra...)...)
+	s := &server{proc: sv.Process, http: sv.HTTP, grpc: sv.GRPC, dsn: dsn, log: sv.Log,
+		client: &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	t.Cleanup(func() {
+		if err := sv.Process.Stop(t, syscall.SIGTERM); err != nil {
+			t.Errorf("the server exited with %v; log:\n%s", err, sv.Log.TailLines(40))
 		}
-		if v, ok := strings.CutPrefix(line, "warmcache: serving gRPC on "); ok {
-			s.grpc = v
-		}
-		if s.http != "" && s.grpc != "" {
-			break
-		}
-	}
-	if s.http == "" || s.grpc == "" {
-		t.Fatalf("the server did not start; log:\n%s", s.log.String())
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	})
 	return s
-}
-
-// stop ends the server with SIGTERM and fails the test if it does not
-// drain and exit cleanly.
-func (s *server) stop(t *testing.T) {
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-s.done:
-		if err != nil {
-			t.Errorf("the server exited with %v; log:\n%s", err, s.log.TailLines(40))
-		}
-	case <-time.After(60 * time.Second):
-		_ = s.cmd.Process.Kill()
-		t.Errorf("the server did not stop within 60s of SIGTERM")
-	}
 }
 
 // reply is an HTTP answer.
@@ -254,7 +209,7 @@ func withToken(ctx context.Context, token string) context.Context {
 // that the next peakRSS reads the peak of what happens after.
 func (s *server) resetPeakRSS(t *testing.T) {
 	t.Helper()
-	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.cmd.Process.Pid), []byte("5"), 0); err != nil {
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", s.proc.Pid()), []byte("5"), 0); err != nil {
 		t.Fatalf("reset the peak RSS: %v", err)
 	}
 }
@@ -262,7 +217,7 @@ func (s *server) resetPeakRSS(t *testing.T) {
 // peakRSS returns the process's peak resident set size in bytes (VmHWM).
 func (s *server) peakRSS(t *testing.T) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.proc.Pid()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,12 +8,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -92,12 +88,7 @@ func migrated(t *testing.T, dsn, name string, near, greenplum bool) *database {
 	t.Helper()
 	d := &database{dsn: dsn, name: name, greenplum: greenplum,
 		nsFile: harness.WriteFile(t, "namespaces.yaml", namespacesYAML(near)), slot: "wc_" + testenv.RandomSuffix(t)}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, warmcacheBin, "migrate", "up", "--namespaces", d.nsFile, "--postgres-dsn", dsn).CombinedOutput()
-	if err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
+	harness.Migrate(t, warmcacheBin, dsn, "--namespaces", d.nsFile)
 	return d
 }
 
@@ -156,19 +147,16 @@ func (c runConfig) String() string {
 type instance struct {
 	name   string
 	url    string
-	proc   *testproc.Process
 	client *http.Client
 }
 
-// startInstance runs `warmcache serve` on the database and Redis, with
-// the given Redis prefix, and returns when it is ready. It is stopped
-// when the test ends; its log is shown if the test failed.
+// startInstance runs `warmcache serve` (harness.Spawn) on the database
+// and Redis, with the given Redis prefix, on free ports, and returns when
+// it is ready. It is stopped when the test ends; its log is shown if the
+// test failed.
 func startInstance(t *testing.T, name string, d *database, redisAddr, prefix string, c runConfig) *instance {
 	t.Helper()
-	dir := t.TempDir()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t))
-	args := []string{"serve", "--namespaces", d.nsFile, "--http-addr", httpAddr,
-		"--grpc-addr", fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t))}
+	args := []string{"--namespaces", d.nsFile}
 	switch {
 	case d.greenplum:
 		args = append(args, "--freshness", "auto")
@@ -199,33 +187,19 @@ func startInstance(t *testing.T, name string, d *database, redisAddr, prefix str
 	for k, v := range c.env {
 		vars[k] = v
 	}
-	var env []string
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
+	// REST, gRPC and the notice of open access.
+	sv := harness.Spawn(t, warmcacheBin, vars, 3, args...)
 	in := &instance{
 		name: name,
-		url:  "http://" + httpAddr,
+		url:  sv.HTTP,
 		client: &http.Client{Timeout: 10 * time.Second,
 			Transport: &http.Transport{MaxIdleConns: 128, MaxIdleConnsPerHost: 128}},
-		proc: &testproc.Process{Path: warmcacheBin, Args: args, Env: env, Dir: dir,
-			Log: filepath.Join(dir, "serve.log"), Quit: syscall.SIGTERM},
 	}
-	in.proc.Start(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s: warmcache %s\n%s log (end, without the audit of refused writes):\n%s",
-				name, strings.Join(args, " "), name, logTail(in.proc.Log, 40))
+			t.Logf("%s: warmcache serve %s\n%s log (end, without the audit of refused writes):\n%s",
+				name, strings.Join(args, " "), name, logTail(sv.Log.Path(), 40))
 		}
-	})
-	in.proc.WaitReady(t, func() bool {
-		res, err := in.client.Get(in.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = res.Body.Close()
-		return res.StatusCode == http.StatusOK
 	})
 	want := "off"
 	switch {

@@ -44,9 +44,14 @@ const deployDir = "../../deploy/dapr"
 // state.postgresql v2 on the same PostgreSQL server and state.redis on the
 // same Redis.
 type stack struct {
-	warmcache *testproc.Process
+	warmcache *harness.Process
 	daprd     *testproc.Process
 	socket    string
+	// serve is how warmcache is served: its environment and flags, and
+	// its log, of the last start.
+	serveEnv  map[string]string
+	serveArgs []string
+	serveLog  *harness.Log
 	// HTTP is daprd's HTTP API, http://127.0.0.1:port; GRPC its gRPC API.
 	HTTP, GRPC string
 	// Prefix is the key prefix daprd gives every key (keyPrefix), unique to
@@ -86,15 +91,13 @@ func startStack(t *testing.T, serveArgs ...string) *stack {
 		"WARMCACHE_REDIS_ADDRS":          redisAddr,
 		"WARMCACHE_REDIS_PREFIX":         "daprd-" + s.Prefix + ":",
 		"WARMCACHE_HOT_TIMEOUT":          "1s",
-		"WARMCACHE_HTTP_ADDR":            fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t)),
 		"DAPR_COMPONENTS_SOCKETS_FOLDER": sockets,
 		// Writes go through the component: polling suffices, and leaves no
 		// replication slot for the database's drop to race with.
 		"WARMCACHE_FRESHNESS": "poll",
 	}
-	args := append([]string{"serve", "--namespaces", namespaces, "--grpc-addr=", "--dapr-components", storeWarmcache}, serveArgs...)
-	s.warmcache = &testproc.Process{Path: warmcacheBin, Args: args, Env: harness.Environ(env), Dir: dir,
-		Log: filepath.Join(dir, "warmcache.log"), Quit: syscall.SIGTERM}
+	s.serveEnv = env
+	s.serveArgs = append([]string{"--namespaces", namespaces, "--grpc-addr=", "--dapr-components", storeWarmcache}, serveArgs...)
 	s.startWarmcache(t)
 
 	resources := filepath.Join(dir, "resources")
@@ -114,7 +117,7 @@ func startStack(t *testing.T, serveArgs ...string) *stack {
 	s.daprd.Start(t)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("daprd's log:\n%s\nwarmcache's log:\n%s", s.daprd.LogTail(), s.warmcache.LogTail())
+			t.Logf("daprd's log:\n%s\nwarmcache's log:\n%s", s.daprd.LogTail(), s.serveLog.TailBytes(4<<10))
 		}
 	})
 	healthz := s.HTTP + "/v1.0/healthz"
@@ -132,17 +135,16 @@ func startStack(t *testing.T, serveArgs ...string) *stack {
 	return s
 }
 
-// startWarmcache starts (or restarts) warmcache and waits for its socket.
+// startWarmcache starts (or restarts) warmcache (harness.Spawn) and
+// returns once it serves the pluggable component on its socket.
 func (s *stack) startWarmcache(t *testing.T) {
 	t.Helper()
-	s.warmcache.Start(t)
-	testproc.Eventually(t, 60*time.Second, "warmcache serving the pluggable component", func() bool {
-		if !s.warmcache.Running() {
-			t.Fatalf("warmcache exited:\n%s", s.warmcache.LogTail())
-		}
-		_, err := os.Stat(s.socket)
-		return err == nil
-	})
+	// REST, the pluggable component, and the notice of open access.
+	sv := harness.Spawn(t, warmcacheBin, s.serveEnv, 3, s.serveArgs...)
+	if sv.DaprSocket != s.socket {
+		t.Fatalf("warmcache serves the component on %q, want %s; printed %q", sv.DaprSocket, s.socket, sv.Lines)
+	}
+	s.warmcache, s.serveLog = sv.Process, sv.Log
 }
 
 // writeComponents writes deploy/dapr's component YAMLs to dir: warmcache's

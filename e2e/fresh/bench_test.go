@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -104,8 +105,8 @@ func BenchmarkFreshness(bench *testing.B) {
 		offRate, rates["off"], capRate, rates["capture"], capRate/offRate, trickled.Load())
 
 	capApply := bulkApply(t, s, capture, "capture")
-	capture.proc.Stop(t, capture.proc.Quit)
-	off.proc.Stop(t, off.proc.Quit)
+	_ = capture.proc.Stop(t, syscall.SIGTERM)
+	_ = off.proc.Stop(t, syscall.SIGTERM)
 	poll := s.startInstance(t, "poll", map[string]string{"WARMCACHE_FRESHNESS": "poll"})
 	waitMode(t, poll, "poll", 15*time.Second)
 	time.Sleep(1500 * time.Millisecond) // the first poll sets the watermark

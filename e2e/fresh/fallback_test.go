@@ -19,7 +19,7 @@ func TestFallbackGenerationAndInvalidate(t *testing.T) {
 	s := newStackWith(t, 10, "wal_level=replica")
 	in := s.startInstance(t, "auto", nil)
 	waitMode(t, in, "poll", 15*time.Second)
-	if log := in.proc.LogTail(); !strings.Contains(log, "wal_level is replica, not logical") {
+	if log := in.logTail(); !strings.Contains(log, "wal_level is replica, not logical") {
 		t.Errorf("no clear message about wal_level at start; log:\n%s", log)
 	}
 	s.prewarm(t, in)

@@ -93,7 +93,7 @@ func TestFaultCapture(t *testing.T) {
 		s.prewarm(t, b)
 		var takeover time.Duration
 		during(t, s, func() {
-			a.proc.Stop(t, syscall.SIGKILL)
+			_ = a.proc.Stop(t, syscall.SIGKILL)
 			takeover = waitMode(t, b, "capture", 15*time.Second)
 		})
 		t.Logf("holder killed with SIGKILL: the standby holds the slot %v later", takeover.Round(time.Millisecond))
@@ -178,7 +178,7 @@ func TestFaultCapture(t *testing.T) {
 	t.Run("slot invalidated by max_slot_wal_keep_size", func(t *testing.T) {
 		t.Parallel()
 		s, in := capturingFault(t, newStackWith(t, faultKeys, "wal_level=logical", "max_slot_wal_keep_size=1MB"))
-		in.proc.Stop(t, syscall.SIGTERM)
+		_ = in.proc.Stop(t, syscall.SIGTERM)
 		conn := s.connect(t)
 		// Written while nobody consumes the slot, and then lost with it.
 		s.writeEach(t, conn)
@@ -206,7 +206,7 @@ func TestFaultCapture(t *testing.T) {
 		}
 		t.Logf("slot invalidated (wal_status lost) %v after the instance stopped", time.Since(start).Round(time.Millisecond))
 		b := capturing(t, s, "b")
-		if log := b.proc.LogTail(); !strings.Contains(log, "invalidated") {
+		if log := b.logTail(); !strings.Contains(log, "invalidated") {
 			t.Errorf("the new holder does not say that the slot was invalidated; log:\n%s", log)
 		}
 		settle(t, s, b, conn, "slot invalidated")

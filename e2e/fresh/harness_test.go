@@ -9,13 +9,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -64,12 +61,9 @@ func newStackWith(t testing.TB, n int, settings ...string) *stack {
 	s := &stack{pg: pg, redis: testproc.StartRedis(t), history: newHistory()}
 	s.dsn = pg.CreateDatabase(t, "warmcache")
 	s.nsFile = harness.WriteFile(t, "namespaces.yaml", namespacesYAML())
+	harness.Migrate(t, warmcacheBin, s.dsn, "--namespaces", s.nsFile)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, warmcacheBin, "migrate", "up", "--namespaces", s.nsFile, "--postgres-dsn", s.dsn).CombinedOutput()
-	if err != nil {
-		t.Fatalf("migrate up: %v\n%s", err, out)
-	}
 	conn := s.connect(t)
 	// No version given: the column's default takes it from the sequence.
 	if _, err := conn.Exec(ctx, `INSERT INTO widgets (key, value)
@@ -101,55 +95,41 @@ func (s *stack) connect(t testing.TB) *pgx.Conn {
 type instance struct {
 	name   string
 	url    string
-	proc   *testproc.Process
+	proc   *harness.Process
+	log    *harness.Log
 	client *http.Client
 }
 
-// startInstance runs `warmcache serve` on free ports with the stack's
-// servers and env on top, and returns when it is ready.
+// startInstance runs `warmcache serve` (harness.Spawn) on free ports with
+// the stack's servers and env on top, in freshness mode auto unless env
+// says otherwise, and returns when it is ready.
 func (s *stack) startInstance(t testing.TB, name string, env map[string]string) *instance {
 	t.Helper()
-	dir := t.TempDir()
-	httpAddr := fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t))
 	vars := map[string]string{
 		"WARMCACHE_POSTGRES_DSN":     s.dsn,
 		"WARMCACHE_REDIS_ADDRS":      s.redis.Addr,
-		"WARMCACHE_HTTP_ADDR":        httpAddr,
-		"WARMCACHE_GRPC_ADDR":        fmt.Sprintf("127.0.0.1:%d", testproc.FreePort(t)),
 		"WARMCACHE_NAMESPACES_FILE":  s.nsFile,
+		"WARMCACHE_FRESHNESS":        "auto",
 		"WARMCACHE_REPLICATION_SLOT": "warmcache_test",
 		"WARMCACHE_LOG_LEVEL":        "info",
 	}
 	for k, v := range env {
 		vars[k] = v
 	}
-	var list []string
-	for k, v := range vars {
-		list = append(list, k+"="+v)
-	}
-	in := &instance{
-		name:   name,
-		url:    "http://" + httpAddr,
-		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
-		proc: &testproc.Process{Path: warmcacheBin, Args: []string{"serve"}, Env: list, Dir: dir,
-			Log: filepath.Join(dir, "serve.log"), Quit: syscall.SIGTERM},
-	}
-	in.proc.Start(t)
+	// REST, gRPC and the notice of open access.
+	sv := harness.Spawn(t, warmcacheBin, vars, 3)
+	in := &instance{name: name, url: sv.HTTP, proc: sv.Process, log: sv.Log,
+		client: &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s log (end):\n%s", name, in.proc.LogTail())
+			t.Logf("%s log (end):\n%s", name, in.logTail())
 		}
-	})
-	in.proc.WaitReady(t, func() bool {
-		res, err := in.client.Get(in.url + "/readyz")
-		if err != nil {
-			return false
-		}
-		_ = res.Body.Close()
-		return res.StatusCode == http.StatusOK
 	})
 	return in
 }
+
+// logTail returns the end of the instance's log.
+func (in *instance) logTail() string { return in.log.TailBytes(4 << 10) }
 
 // mode returns the freshness mode the instance reports in its metrics.
 func (in *instance) mode() string {

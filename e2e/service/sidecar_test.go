@@ -37,23 +37,22 @@ import (
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/grpcapi/warmcachev1"
 	"github.com/warmcache/warmcache/internal/testenv"
-	"github.com/warmcache/warmcache/internal/testproc"
 )
 
-// served are the addresses a server printed, by the text after "serving".
+// served are the addresses of a served server (harness.Served), what it
+// printed and its log.
 type served struct {
 	http, grpc             string // http://host:port or https://, host:port
 	httpSocket, grpcSocket string // socket paths
 	daprHTTP, daprGRPC     string // the Dapr state API: http://host:port, host:port
 	lines                  []string
-	log                    *testproc.SyncBuffer
+	log                    *harness.Log
 }
 
 // startServing runs `warmcache serve` with args (always on free TCP ports)
-// and env in-process (harness.Serve), and waits for the lines it prints at
-// start: want is how many "warmcache: " lines to wait for (one per
-// listener, then a notice when no keys are configured). The server must
-// stop cleanly when the test ends.
+// and env in-process (harness.Serve): want is how many "warmcache: " lines
+// it prints at start (one per endpoint, then a notice when no keys are
+// configured). The server must stop cleanly when the test ends.
 func startServing(t *testing.T, env map[string]string, want int, args ...string) served {
 	t.Helper()
 	s := harness.Serve(t, env, want, args...)

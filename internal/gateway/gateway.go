@@ -8,16 +8,29 @@
 // OpenWarehouse, OpenRedis, OpenMigrator and DetectDialect for a command
 // that needs one tier; nothing else wires the tiers together. The
 // subcommands' flows and output live in cmd/warmcache.
+//
+// What a Server serves is data: buildTransports fills a table of
+// endpoints (Endpoint: a transport, a network, an address, TLS), and Serve
+// listens on each in one loop, prints its Line on stdout, and then reports
+// them through Endpoints and Listening. The lines have one format, which
+// ParseLine reads, for whoever runs the binary. Adding a transport takes
+// its package (its server over the core), a Transport constant with its
+// title in endpoint.go, an entry of the table in buildTransports (its
+// address from the configuration and the function that builds its server
+// for a listener) and the group of its settings in internal/config.
 package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,8 +85,8 @@ type Options struct {
 	// Registry receives every metric. Nil means a new registry; a Server
 	// adds the Go and process collectors to a registry it made itself.
 	Registry *prometheus.Registry
-	// Stdout receives one "warmcache: serving ..." line per listener, and
-	// the notice of open access. Nil means none.
+	// Stdout receives one "warmcache: serving ..." line per endpoint
+	// (Endpoint.Line), and the notice of open access. Nil means none.
 	Stdout io.Writer
 	// Tracer, when set, is used instead of the one that the
 	// configuration's Tracing asks for, and Close leaves it running.
@@ -111,10 +124,15 @@ type Gateway struct {
 	svc    *warmcache.Service
 	keys   *auth.Keyring
 	rest   http.Handler
-	grpc   *grpcapi.API
-	dapr   daprServers
-	// pluggable is the Dapr pluggable state store; nil when not served.
-	pluggable *pluggable.Store
+	// table is what Serve listens on: an entry an endpoint, which
+	// buildTransports fills.
+	table []listener
+
+	// endpoints are the endpoints Serve listens on; listening is closed
+	// once it listens on all of them.
+	mu        sync.Mutex
+	endpoints []Endpoint
+	listening chan struct{}
 
 	closers []func() error // run in reverse by Close
 }
@@ -125,7 +143,7 @@ type Gateway struct {
 // which run until Close. The transports are served by Serve. On error,
 // whatever was started is stopped.
 func Open(ctx context.Context, cfg config.Config, opts Options) (_ *Gateway, err error) {
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, reg: opts.Registry}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, reg: opts.Registry, listening: make(chan struct{})}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -359,8 +377,9 @@ func (g *Gateway) buildCore(o warmcache.Options) error {
 	return nil
 }
 
-// buildTransports builds the REST handler, the gRPC API and Dapr's state
-// API over the core.
+// buildTransports builds the REST handler, the gRPC API, Dapr's state API
+// and the pluggable state store over the core, and fills the table of
+// their endpoints, in the order Serve listens on them.
 func (g *Gateway) buildTransports() error {
 	cfg := g.cfg
 	keys, err := auth.NewKeyring(cfg.Access.Keys, auth.Options{})
@@ -375,7 +394,7 @@ func (g *Gateway) buildTransports() error {
 		return err
 	}
 	g.rest = g.tracer.HTTP(rest, "warmcache")
-	g.grpc, err = grpcapi.New(g.svc, keys, g.reg, g.log, grpcapi.Options{
+	api, err := grpcapi.New(g.svc, keys, g.reg, g.log, grpcapi.Options{
 		MaxMessageBytes: int(cfg.Limits.MaxBodyBytes) + 64<<10,
 		// An MGet answer carries its values and, per key, the key and a
 		// few fields.
@@ -387,20 +406,40 @@ func (g *Gateway) buildTransports() error {
 		return err
 	}
 	daprGRPC := daprruntime.NewGRPC(g.svc, keys, g.log)
-	g.dapr = daprServers{
-		http: g.tracer.HTTP(daprruntime.NewHTTP(g.svc, g.log, daprruntime.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr"),
-		grpc: func(opts ...grpc.ServerOption) *grpc.Server {
-			// Up to daprd's own 4 MiB, so that a value over the bound reaches
-			// the core, which refuses it with the bound, rather than gRPC's
-			// raw size error.
-			recv := max(int(cfg.Limits.MaxBodyBytes), pluggable.DaprdMaxBodyBytes) + 64<<10
-			return daprGRPC.NewServer(append([]grpc.ServerOption{grpc.MaxRecvMsgSize(recv)}, opts...)...)
-		},
-	}
-	return g.buildPluggable()
+	daprHTTP := g.tracer.HTTP(daprruntime.NewHTTP(g.svc, g.log, daprruntime.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr")
+	// Up to daprd's own 4 MiB, so that a value over the bound reaches the
+	// core, which refuses it with the bound, rather than gRPC's raw size
+	// error.
+	daprRecv := grpc.MaxRecvMsgSize(max(int(cfg.Limits.MaxBodyBytes), pluggable.DaprdMaxBodyBytes) + 64<<10)
+	grpcOpts := g.tracer.GRPCServerOptions()
+	tlsOn := cfg.TLS.Cert != ""
+
+	restServer := func(tlsConf *tls.Config) server { return newHTTPServer(g.rest, tlsConf, g.log) }
+	grpcServe := func(tlsConf *tls.Config) server { return grpcServer{api.NewServer(grpcOptions(grpcOpts, tlsConf)...)} }
+	// REST on TCP is always served: /healthz, /readyz and /metrics are
+	// there.
+	g.table = append(g.table, listener{Endpoint: Endpoint{Transport: REST, Network: "tcp", Addr: cfg.HTTP.Addr, TLS: tlsOn}, server: restServer})
+	g.add(Endpoint{Transport: REST, Network: "unix", Addr: cfg.HTTP.Socket}, restServer)
+	g.add(Endpoint{Transport: GRPC, Network: "tcp", Addr: cfg.GRPC.Addr, TLS: tlsOn}, grpcServe)
+	g.add(Endpoint{Transport: GRPC, Network: "unix", Addr: cfg.GRPC.Socket}, grpcServe)
+	g.add(Endpoint{Transport: DaprHTTP, Network: "tcp", Addr: cfg.Dapr.HTTPAddr, TLS: tlsOn},
+		func(tlsConf *tls.Config) server { return newHTTPServer(daprHTTP, tlsConf, g.log) })
+	g.add(Endpoint{Transport: DaprGRPC, Network: "tcp", Addr: cfg.Dapr.GRPCAddr, TLS: tlsOn},
+		func(tlsConf *tls.Config) server {
+			return grpcServer{daprGRPC.NewServer(append([]grpc.ServerOption{daprRecv}, grpcOptions(grpcOpts, tlsConf)...)...)}
+		})
+	return g.addPluggable(grpcOpts)
 }
 
-// Serve serves the transports of a Server on every configured listener
+// add adds an endpoint to the table, served by newServer; none when the
+// configuration gives it no address.
+func (g *Gateway) add(e Endpoint, newServer func(*tls.Config) server) {
+	if e.Addr != "" {
+		g.table = append(g.table, listener{Endpoint: e, server: newServer})
+	}
+}
+
+// Serve serves the transports of a Server on every endpoint of the table
 // until ctx is done or a listener fails; then it stops intake and drains
 // in-flight requests for up to the shutdown timeout. It returns only after
 // every server has returned. The tiers stay open until Close.
@@ -408,12 +447,12 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	if g.rest == nil {
 		return errors.New("gateway: only a Server serves")
 	}
-	lns, err := startListeners(g.cfg, g.rest, g.grpc, g.dapr, g.tracer.GRPCServerOptions(), g.log, g.opts.Stdout)
+	tlsConf, err := loadTLS(g.cfg)
 	if err != nil {
 		return err
 	}
-	if err := lns.startPluggable(g.cfg, g.pluggable, g.tracer.GRPCServerOptions(), g.log, g.opts.Stdout); err != nil {
-		lns.stopNow()
+	lns, err := startListeners(g.table, tlsConf, g.log, g.opts.Stdout)
+	if err != nil {
 		return err
 	}
 	names := make([]string, len(g.cfg.Namespaces))
@@ -427,6 +466,10 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	} else {
 		g.log.Info("access control on", "api_keys", len(g.cfg.Access.Keys))
 	}
+	g.mu.Lock()
+	g.endpoints = lns.endpoints
+	g.mu.Unlock()
+	close(g.listening)
 
 	served := lns.wait(ctx)
 	if served == nil {
@@ -440,6 +483,20 @@ func (g *Gateway) Serve(ctx context.Context) error {
 	g.log.Info("stopped")
 	return nil
 }
+
+// Endpoints returns the endpoints Serve listens on, in the order it
+// listened on them and printed them, with the ports the system chose; nil
+// until Serve listens on all of them (see Listening).
+func (g *Gateway) Endpoints() []Endpoint {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.endpoints)
+}
+
+// Listening returns a channel that is closed once Serve listens on every
+// endpoint and has printed them, and the notice of open access, on
+// Options.Stdout. It is never closed when Serve fails to listen.
+func (g *Gateway) Listening() <-chan struct{} { return g.listening }
 
 // Close stops what Open started, in the reverse order, and closes the
 // tiers' clients. It returns the errors of closing them.

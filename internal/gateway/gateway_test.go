@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -67,26 +66,36 @@ func TestServerServesWhatACommandWrote(t *testing.T) {
 		t.Fatalf("close the Command: %v", err)
 	}
 
-	pr, pw := io.Pipe()
-	g, err := gateway.Open(ctx, cfg, gateway.Options{Stdout: pw})
+	var stdout strings.Builder
+	g, err := gateway.Open(ctx, cfg, gateway.Options{Stdout: &stdout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Close() })
+	if g.Endpoints() != nil {
+		t.Errorf("endpoints %v before Serve", g.Endpoints())
+	}
 	serveCtx, stop := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() {
-		served <- g.Serve(serveCtx)
-		pw.Close()
-	}()
-	line, err := bufio.NewReader(pr).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no listener announced: %v", err)
+	go func() { served <- g.Serve(serveCtx) }()
+	select {
+	case <-g.Listening():
+	case err := <-served:
+		t.Fatalf("Serve returned %v before listening", err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, pr) }()
-	url, ok := strings.CutPrefix(strings.TrimSpace(line), "warmcache: serving HTTP on ")
-	if !ok {
-		t.Fatalf("first line %q does not announce the REST listener", line)
+	// REST and gRPC on TCP, as configured, each printed as its line, and
+	// then the notice of open access.
+	eps := g.Endpoints()
+	if len(eps) != 2 || eps[0].Transport != gateway.REST || eps[1].Transport != gateway.GRPC {
+		t.Fatalf("endpoints %+v; want REST and gRPC", eps)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	if len(lines) != 3 || lines[0] != eps[0].Line() || lines[1] != eps[1].Line() || !strings.Contains(lines[2], "no API keys") {
+		t.Fatalf("printed %q; want the endpoints' lines and the notice", lines)
+	}
+	url := eps[0].URL()
+	if !strings.HasPrefix(url, "http://127.0.0.1:") || strings.HasSuffix(url, ":0") {
+		t.Fatalf("REST endpoint %q; want the port the system chose", url)
 	}
 	res, err := http.Get(url + "/v1/kv/widgets/7")
 	if err != nil {

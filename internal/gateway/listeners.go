@@ -18,63 +18,95 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/warmcache/warmcache/internal/config"
-	"github.com/warmcache/warmcache/internal/grpcapi"
 )
 
-// listeners serves REST and gRPC on every configured listener: TCP (with
-// TLS when configured) and unix sockets (always plain: the socket's file
-// permissions guard it). It stops them all together.
-type listeners struct {
-	log    *slog.Logger
-	http   *http.Server
-	extra  []*http.Server // the Dapr API's HTTP listener
-	grpc   []*grpc.Server
-	served chan error
-	count  int
+// listener is one entry of the gateway's table of endpoints, which
+// buildTransports fills: where to listen, and the server to run there.
+type listener struct {
+	// Endpoint is the address to listen on, as configured.
+	Endpoint
+	// prepare, when set, runs before listening, such as making the folder
+	// of a socket.
+	prepare func() error
+	// server returns the endpoint's server: with tlsConf, which is set when
+	// the endpoint serves TLS.
+	server func(tlsConf *tls.Config) server
 }
 
-// startListeners opens every listener of cfg and starts serving. It prints
-// one "warmcache: serving ..." line per listener on stdout, the TCP REST
-// listener first. On error, whatever was started is stopped.
-// dapr is the Dapr state API, served on listeners of its own when cfg names
-// them.
-// grpcOpts are added to every gRPC server, such as tracing's.
-func startListeners(cfg config.Config, handler http.Handler, api *grpcapi.API, dapr daprServers, grpcOpts []grpc.ServerOption, log *slog.Logger, stdout io.Writer) (_ *listeners, err error) {
-	l := &listeners{
-		log: log,
-		http: &http.Server{
-			Handler:           handler,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			WriteTimeout:      30 * time.Second,
-			IdleTimeout:       2 * time.Minute,
-			MaxHeaderBytes:    64 << 10,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		},
-		served: make(chan error, 6),
-	}
-	defer func() {
+// server is what runs on a listener: an HTTP or a gRPC server.
+type server interface {
+	serve(net.Listener) error
+	// drain stops intake and waits for what is in flight until ctx is
+	// done; then it stops what is left at once.
+	drain(ctx context.Context) error
+	// stop stops at once.
+	stop()
+}
+
+// listeners serves the endpoints of the table, every one on its own
+// listener, and stops them all together.
+type listeners struct {
+	servers   []server
+	endpoints []Endpoint
+	served    chan error
+	count     int
+}
+
+// startListeners listens on every endpoint of table, in order, and serves
+// it. For each it prints the endpoint's Line on stdout and logs it. TCP
+// endpoints that serve TLS get tlsConf; unix sockets are always plain: the
+// socket's file permissions guard them. On error, whatever was started is
+// stopped.
+func startListeners(table []listener, tlsConf *tls.Config, log *slog.Logger, stdout io.Writer) (*listeners, error) {
+	l := &listeners{served: make(chan error, len(table))}
+	for _, entry := range table {
+		e, err := l.start(entry, tlsConf)
 		if err != nil {
 			l.stopNow()
+			return nil, err
 		}
-	}()
-	tlsConf, err := loadTLS(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if tlsConf != nil {
-		l.http.TLSConfig = tlsConf.Clone()
-	}
-	if err := l.startREST(cfg, tlsConf, stdout); err != nil {
-		return nil, err
-	}
-	if err := l.startGRPC(cfg, api, grpcOpts, tlsConf, stdout); err != nil {
-		return nil, err
-	}
-	if err := l.startDapr(cfg, dapr, grpcOpts, tlsConf, log, stdout); err != nil {
-		return nil, err
+		fmt.Fprintln(stdout, e.Line())
+		attrs := []any{"transport", string(e.Transport), "addr", e.URL(), "tls", e.TLS}
+		if e.Name != "" {
+			attrs = append(attrs, "name", e.Name)
+		}
+		if e.Note != "" {
+			attrs = append(attrs, "note", e.Note)
+		}
+		log.Info("serving", attrs...)
 	}
 	return l, nil
+}
+
+// start listens on entry's address and serves it there. It returns the
+// endpoint with the address listened on.
+func (l *listeners) start(entry listener, tlsConf *tls.Config) (Endpoint, error) {
+	e := entry.Endpoint
+	if entry.prepare != nil {
+		if err := entry.prepare(); err != nil {
+			return e, err
+		}
+	}
+	var ln net.Listener
+	var err error
+	if e.Network == "unix" {
+		if ln, err = listenUnix(e.Addr); err != nil {
+			return e, err
+		}
+	} else {
+		if ln, err = net.Listen("tcp", e.Addr); err != nil {
+			return e, fmt.Errorf("listen %s: %w", e.Addr, err)
+		}
+		e.Addr = ln.Addr().String()
+	}
+	if !e.TLS {
+		tlsConf = nil
+	}
+	srv := entry.server(tlsConf)
+	l.servers = append(l.servers, srv)
+	l.endpoints = append(l.endpoints, e)
+	l.serve(string(e.Transport), func() error { return srv.serve(ln) })
+	return e, nil
 }
 
 // loadTLS returns the TLS configuration of cfg's certificate, or nil when
@@ -90,123 +122,71 @@ func loadTLS(cfg config.Config) (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
-// startREST serves the REST API on cfg's TCP address, with TLS when
-// tlsConf is set, and on its unix socket when cfg names one.
-func (l *listeners) startREST(cfg config.Config, tlsConf *tls.Config, stdout io.Writer) error {
-	ln, err := net.Listen("tcp", cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s: %w", cfg.HTTP.Addr, err)
+// httpServer is an HTTP transport's server, with the bounds of every
+// HTTP listener.
+type httpServer struct{ *http.Server }
+
+// newHTTPServer returns the server of handler, serving TLS with tlsConf
+// when it is set.
+func newHTTPServer(handler http.Handler, tlsConf *tls.Config, log *slog.Logger) httpServer {
+	s := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	scheme := "http"
 	if tlsConf != nil {
-		scheme = "https"
-		l.serve("http", func() error { return l.http.ServeTLS(ln, "", "") })
-	} else {
-		l.serve("http", func() error { return l.http.Serve(ln) })
+		s.TLSConfig = tlsConf.Clone()
 	}
-	fmt.Fprintf(stdout, "warmcache: serving HTTP on %s://%s\n", scheme, ln.Addr())
-	l.log.Info("serving", "transport", "http", "addr", scheme+"://"+ln.Addr().String())
+	return httpServer{s}
+}
 
-	if cfg.HTTP.Socket != "" {
-		uln, err := listenUnix(cfg.HTTP.Socket)
-		if err != nil {
-			return err
-		}
-		l.serve("http", func() error { return l.http.Serve(uln) })
-		fmt.Fprintf(stdout, "warmcache: serving HTTP on unix:%s\n", cfg.HTTP.Socket)
-		l.log.Info("serving", "transport", "http", "addr", "unix:"+cfg.HTTP.Socket)
+func (s httpServer) serve(ln net.Listener) error {
+	if s.TLSConfig != nil {
+		return s.ServeTLS(ln, "", "")
+	}
+	return s.Serve(ln)
+}
+
+func (s httpServer) drain(ctx context.Context) error {
+	if err := s.Shutdown(ctx); err != nil {
+		_ = s.Close()
+		return err
 	}
 	return nil
 }
 
-// startGRPC serves the gRPC API on cfg's TCP address, with TLS when
-// tlsConf is set, and on its unix socket, when cfg names them.
-func (l *listeners) startGRPC(cfg config.Config, api *grpcapi.API, grpcOpts []grpc.ServerOption, tlsConf *tls.Config, stdout io.Writer) error {
-	if cfg.GRPC.Addr != "" {
-		opts := grpcOpts
-		if tlsConf != nil {
-			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
-		}
-		gln, err := net.Listen("tcp", cfg.GRPC.Addr)
-		if err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.GRPC.Addr, err)
-		}
-		gs := api.NewServer(opts...)
-		l.grpc = append(l.grpc, gs)
-		l.serve("grpc", func() error { return gs.Serve(gln) })
-		suffix := ""
-		if tlsConf != nil {
-			suffix = " (TLS)"
-		}
-		fmt.Fprintf(stdout, "warmcache: serving gRPC on %s%s\n", gln.Addr(), suffix)
-		l.log.Info("serving", "transport", "grpc", "addr", gln.Addr().String(), "tls", tlsConf != nil)
+func (s httpServer) stop() { _ = s.Close() }
+
+// grpcServer is a gRPC transport's server.
+type grpcServer struct{ *grpc.Server }
+
+// grpcOptions returns opts, with tlsConf's credentials when it is set.
+func grpcOptions(opts []grpc.ServerOption, tlsConf *tls.Config) []grpc.ServerOption {
+	if tlsConf == nil {
+		return opts
 	}
-	if cfg.GRPC.Socket != "" {
-		uln, err := listenUnix(cfg.GRPC.Socket)
-		if err != nil {
-			return err
-		}
-		gs := api.NewServer(grpcOpts...)
-		l.grpc = append(l.grpc, gs)
-		l.serve("grpc", func() error { return gs.Serve(uln) })
-		fmt.Fprintf(stdout, "warmcache: serving gRPC on unix:%s\n", cfg.GRPC.Socket)
-		l.log.Info("serving", "transport", "grpc", "addr", "unix:"+cfg.GRPC.Socket)
+	return append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
+}
+
+func (s grpcServer) serve(ln net.Listener) error { return s.Serve(ln) }
+
+func (s grpcServer) drain(ctx context.Context) error {
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.Stop()
+		<-stopped
 	}
 	return nil
 }
 
-// daprServers are the two forms of the Dapr state API.
-type daprServers struct {
-	http http.Handler
-	grpc func(...grpc.ServerOption) *grpc.Server
-}
-
-// startDapr serves the Dapr state API on cfg's Dapr listeners, with TLS
-// when tlsConf is set.
-func (l *listeners) startDapr(cfg config.Config, dapr daprServers, grpcOpts []grpc.ServerOption, tlsConf *tls.Config, log *slog.Logger, stdout io.Writer) error {
-	if cfg.Dapr.HTTPAddr != "" {
-		ln, err := net.Listen("tcp", cfg.Dapr.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Dapr.HTTPAddr, err)
-		}
-		hs := &http.Server{
-			Handler:           dapr.http,
-			ReadHeaderTimeout: l.http.ReadHeaderTimeout,
-			ReadTimeout:       l.http.ReadTimeout,
-			WriteTimeout:      l.http.WriteTimeout,
-			IdleTimeout:       l.http.IdleTimeout,
-			MaxHeaderBytes:    l.http.MaxHeaderBytes,
-			ErrorLog:          l.http.ErrorLog,
-		}
-		l.extra = append(l.extra, hs)
-		scheme := "http"
-		if tlsConf != nil {
-			scheme = "https"
-			hs.TLSConfig = tlsConf.Clone()
-			l.serve("dapr http", func() error { return hs.ServeTLS(ln, "", "") })
-		} else {
-			l.serve("dapr http", func() error { return hs.Serve(ln) })
-		}
-		fmt.Fprintf(stdout, "warmcache: serving the Dapr state API over HTTP on %s://%s\n", scheme, ln.Addr())
-		log.Info("serving", "transport", "dapr-http", "addr", scheme+"://"+ln.Addr().String())
-	}
-	if cfg.Dapr.GRPCAddr != "" {
-		opts := grpcOpts
-		if tlsConf != nil {
-			opts = append(opts[:len(opts):len(opts)], grpc.Creds(credentials.NewTLS(tlsConf.Clone())))
-		}
-		ln, err := net.Listen("tcp", cfg.Dapr.GRPCAddr)
-		if err != nil {
-			return fmt.Errorf("listen %s: %w", cfg.Dapr.GRPCAddr, err)
-		}
-		gs := dapr.grpc(opts...)
-		l.grpc = append(l.grpc, gs)
-		l.serve("dapr grpc", func() error { return gs.Serve(ln) })
-		fmt.Fprintf(stdout, "warmcache: serving the Dapr state API over gRPC on %s\n", ln.Addr())
-		log.Info("serving", "transport", "dapr-grpc", "addr", ln.Addr().String(), "tls", tlsConf != nil)
-	}
-	return nil
-}
+func (s grpcServer) stop() { s.Stop() }
 
 // listenUnix listens on a unix socket at path, replacing a socket file that
 // an earlier process left behind (never another kind of file). The socket
@@ -290,33 +270,16 @@ func (l *listeners) wait(ctx context.Context) error {
 // calls until ctx is done; then it stops what is left at once. It returns
 // only after every server has returned.
 func (l *listeners) shutdown(ctx context.Context) error {
+	drained := make([]error, len(l.servers))
 	var wg sync.WaitGroup
-	for _, gs := range l.grpc {
+	for i, srv := range l.servers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			stopped := make(chan struct{})
-			go func() { gs.GracefulStop(); close(stopped) }()
-			select {
-			case <-stopped:
-			case <-ctx.Done():
-				gs.Stop()
-				<-stopped
+			if err := srv.drain(ctx); err != nil {
+				drained[i] = fmt.Errorf("drain %s on %s: %w", l.endpoints[i].Transport.Title(), l.endpoints[i].URL(), err)
 			}
 		}()
-	}
-	for _, hs := range l.extra {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := hs.Shutdown(ctx); err != nil {
-				_ = hs.Close()
-			}
-		}()
-	}
-	drainErr := l.http.Shutdown(ctx)
-	if drainErr != nil {
-		_ = l.http.Close()
 	}
 	wg.Wait()
 	var errs []error
@@ -325,21 +288,14 @@ func (l *listeners) shutdown(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	if drainErr != nil {
-		errs = append(errs, fmt.Errorf("drain: %w", drainErr))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, drained...)...)
 }
 
 // stopNow closes everything without draining, after a failed start.
 func (l *listeners) stopNow() {
-	for _, gs := range l.grpc {
-		gs.Stop()
+	for _, srv := range l.servers {
+		srv.stop()
 	}
-	for _, hs := range l.extra {
-		_ = hs.Close()
-	}
-	_ = l.http.Close()
 	for ; l.count > 0; l.count-- {
 		<-l.served
 	}

@@ -45,13 +45,16 @@ func (b *SyncBuffer) String() string {
 }
 
 // TailBytes returns the last n bytes written.
-func (b *SyncBuffer) TailBytes(n int) string {
-	s := b.String()
-	return s[max(0, len(s)-n):]
-}
+func (b *SyncBuffer) TailBytes(n int) string { return TailBytes(b.String(), n) }
 
 // TailLines returns the last n lines written.
-func (b *SyncBuffer) TailLines(n int) string {
-	lines := strings.Split(b.String(), "\n")
+func (b *SyncBuffer) TailLines(n int) string { return TailLines(b.String(), n) }
+
+// TailBytes returns the last n bytes of a log s.
+func TailBytes(s string, n int) string { return s[max(0, len(s)-n):] }
+
+// TailLines returns the last n lines of a log s.
+func TailLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/warmcache/warmcache/internal/testproc"
 )
@@ -55,14 +56,24 @@ func Environ(env map[string]string) []string {
 	return list
 }
 
-// MigrateAndSeed applies the migrations of the built-in namespaces to dsn
-// with `warmcache migrate up` and inserts widgets 1..n (SeedWidgets).
-func MigrateAndSeed(t testing.TB, bin, dsn string, n int) {
+// Migrate applies the migrations to the warehouse at dsn with the binary
+// bin's `warmcache migrate up` and args (such as --namespaces), failing
+// the test with what the command printed.
+func Migrate(t testing.TB, bin, dsn string, args ...string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	var out, errOut bytes.Buffer
-	if err := Run(context.Background(), bin, []string{"migrate", "up"}, map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}, &out, &errOut); err != nil {
+	if err := Run(ctx, bin, append([]string{"migrate", "up"}, args...), map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}, &out, &errOut); err != nil {
 		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
 	}
+}
+
+// MigrateAndSeed applies the migrations of the built-in namespaces to dsn
+// (Migrate) and inserts widgets 1..n (SeedWidgets).
+func MigrateAndSeed(t testing.TB, bin, dsn string, n int) {
+	t.Helper()
+	Migrate(t, bin, dsn)
 	SeedWidgets(t, dsn, n)
 }
 

@@ -7,8 +7,15 @@
 //     config.Load with the serve command's flags and a getenv over the
 //     test's variables, then gateway.Open, Serve and Close (Config, Open,
 //     Serve);
-//   - the warmcache binary for every other subcommand (Run), built once per
-//     package by a TestMain through internal/testproc.MainWithBinary.
+//   - the warmcache binary as a server (Spawn), which reads what it serves
+//     from the lines it prints (gateway.ParseLine), and for every other
+//     subcommand (Run, Migrate), built once per package by a TestMain
+//     through internal/testproc.MainWithBinary, with the test's variables
+//     and no other (Environ).
+//
+// Serve and Spawn give the same Served: the endpoints (from the gateway's
+// Endpoints in-process, from its lines for the binary), what it printed
+// and its log.
 //
 // The suites take their servers from the test kits: the shared PostgreSQL,
 // PgBouncer, Redis and Greenplum named by WARMCACHE_TEST_* variables, and

@@ -1,10 +1,8 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -70,48 +68,79 @@ func Open(t testing.TB, cfg config.Config, o Options) *Gateway {
 	return &Gateway{g}
 }
 
-// Served are the addresses a served service printed, by the text after
-// "serving", and what it printed and logged.
+// Served is a service that serves: in-process (Serve) or the built binary
+// (Spawn). Its addresses are those of its endpoints, which Endpoints
+// lists; a transport it does not serve has an empty address.
 type Served struct {
 	HTTP, GRPC             string // http://host:port or https://, host:port
 	HTTPSocket, GRPCSocket string // socket paths
 	DaprHTTP, DaprGRPC     string // the Dapr state API: http://host:port, host:port
 	DaprSocket             string // the Dapr pluggable state store's socket path
-	Lines                  []string
-	Log                    *testproc.SyncBuffer
-	// Gateway is the served service, for a test that also calls its core.
+	Endpoints              []gateway.Endpoint
+	// Lines are the "warmcache: " lines it printed at start.
+	Lines []string
+	// Log is its log, and for the binary what it printed.
+	Log *Log
+	// Gateway is the service of Serve, for a test that also calls its
+	// core; nil for the binary.
 	Gateway *gateway.Gateway
+	// Process is the binary of Spawn; nil in-process.
+	Process *Process
 }
 
-// Serve runs the service of `warmcache serve` with args (always on free
-// TCP ports) and env in-process, as the command does: config.Load, then
-// gateway.Open, Serve and Close, with the log on Served.Log at the
-// configured level. It waits for the lines the service prints at start:
-// want is how many "warmcache: " lines to wait for (one per listener, then
-// a notice when no keys are configured). The service must stop cleanly,
-// within 30s, when the test ends.
+// add records an endpoint that the service serves.
+func (s *Served) add(e gateway.Endpoint) {
+	s.Endpoints = append(s.Endpoints, e)
+	unix := e.Network == "unix"
+	switch {
+	case e.Transport == gateway.REST && unix:
+		s.HTTPSocket = e.Addr
+	case e.Transport == gateway.REST:
+		s.HTTP = e.URL()
+	case e.Transport == gateway.GRPC && unix:
+		s.GRPCSocket = e.Addr
+	case e.Transport == gateway.GRPC:
+		s.GRPC = e.Addr
+	case e.Transport == gateway.DaprHTTP:
+		s.DaprHTTP = e.URL()
+	case e.Transport == gateway.DaprGRPC:
+		s.DaprGRPC = e.Addr
+	case e.Transport == gateway.DaprComponent:
+		s.DaprSocket = e.Addr
+	}
+}
+
+// serveArgs are the arguments of `warmcache serve` for a test: on free TCP
+// ports unless args say otherwise.
+func serveArgs(args []string) []string {
+	return append([]string{"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, args...)
+}
+
+// Serve runs the service of `warmcache serve` with args (on free TCP ports
+// unless args say otherwise) and env in-process, as the command does:
+// config.Load, then gateway.Open, Serve and Close, with the log on
+// Served.Log at the configured level. It returns once the gateway listens
+// on every endpoint, which Served holds as the gateway reports them. want
+// is how many "warmcache: " lines it must have printed by then, at least
+// (one per endpoint, then a notice when no keys are configured). The service must
+// stop cleanly, within 30s, when the test ends.
 func Serve(t testing.TB, env map[string]string, want int, args ...string) *Served {
 	t.Helper()
-	s := &Served{Log: &testproc.SyncBuffer{}}
-	args = append([]string{"--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0"}, args...)
-	cfg, err := config.Load(config.ServeCommand, args, Getenv(env), s.Log)
+	s := &Served{Log: NewLog(t)}
+	cfg, err := config.Load(config.ServeCommand, serveArgs(args), Getenv(env), s.Log)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
-	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: gateway.NewLogger(s.Log, cfg.LogLevel), Stdout: pw})
+	var stdout testproc.SyncBuffer
+	g, err := gateway.Open(ctx, cfg, gateway.Options{Logger: gateway.NewLogger(s.Log, cfg.LogLevel), Stdout: &stdout})
 	if err != nil {
 		cancel()
 		t.Fatalf("server did not start: %v; log:\n%s", err, s.Log)
 	}
 	s.Gateway = g
 	done := make(chan error, 1)
-	go func() {
-		err := errors.Join(g.Serve(ctx), g.Close())
-		pw.CloseWithError(fmt.Errorf("server stopped: %v", err))
-		done <- err
-	}()
+	go func() { done <- errors.Join(g.Serve(ctx), g.Close()) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -123,37 +152,18 @@ func Serve(t testing.TB, env map[string]string, want int, args ...string) *Serve
 			t.Error("serve did not return within 30s of shutdown")
 		}
 	})
-	br := bufio.NewReader(pr)
-	for n := 0; n < want; {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("server did not start: %v; printed %q; log:\n%s", err, s.Lines, s.Log)
-		}
-		line = strings.TrimSpace(line)
-		s.Lines = append(s.Lines, line)
-		if strings.HasPrefix(line, "warmcache: ") {
-			n++
-		}
-		rest, _ := strings.CutPrefix(line, "warmcache: serving ")
-		switch {
-		case strings.HasPrefix(rest, "the Dapr state API over HTTP on "):
-			s.DaprHTTP = strings.TrimPrefix(rest, "the Dapr state API over HTTP on ")
-		case strings.HasPrefix(rest, "the Dapr state API over gRPC on "):
-			s.DaprGRPC = strings.TrimPrefix(rest, "the Dapr state API over gRPC on ")
-		case strings.HasPrefix(rest, "the Dapr pluggable state store "):
-			if _, socket, ok := strings.Cut(rest, " on unix:"); ok {
-				s.DaprSocket, _, _ = strings.Cut(socket, " ")
-			}
-		case strings.HasPrefix(rest, "HTTP on unix:"):
-			s.HTTPSocket = strings.TrimPrefix(rest, "HTTP on unix:")
-		case strings.HasPrefix(rest, "HTTP on "):
-			s.HTTP = strings.TrimPrefix(rest, "HTTP on ")
-		case strings.HasPrefix(rest, "gRPC on unix:"):
-			s.GRPCSocket = strings.TrimPrefix(rest, "gRPC on unix:")
-		case strings.HasPrefix(rest, "gRPC on "):
-			s.GRPC = strings.TrimSuffix(strings.TrimPrefix(rest, "gRPC on "), " (TLS)")
-		}
+	select {
+	case <-g.Listening():
+	case err := <-done:
+		done <- err
+		t.Fatalf("server did not start: %v; printed %q; log:\n%s", err, stdout.String(), s.Log)
 	}
-	go func() { _, _ = io.Copy(io.Discard, br) }()
+	for _, e := range g.Endpoints() {
+		s.add(e)
+	}
+	s.Lines = strings.FieldsFunc(stdout.String(), func(r rune) bool { return r == '\n' })
+	if len(s.Lines) < want {
+		t.Fatalf("the server printed %d lines, want at least %d: %q", len(s.Lines), want, s.Lines)
+	}
 	return s
 }
