@@ -182,8 +182,8 @@ func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 // history, key by key, must be one that a single register could produce
 // with each operation taking effect between its request and its answer
 // (porcupine decides it). It runs with change capture on and off and the
-// near cache on and off, then again under faults (see testFaults), then
-// measures how long a second instance's near cache lags a write, and, with
+// near cache on and off, then again under faults (see testFaults and
+// testSoak), then measures how long a second instance's near cache lags a write, and, with
 // WARMCACHE_TEST_GREENPLUM_DSN, runs on Greenplum.
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
@@ -200,6 +200,7 @@ func TestLinearizable(t *testing.T) {
 		})
 	}
 	testFaults(t, c, w)
+	testSoak(t, c, w)
 	t.Run("two-instances", func(t *testing.T) { testAcrossInstances(t, c, false) })
 	t.Run("two-instances/faults", func(t *testing.T) { testAcrossInstances(t, c, true) })
 	t.Run("greenplum", func(t *testing.T) {
