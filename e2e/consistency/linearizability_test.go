@@ -158,6 +158,20 @@ func expected(kind opKind, status int) bool {
 // history.
 func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 	t.Helper()
+	checkAnswers(t, label, c)
+	start := time.Now()
+	v := checkLinearizable(t, label, rec)
+	t.Logf("%s: %v; %d keys checked in %v: %d not linearizable, %d without verdict",
+		label, c, v.keys, time.Since(start).Round(time.Millisecond), v.illegal, v.unknown)
+	if v.illegal > 0 {
+		t.Logf("%s: reads that contradict an acknowledged write: %s", label, summarize(v.witnesses))
+	}
+}
+
+// checkAnswers fails the test on answers outside the model, and on a run
+// too short to check anything.
+func checkAnswers(t *testing.T, label string, c *tally) {
+	t.Helper()
 	for i, u := range c.unexpected {
 		if i == 10 {
 			t.Errorf("%s: ... and %d more unexpected answers", label, len(c.unexpected)-i)
@@ -167,13 +181,6 @@ func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 	}
 	if c.reads == 0 || c.writes == 0 {
 		t.Fatalf("%s: %v: too few to check anything", label, c)
-	}
-	start := time.Now()
-	v := checkLinearizable(t, label, rec)
-	t.Logf("%s: %v; %d keys checked in %v: %d not linearizable, %d without verdict",
-		label, c, v.keys, time.Since(start).Round(time.Millisecond), v.illegal, v.unknown)
-	if v.illegal > 0 {
-		t.Logf("%s: reads that contradict an acknowledged write: %s", label, summarize(v.witnesses))
 	}
 }
 

@@ -24,10 +24,11 @@ const soakSamples = 50000
 // soak does not run), under the mixed schedule repeated every soakCycle:
 // latency bursts, late commands, a stall and resets of Redis, two Redis
 // restarts, PostgreSQL's latency and resets. The run is checked as the
-// fault pass's are, and then the consistency monitor's figures: the
-// fraction of sampled entries consistent at 1 s and 10 s, and every
-// inconsistency it found repaired (a check after the repair found the key
-// consistent) within 10 s of the sampled update.
+// fault pass's are but for the linearizability checker, and then the
+// consistency monitor's figures: the fraction of sampled entries
+// consistent at 1 s and 10 s, and every inconsistency it found repaired (a
+// check after the repair found the key consistent) within 10 s of the
+// sampled update.
 func testSoak(t *testing.T, c *cluster, w workload) {
 	v := os.Getenv("WARMCACHE_TEST_SOAK")
 	if v == "" {
@@ -59,7 +60,13 @@ func testSoak(t *testing.T, c *cluster, w workload) {
 		tl := <-done
 		t.Logf("%s: %d cycles of the mixed schedule (%v each) over %v; %.0f Redis updates and fills failed",
 			label, cycles, soakCycle, d, failedUpdates(t, in))
-		checkRun(t, label, rec, tl)
+		// Ten minutes make a history per key far beyond what the
+		// linearizability checker decides in its time (the fault pass
+		// checks 4 to 20 s runs); the soak holds the run to the checks
+		// that scale: answers, read-your-writes, ETag regressions, the
+		// warehouse read back, and the monitor.
+		checkAnswers(t, label, tl)
+		t.Logf("%s: %v", label, tl)
 		checkOwnReads(t, label, rec)
 		checkConverged(t, label, in, admin, w.keys)
 		checkMonitor(t, label, in, tl.unknown)
