@@ -231,3 +231,70 @@ func TestUnknownOutcomeReadsWarehouse(t *testing.T) {
 		t.Fatalf("get after the warehouse read's fill = %+v, %v; want version %d from the hot tier", again, err, it.Entry.Version)
 	}
 }
+
+// restartingHot is the hot tier of one Redis server that restarts empty,
+// as its client sees it: the restart empties the tier at once, and the
+// client notices it (a connection meets the new server's run id) only when
+// some connection reconnects, at any moment. Here that moment is the
+// second look at the count of servers after the restart.
+type restartingHot struct {
+	*memtier.Hot
+	servers atomic.Uint64
+	notice  atomic.Int64 // looks at the count before the restart is noticed
+}
+
+func (h *restartingHot) Servers() uint64 {
+	if n := h.notice.Load(); n > 0 && h.notice.Add(-1) == 0 {
+		h.servers.Add(1)
+	}
+	return h.servers.Load()
+}
+
+// restart empties the tier; the client notices at the second look.
+func (h *restartingHot) restart() {
+	h.Forget()
+	h.notice.Store(2)
+}
+
+// TestFillAfterRestartNoticedLateIsDoubted checks that a miss's fill,
+// from a warehouse read that began before a write whose update landed in a
+// Redis that then restarted empty, is not trusted when the client notices
+// the new server only after the miss's last look before filling: the
+// count of servers is the one from before the warehouse read, so the next
+// read goes to the warehouse and answers the write, not the older fill.
+func TestFillAfterRestartNoticedLateIsDoubted(t *testing.T) {
+	hot := &restartingHot{Hot: memtier.NewHot(nil)}
+	hot.servers.Store(1)
+	warm := &heldWarm{Warm: memtier.NewWarm(), started: make(chan struct{}), release: make(chan struct{})}
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	warm.Set("widgets", "7", []byte(`{"v":1}`), 1)
+	first := make(chan warmcache.Item, 1)
+	go func() {
+		it, _ := svc.Get(ctx, "widgets", "7")
+		first <- it
+	}()
+	<-warm.started // the miss has read version 1 and holds its answer
+	mine, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != mine.Entry.Version {
+		t.Fatalf("the hot tier holds version %d, want the write's %d", e.Version, mine.Entry.Version)
+	}
+	hot.restart() // the write's update is lost with it
+	close(warm.release)
+	if it := <-first; it.Entry.Version != 1 {
+		t.Fatalf("the miss answered %+v, want version 1", it)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != 1 {
+		t.Fatalf("the hot tier holds version %d after the miss's fill, want 1 (the fill lands; it is its trust that is at stake)", e.Version)
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != mine.Entry.Version {
+			t.Fatalf("a read after the write answered %+v, %v; want version %d: the fill that a restart noticed late let in was trusted",
+				it, err, mine.Entry.Version)
+		}
+	}
+}

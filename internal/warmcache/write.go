@@ -351,14 +351,17 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 		return Item{}, err
 	}
 	fence := s.hotFence.Load()
+	servers := s.hotServers()
 	entries, err := s.warmRead(ctx, ns, []Key{key})
 	if err != nil {
 		return Item{}, err
 	}
 	e := entries[0]
 	s.outcome(ctx, ns, string(SourceWarm), e.Found)
-	if !s.fenced(fence) {
-		s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
+	// As a miss's fill (see load): not after a failed update or a new
+	// Redis server since the read began.
+	if !s.fenced(fence) && !s.newServer(servers) {
+		s.fillRead(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}), 0, servers)
 	}
 	if near := s.near(ns); near != nil {
 		s.keepNear(near, ns, key, e)
