@@ -149,7 +149,7 @@ func renderMonitor(runs []monitorRun, sum monitorSummary, samples float64, durat
 	p("`on` at the default, %d in a million, `off` at 0. Each round attacks both at once, each at saturation on the `hot` keys (REST GETs answered from Redis) with half the workers, for %s after a warm-up, ", consistencymon.DefaultSamplesPerMillion, duration)
 	p("so that both meet the same load from the rest of the machine; each round is one comparison. CPU per request is each service's, from `/proc/<pid>/stat`, as in the CPU table. ")
 	if !math.IsNaN(samples) {
-		p("The monitored service sampled %.0f updates during the attacks: a hit updates nothing, so what the monitor can cost a hit is its idle goroutine and nothing on the request's path.\n\n", samples)
+		p("The monitored service sampled %.0f updates in all, its pre-warming's fills included: a hit updates nothing, so what the monitor can cost a hit is its idle goroutine and nothing on the request's path.\n\n", samples)
 	} else {
 		p("\n\n")
 	}
