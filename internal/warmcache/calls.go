@@ -90,11 +90,11 @@ func (s *Service) fillHot(ctx context.Context, ns *Namespace, reason string, tim
 
 // fillHotMark is fillHot for the fills of a warehouse read that began
 // after the doubt mark readMark (zero for none), when the hot tier had met
-// servers server processes (zero: count from now). A read's or a repair's
-// fill that lands after the hot tier met a new server since then is not
-// trusted: the count is the one taken before the warehouse read, so that
-// a server met by any connection while the read ran, or between the read
-// and the fill, counts.
+// servers server processes (zero: count from now). A read's, a write's or
+// a repair's fill that lands after the hot tier met a new server since
+// then is not trusted: the count is the one taken before the warehouse
+// read or write, so that a server met by any connection meanwhile, or
+// between it and the fill, counts.
 func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark, servers uint64) error {
 	if len(fills) == 0 {
 		return nil
@@ -111,7 +111,7 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 	case err != nil:
 		result = "error"
 		s.doubts.raise(ns, fills, false, now)
-	case s.newServer(servers) && (reason == "read" || reason == "repair"):
+	case s.newServer(servers) && (reason == "read" || reason == "repair" || reason == string(retireWrite)):
 		// The fill may have gone to a Redis that restarted empty, where
 		// the update of a newer write was lost: it is not trusted until a
 		// newer version, or a later read's fill, lands.

@@ -298,3 +298,63 @@ func TestFillAfterRestartNoticedLateIsDoubted(t *testing.T) {
 		}
 	}
 }
+
+// heldWrite is a warehouse whose first write commits and then waits for
+// release before it answers: a write whose hot-tier update is late.
+type heldWrite struct {
+	*memtier.Warm
+	committed chan struct{}
+	release   chan struct{}
+	n         atomic.Int64
+}
+
+func (w *heldWrite) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
+	entries, err := w.Warm.Write(ctx, ns, writes)
+	if w.n.Add(1) == 1 {
+		close(w.committed)
+		<-w.release
+	}
+	return entries, err
+}
+
+// TestLateWriteUpdateAfterRestartIsDoubted checks that a write's hot-tier
+// update that lands late, in a Redis that restarted empty after a newer
+// write's update had landed in it, is not trusted: the next read goes to
+// the warehouse and answers the newer write.
+func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
+	hot := &restartingHot{Hot: memtier.NewHot(nil)}
+	hot.servers.Store(1)
+	warm := &heldWrite{Warm: memtier.NewWarm(), committed: make(chan struct{}), release: make(chan struct{})}
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	late := make(chan warmcache.Item, 1)
+	go func() {
+		it, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		late <- it
+	}()
+	<-warm.committed // the first write committed; its update has not gone out
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.Forget() // Redis restarts empty: the newer write's update is lost
+	hot.notice.Store(1)
+	close(warm.release)
+	first := <-late
+	if first.Entry.Version >= newer.Entry.Version {
+		t.Fatalf("the late write is at version %d, the newer at %d", first.Entry.Version, newer.Entry.Version)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != first.Entry.Version {
+		t.Fatalf("the hot tier holds version %d, want the late write's %d", e.Version, first.Entry.Version)
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != newer.Entry.Version {
+			t.Fatalf("a read after both writes answered %+v, %v; want version %d: the late update in a restarted Redis was trusted",
+				it, err, newer.Entry.Version)
+		}
+	}
+}
