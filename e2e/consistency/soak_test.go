@@ -27,8 +27,8 @@ const soakSamples = 50000
 // fault pass's are but for the linearizability checker, and then the
 // consistency monitor's figures: the fraction of sampled entries
 // consistent at 1 s and 10 s, and every inconsistency it found repaired (a
-// check after the repair found the key consistent) within 10 s of the
-// sampled update.
+// check after the repair found the key consistent) within 10 s of being
+// found.
 func testSoak(t *testing.T, c *cluster, w workload) {
 	v := os.Getenv("WARMCACHE_TEST_SOAK")
 	if v == "" {
@@ -76,7 +76,7 @@ func testSoak(t *testing.T, c *cluster, w workload) {
 
 // checkRepairs reports the monitor's fraction consistent at each age and
 // its repairs, and fails unless it checked entries at 10 s, and every
-// inconsistency it found was repaired within 10 s of the sampled update.
+// inconsistency it found was repaired within 10 s of being found.
 func checkRepairs(t *testing.T, label string, in *instance) {
 	t.Helper()
 	var parts []string
@@ -103,11 +103,11 @@ func checkRepairs(t *testing.T, label string, in *instance) {
 	if total > 0 {
 		mean = time.Duration(sum / total * float64(time.Second))
 	}
-	t.Logf("%s: consistency monitor: %s; dropped %.0f samples; %.0f inconsistencies repaired (%.0f within 10s of the sampled update, mean %v), %.0f not repaired, %.0f repairs failed",
+	t.Logf("%s: consistency monitor: %s; dropped %.0f samples; %.0f inconsistencies repaired (%.0f within 10s of being found, mean %v), %.0f not repaired, %.0f repairs failed",
 		label, strings.Join(parts, "; "), in.counter(t, "warmcache_consistency_dropped_total"),
 		repaired, within, mean.Round(time.Millisecond), unrepaired, failed)
 	if total > within || unrepaired > 0 || failed > 0 {
-		t.Errorf("%s: of the inconsistencies found, %.0f were repaired later than 10s after their sampled update, %.0f not repaired, %.0f repairs failed",
+		t.Errorf("%s: of the inconsistencies found, %.0f were repaired later than 10s after being found, %.0f not repaired, %.0f repairs failed",
 			label, total-within, unrepaired, failed)
 	}
 }

@@ -119,7 +119,7 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Monitor, e
 	}, []string{"result"})
 	m.repairT = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "warmcache_consistency_repair_seconds",
-		Help:    "Time from a sampled update to the repair of its key, found inconsistent, as a check after the repair saw it: a bound on how long the inconsistency lasted.",
+		Help:    "Time from finding a sampled key inconsistent to its repair, as a check after the repair saw it.",
 		Buckets: []float64{0.01, 0.1, 0.5, 1, 1.5, 2, 5, 10, 11, 30, 60, 61, 120},
 	})
 	for _, d := range m.opts.Delays {
@@ -247,6 +247,7 @@ func (m *Monitor) check(ctx context.Context, a Auditor, c check, delay time.Dura
 	if !bad {
 		return
 	}
+	found := m.opts.Now()
 	fk := c.ns + "\x00" + c.key
 	m.mu.Lock()
 	first := !m.logged[fk]
@@ -264,13 +265,14 @@ func (m *Monitor) check(ctx context.Context, a Auditor, c check, delay time.Dura
 			slog.Int64("redis_version", au.Hot.Version), slog.Bool("redis_found", au.Hot.Found && au.HotHit),
 			slog.Int64("near_version", au.Near.Version), slog.Bool("near_found", au.Near.Found && au.NearHit))
 	}
-	m.repair(cctx, a, c, delay)
+	m.repair(cctx, a, c, found)
 }
 
 // repair reads the key from the warehouse into the caches, then audits it
 // again: a repair counts as done when that check finds it consistent, and
-// its time, from the sampled update, goes to the histogram.
-func (m *Monitor) repair(ctx context.Context, a Auditor, c check, delay time.Duration) {
+// its time, from found, when the key was found inconsistent, goes to the
+// histogram.
+func (m *Monitor) repair(ctx context.Context, a Auditor, c check, found time.Time) {
 	if _, err := a.GetLatest(ctx, c.ns, c.key); err != nil && !isNotFound(err) {
 		m.repairs.WithLabelValues("error").Inc()
 		return
@@ -281,7 +283,7 @@ func (m *Monitor) repair(ctx context.Context, a Auditor, c check, delay time.Dur
 		m.repairs.WithLabelValues("error").Inc()
 	case agrees(au):
 		m.repairs.WithLabelValues("ok").Inc()
-		m.repairT.Observe(m.opts.Now().Sub(c.due.Add(-delay)).Seconds())
+		m.repairT.Observe(m.opts.Now().Sub(found).Seconds())
 	default:
 		m.repairs.WithLabelValues("unrepaired").Inc()
 	}

@@ -78,8 +78,8 @@ func TestMonitorCountsAndRepairs(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	// The repair is counted once a check after it found the key
-	// consistent, with its time from the sampled update: at least the
-	// 10ms delay, and well under a second here.
+	// consistent, with its time from finding the key inconsistent: well
+	// under a second here.
 	deadline = time.Now().Add(10 * time.Second)
 	for gathered(t, reg, "warmcache_consistency_repairs_total", map[string]string{"result": "ok"}) < 1 {
 		if time.Now().After(deadline) {
@@ -91,8 +91,8 @@ func TestMonitorCountsAndRepairs(t *testing.T) {
 		t.Errorf("%v repairs unrepaired, want 0", n)
 	}
 	n, sum := repairHistogram(t, reg)
-	if n != 1 || sum < 0.01 || sum > 1 {
-		t.Errorf("repair time: %v observations summing to %vs, want one between 10ms and 1s", n, sum)
+	if n != 1 || sum <= 0 || sum > 1 {
+		t.Errorf("repair time: %v observations summing to %vs, want one under a second", n, sum)
 	}
 }
 
