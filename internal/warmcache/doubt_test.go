@@ -79,21 +79,33 @@ func TestFailedUpdateReadsWarehouse(t *testing.T) {
 	}
 }
 
-// heldWarm is a warehouse whose first lookup reads its rows and then waits
-// for release: a query that has read its snapshot and not yet answered.
-type heldWarm struct {
-	*memtier.Warm
+// hold makes the first call through it wait, once started is closed,
+// until release is closed.
+type hold struct {
 	started chan struct{}
 	release chan struct{}
 	n       atomic.Int64
 }
 
+func newHold() hold { return hold{started: make(chan struct{}), release: make(chan struct{})} }
+
+func (h *hold) first() {
+	if h.n.Add(1) == 1 {
+		close(h.started)
+		<-h.release
+	}
+}
+
+// heldWarm is a warehouse whose first lookup reads its rows and then waits
+// for release: a query that has read its snapshot and not yet answered.
+type heldWarm struct {
+	*memtier.Warm
+	hold
+}
+
 func (w *heldWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
 	es, err := w.Warm.LookupMany(ctx, ns, keys)
-	if w.n.Add(1) == 1 {
-		close(w.started)
-		<-w.release
-	}
+	w.first()
 	return es, err
 }
 
@@ -102,7 +114,7 @@ func (w *heldWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys
 // instance: the reader who wrote must see its write.
 func TestMissSharesNoReadOlderThanOwnWrite(t *testing.T) {
 	mem := memtier.NewHot(nil)
-	warm := &heldWarm{Warm: memtier.NewWarm(), started: make(chan struct{}), release: make(chan struct{})}
+	warm := &heldWarm{Warm: memtier.NewWarm(), hold: newHold()}
 	svc := newService(t, mem, warm)
 	ctx := context.Background()
 	if _, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil); err != nil {
@@ -265,7 +277,7 @@ func (h *restartingHot) restart() {
 func TestFillAfterRestartNoticedLateIsDoubted(t *testing.T) {
 	hot := &restartingHot{Hot: memtier.NewHot(nil)}
 	hot.servers.Store(1)
-	warm := &heldWarm{Warm: memtier.NewWarm(), started: make(chan struct{}), release: make(chan struct{})}
+	warm := &heldWarm{Warm: memtier.NewWarm(), hold: newHold()}
 	svc := newService(t, hot, warm)
 	ctx := context.Background()
 	warm.Set("widgets", "7", []byte(`{"v":1}`), 1)
@@ -303,17 +315,12 @@ func TestFillAfterRestartNoticedLateIsDoubted(t *testing.T) {
 // release before it answers: a write whose hot-tier update is late.
 type heldWrite struct {
 	*memtier.Warm
-	committed chan struct{}
-	release   chan struct{}
-	n         atomic.Int64
+	hold
 }
 
 func (w *heldWrite) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
 	entries, err := w.Warm.Write(ctx, ns, writes)
-	if w.n.Add(1) == 1 {
-		close(w.committed)
-		<-w.release
-	}
+	w.first()
 	return entries, err
 }
 
@@ -324,7 +331,7 @@ func (w *heldWrite) Write(ctx context.Context, ns *warmcache.Namespace, writes [
 func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
 	hot := &restartingHot{Hot: memtier.NewHot(nil)}
 	hot.servers.Store(1)
-	warm := &heldWrite{Warm: memtier.NewWarm(), committed: make(chan struct{}), release: make(chan struct{})}
+	warm := &heldWrite{Warm: memtier.NewWarm(), hold: newHold()}
 	svc := newService(t, hot, warm)
 	ctx := context.Background()
 	late := make(chan warmcache.Item, 1)
@@ -335,7 +342,7 @@ func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
 		}
 		late <- it
 	}()
-	<-warm.committed // the first write committed; its update has not gone out
+	<-warm.started // the first write committed; its update has not gone out
 	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
 	if err != nil {
 		t.Fatal(err)
