@@ -60,7 +60,7 @@ func (l *listFlag) Set(v string) error {
 	return nil
 }
 
-var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines", "writes", "dapr"}
+var allScenarios = []string{"floor", "peer", "hot", "l1", "miss", "mixed", "stampede", "mget", "grpc", "baselines", "writes", "dapr", "monitor"}
 
 // parseOptions parses the flags; the servers default to those of stack.
 func parseOptions(args []string, stack localstack.Config, usage io.Writer) (options, error) {

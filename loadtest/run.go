@@ -192,6 +192,11 @@ func (r *benchRun) scenarios(ctx context.Context) error {
 			}
 		}
 	}
+	if r.want("monitor") {
+		if err := r.monitorScenario(ctx); err != nil {
+			return err
+		}
+	}
 	// The writes come last: they change rows that the reads above read.
 	if r.want("writes") {
 		return r.writeScenarios(ctx)

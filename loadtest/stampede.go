@@ -170,6 +170,12 @@ func awaitIndexScans(ctx context.Context, stats *pgx.Conn, before int64, queries
 // scrapeSQLQueries reads the service's warmcache_sql_queries_total for
 // the widgets namespace, all ops and results summed.
 func scrapeSQLQueries(ctx context.Context, url string) (float64, error) {
+	return scrapeSum(ctx, url, "warmcache_sql_queries_total", map[string]string{"namespace": "widgets"})
+}
+
+// scrapeSum reads the service's metrics at url and sums the samples of
+// metric whose labels include every pair of match.
+func scrapeSum(ctx context.Context, url, metric string, match map[string]string) (float64, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -183,7 +189,7 @@ func scrapeSQLQueries(ctx context.Context, url string) (float64, error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
-	return bench.SumSamples(string(body), "warmcache_sql_queries_total", map[string]string{"namespace": "widgets"}), nil
+	return bench.SumSamples(string(body), metric, match), nil
 }
 
 // scrapeFold reads the service's warmcache_batch_keys histogram: batches

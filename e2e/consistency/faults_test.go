@@ -5,11 +5,13 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/warmcache/warmcache/e2e/internal/faultproxy"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -25,12 +27,15 @@ type faultRig struct {
 	rp    *faultproxy.Proxy // to Redis
 	pp    *faultproxy.Proxy // to PostgreSQL
 	rec   *recorder
+	// from is where in the run the schedule's times start: a schedule
+	// repeated over a long run starts each cycle later.
+	from time.Duration
 }
 
 func (f *faultRig) note(format string, args ...any) { f.rec.note(fmt.Sprintf(format, args...)) }
 
-// at waits until d into the run.
-func (f *faultRig) at(d time.Duration) { time.Sleep(time.Until(f.rec.base.Add(d))) }
+// at waits until d into the schedule.
+func (f *faultRig) at(d time.Duration) { time.Sleep(time.Until(f.rec.base.Add(f.from + d))) }
 
 // redisLatency delays Redis's traffic each way.
 func (f *faultRig) redisLatency(up, down time.Duration) {
@@ -114,17 +119,12 @@ var faultScenarios = []faultScenario{
 // and off, and fails on any history that is not linearizable, any read
 // older than its client's own acknowledged write, and any read older than
 // one the instance answered before it began. WARMCACHE_TEST_FAULTS names
-// the scenarios (a comma-separated list, or "all") and
-// WARMCACHE_TEST_FAULT_RUN the length of each run (4s by default; the
-// soak runs 20s). Without WARMCACHE_TEST_FAULTS the pass does not run: it
-// runs under `make soak`, not yet in `make test`, until it has a longer
-// clean record (docs/consistency.md#under-faults).
+// the scenarios (a comma-separated list, or "all"; "mixed" by default, as
+// `make test` runs it) and WARMCACHE_TEST_FAULT_RUN the length of each run
+// (4s by default; `make soak` runs 20s).
 func testFaults(t *testing.T, c *cluster, w workload) {
-	var names []string
-	if v := os.Getenv("WARMCACHE_TEST_FAULTS"); v == "" {
-		t.Log("the single-instance fault pass runs under make soak (WARMCACHE_TEST_FAULTS), not yet in make test: docs/consistency.md#under-faults")
-		return
-	} else if v == "all" {
+	names := []string{"mixed"}
+	if v := os.Getenv("WARMCACHE_TEST_FAULTS"); v == "all" {
 		names = nil
 		for _, sc := range faultScenarios {
 			names = append(names, sc.name)
@@ -154,14 +154,36 @@ func testFaults(t *testing.T, c *cluster, w workload) {
 }
 
 // testUnderFaults runs the workload through one instance under one
-// scenario. A write answered 5xx, or not at all, has an unknown outcome.
-// The circuit breaker is set not to open: writes it would refuse at once
-// have an unknown outcome too, and the few that a fault fails are what the
-// check can afford.
+// scenario.
 func testUnderFaults(t *testing.T, c *cluster, cfg runConfig, w workload, sc faultScenario) {
+	// The consistency monitor checks one cache update in ten.
+	rig, in, admin := startUnderFaults(t, c, cfg, 100000)
+	rec := rig.rec
+	done := make(chan *tally, 1)
+	go func() { done <- runClients(in, rec, w, 3) }()
+	sc.run(rig, w.d)
+	rig.calm()
+	tl := <-done
+	label := "faults/" + sc.name + "/" + cfg.String()
+	rig.report(t, label, in, sc.desc)
+	checkRun(t, label, rec, tl)
+	checkOwnReads(t, label, rec)
+	checkConverged(t, label, in, admin, w.keys)
+	checkMonitor(t, label, in, tl.unknown)
+}
+
+// startUnderFaults starts one instance that reaches Redis and PostgreSQL
+// through fault proxies, with the hot tier's deadline at its default, the
+// circuit breaker kept shut, and the consistency monitor sampling samples
+// in a million cache updates, and returns the rig (its recorder new), the
+// instance and a connection to the warehouse. A write answered 5xx, or
+// not at all, has an unknown outcome; the breaker is set not to open
+// because writes it would refuse at once have an unknown outcome too, and
+// the few that a fault fails are what the check can afford.
+func startUnderFaults(t *testing.T, c *cluster, cfg runConfig, samples int) (*faultRig, *instance, *pgx.Conn) {
 	d := c.newDatabase(t, cfg.near)
 	r := testproc.StartRedis(t)
-	rig := &faultRig{t: t, redis: r, rp: faultproxy.Start(t, r.Addr)}
+	rig := &faultRig{t: t, redis: r, rp: faultproxy.Start(t, r.Addr), rec: newRecorder()}
 	u, err := url.Parse(d.dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -174,35 +196,40 @@ func testUnderFaults(t *testing.T, c *cluster, cfg runConfig, w workload, sc fau
 	cfg.env = map[string]string{
 		"WARMCACHE_BREAKER_THRESHOLD": "1000000",
 		// The default deadline, which the faults exceed.
-		"WARMCACHE_HOT_TIMEOUT": "50ms",
-		// The consistency monitor checks one cache update in ten.
-		"WARMCACHE_CONSISTENCY_SAMPLES": "100000",
+		"WARMCACHE_HOT_TIMEOUT":         "50ms",
+		"WARMCACHE_CONSISTENCY_SAMPLES": strconv.Itoa(samples),
 	}
 	in := startInstance(t, "warmcache", &proxied, rig.rp.Addr(), "lin-"+testenv.RandomSuffix(t)+":", cfg)
-	admin := d.connect(t)
+	return rig, in, d.connect(t)
+}
 
-	rec := newRecorder()
-	rig.rec = rec
-	done := make(chan *tally, 1)
-	go func() { done <- runClients(in, rec, w, 3) }()
-	sc.run(rig, w.d)
-	rig.rp.Resume()
-	rig.rp.SetLatency(0, 0)
-	rig.pp.SetLatency(0, 0)
-	tl := <-done
-	rec.mu.Lock()
-	for _, n := range rec.notes {
+// calm ends every fault: the proxies pass traffic at once again.
+func (f *faultRig) calm() {
+	f.rp.Resume()
+	f.rp.SetLatency(0, 0)
+	if f.pp != nil {
+		f.pp.SetLatency(0, 0)
+	}
+}
+
+// report logs the faults of the run and how many Redis updates and fills
+// of in failed.
+func (f *faultRig) report(t *testing.T, label string, in *instance, desc string) {
+	t.Helper()
+	f.rec.mu.Lock()
+	for _, n := range f.rec.notes {
 		t.Logf("+%v %s", time.Duration(n.Start).Round(time.Millisecond), n.Description)
 	}
-	rec.mu.Unlock()
-	label := "faults/" + sc.name + "/" + cfg.String()
-	failed := in.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="write",result="error"}`) +
+	f.rec.mu.Unlock()
+	t.Logf("%s (%s): %.0f Redis updates and fills failed", label, desc, failedUpdates(t, in))
+}
+
+// failedUpdates returns how many of in's Redis updates of writes and fills
+// of reads failed.
+func failedUpdates(t *testing.T, in *instance) float64 {
+	t.Helper()
+	return in.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="write",result="error"}`) +
 		in.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="read",result="error"}`)
-	t.Logf("%s (%s): %.0f Redis updates and fills failed", label, sc.desc, failed)
-	checkRun(t, label, rec, tl)
-	checkOwnReads(t, label, rec)
-	checkConverged(t, label, in, admin, w.keys)
-	checkMonitor(t, label, in, tl.unknown)
 }
 
 // checkMonitor reports what the instance's consistency monitor counted by

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"testing"
@@ -157,6 +158,20 @@ func expected(kind opKind, status int) bool {
 // history.
 func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 	t.Helper()
+	checkAnswers(t, label, c)
+	start := time.Now()
+	v := checkLinearizable(t, label, rec)
+	t.Logf("%s: %v; %d keys checked in %v: %d not linearizable, %d without verdict",
+		label, c, v.keys, time.Since(start).Round(time.Millisecond), v.illegal, v.unknown)
+	if v.illegal > 0 {
+		t.Logf("%s: reads that contradict an acknowledged write: %s", label, summarize(v.witnesses))
+	}
+}
+
+// checkAnswers fails the test on answers outside the model, and on a run
+// too short to check anything.
+func checkAnswers(t *testing.T, label string, c *tally) {
+	t.Helper()
 	for i, u := range c.unexpected {
 		if i == 10 {
 			t.Errorf("%s: ... and %d more unexpected answers", label, len(c.unexpected)-i)
@@ -167,13 +182,6 @@ func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 	if c.reads == 0 || c.writes == 0 {
 		t.Fatalf("%s: %v: too few to check anything", label, c)
 	}
-	start := time.Now()
-	v := checkLinearizable(t, label, rec)
-	t.Logf("%s: %v; %d keys checked in %v: %d not linearizable, %d without verdict",
-		label, c, v.keys, time.Since(start).Round(time.Millisecond), v.illegal, v.unknown)
-	if v.illegal > 0 {
-		t.Logf("%s: reads that contradict an acknowledged write: %s", label, summarize(v.witnesses))
-	}
 }
 
 // TestLinearizable holds the service, the real binary on a PostgreSQL and a
@@ -182,8 +190,8 @@ func checkRun(t *testing.T, label string, rec *recorder, c *tally) {
 // history, key by key, must be one that a single register could produce
 // with each operation taking effect between its request and its answer
 // (porcupine decides it). It runs with change capture on and off and the
-// near cache on and off, then again under faults (see testFaults), then
-// measures how long a second instance's near cache lags a write, and, with
+// near cache on and off, then again under faults (see testFaults and
+// testSoak), then measures how long a second instance's near cache lags a write, and, with
 // WARMCACHE_TEST_GREENPLUM_DSN, runs on Greenplum.
 func TestLinearizable(t *testing.T) {
 	t.Parallel()
@@ -200,8 +208,11 @@ func TestLinearizable(t *testing.T) {
 		})
 	}
 	testFaults(t, c, w)
-	t.Run("two-instances", func(t *testing.T) { testAcrossInstances(t, c, false) })
-	t.Run("two-instances/faults", func(t *testing.T) { testAcrossInstances(t, c, true) })
+	testSoak(t, c, w)
+	t.Run("two-instances", func(t *testing.T) { testAcrossInstances(t, c, nil) })
+	for _, sc := range faultScenarios {
+		t.Run("two-instances/faults/"+sc.name, func(t *testing.T) { testAcrossInstances(t, c, &sc) })
+	}
 	t.Run("greenplum", func(t *testing.T) {
 		d := newGreenplumDatabase(t, false)
 		r := testproc.StartRedis(t)
@@ -249,25 +260,34 @@ func checkConverged(t *testing.T, label string, in *instance, admin *pgx.Conn, k
 // every read of B that returns a version older than one A acknowledged
 // before the read began is stale by the time since that acknowledgement.
 // docs/consistency.md bounds it: an entry lags a write by the pub/sub or
-// tracking delivery, and never by more than near_ttl. With faults, A
-// reaches Redis through a proxy that slows it beyond the deadline in
-// bursts (the bursts scenario), so some of A's updates and invalidations
-// do not land: B may then serve the replaced entry from Redis until A's
-// retry lands, a bound of A's retry budget (10 s) and near_ttl.
-func testAcrossInstances(t *testing.T, c *cluster, faults bool) {
+// tracking delivery, and never by more than near_ttl. Under a fault
+// scenario, A reaches Redis and PostgreSQL through fault proxies that the
+// scenario acts on (a restart of Redis restarts B's too), so some of A's
+// updates and invalidations do not land: B may then serve the replaced
+// entry from Redis until A's retry lands, a bound of A's retry budget
+// (10 s) and near_ttl.
+func testAcrossInstances(t *testing.T, c *cluster, sc *faultScenario) {
 	const keys = 4
 	d := c.newDatabase(t, true)
 	r := testproc.StartRedis(t)
 	prefix := "lin-" + testenv.RandomSuffix(t) + ":"
 	cfg := runConfig{near: true}
-	aAddr, bound := r.Addr, nearTTL
+	aAddr, aDB, bound := r.Addr, d, nearTTL
 	var rig *faultRig
-	if faults {
+	if sc != nil {
 		rig = &faultRig{t: t, redis: r, rp: faultproxy.Start(t, r.Addr), rec: newRecorder()}
-		aAddr, bound = rig.rp.Addr(), 10*time.Second+nearTTL
+		u, err := url.Parse(d.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rig.pp = faultproxy.Start(t, u.Host)
+		proxied, pu := *d, *u
+		pu.Host = rig.pp.Addr()
+		proxied.dsn = pu.String()
+		aAddr, aDB, bound = rig.rp.Addr(), &proxied, 10*time.Second+nearTTL
 		cfg.env = map[string]string{"WARMCACHE_HOT_TIMEOUT": "50ms", "WARMCACHE_BREAKER_THRESHOLD": "1000000"}
 	}
-	a := startInstance(t, "A", d, aAddr, prefix, cfg)
+	a := startInstance(t, "A", aDB, aAddr, prefix, cfg)
 	b := startInstance(t, "B", d, r.Addr, prefix, runConfig{near: true})
 	ctx := context.Background()
 
@@ -295,7 +315,10 @@ func testAcrossInstances(t *testing.T, c *cluster, faults bool) {
 	var wg sync.WaitGroup
 	if rig != nil {
 		rig.rec = newRecorder()
-		wg.Go(func() { faultScenarios[0].run(rig, 3*time.Second) })
+		wg.Go(func() {
+			sc.run(rig, 3*time.Second)
+			rig.calm()
+		})
 	}
 	for id := range 2 {
 		wg.Go(func() {
@@ -367,10 +390,8 @@ func testAcrossInstances(t *testing.T, c *cluster, faults bool) {
 		nw += len(ws)
 	}
 	label := "two instances"
-	if faults {
-		label += fmt.Sprintf(" (A's Redis slowed in bursts; %.0f of A's Redis updates and fills failed)",
-			a.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="write",result="error"}`)+
-				a.counter(t, `warmcache_cache_fills_total{namespace="`+nsName+`",reason="read",result="error"}`))
+	if sc != nil {
+		label += fmt.Sprintf(" under %s (%s; %.0f of A's Redis updates and fills failed)", sc.name, sc.desc, failedUpdates(t, a))
 	}
 	t.Logf("%s: %d writes through A, %d reads through B (%d from its near cache); %d reads stale "+
 		"(by source %v): lag p50 %v, p99 %v, max %v (bound %v)",

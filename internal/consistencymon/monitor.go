@@ -87,6 +87,7 @@ type Monitor struct {
 	dropped prometheus.Counter
 	checks  *prometheus.CounterVec
 	repairs *prometheus.CounterVec
+	repairT prometheus.Histogram
 }
 
 // New returns a Monitor and registers its metrics on reg.
@@ -110,8 +111,13 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Monitor, e
 	}, []string{"age", "tier", "result"})
 	m.repairs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_consistency_repairs_total",
-		Help: "Inconsistent keys read again from the warehouse into the caches, by result (ok, error).",
+		Help: "Inconsistent keys read again from the warehouse into the caches, by result (ok: a check after it found the caches consistent; unrepaired: it did not; error).",
 	}, []string{"result"})
+	m.repairT = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "warmcache_consistency_repair_seconds",
+		Help:    "Time from finding a sampled key inconsistent to its repair, as a check after the repair saw it.",
+		Buckets: []float64{0.01, 0.1, 0.5, 1, 1.5, 2, 5, 10, 11, 30, 60, 61, 120},
+	})
 	for _, d := range m.opts.Delays {
 		for _, tier := range []string{"redis", "near"} {
 			for _, r := range []string{"consistent", "inconsistent", "error"} {
@@ -119,7 +125,10 @@ func New(opts Options, reg prometheus.Registerer, log *slog.Logger) (*Monitor, e
 			}
 		}
 	}
-	if err := promreg.Register(reg, "consistencymon", m.samples, m.dropped, m.checks, m.repairs); err != nil {
+	for _, r := range []string{"ok", "unrepaired", "error"} {
+		m.repairs.WithLabelValues(r)
+	}
+	if err := promreg.Register(reg, "consistencymon", m.samples, m.dropped, m.checks, m.repairs, m.repairT); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -208,7 +217,7 @@ func (m *Monitor) check(ctx context.Context, a Auditor, c check, delay time.Dura
 	var err error
 	for range 2 {
 		au, err = a.Audit(cctx, c.ns, c.key)
-		if err != nil || (consistent(au.Warm, au.Hot, au.HotHit, au.Doubted) && consistent(au.Warm, au.Near, au.NearHit, au.Doubted)) {
+		if err != nil || (agrees(au)) {
 			break
 		}
 	}
@@ -234,6 +243,7 @@ func (m *Monitor) check(ctx context.Context, a Auditor, c check, delay time.Dura
 	if !bad {
 		return
 	}
+	found := m.opts.Now()
 	fk := c.ns + "\x00" + c.key
 	m.mu.Lock()
 	first := !m.logged[fk]
@@ -251,11 +261,33 @@ func (m *Monitor) check(ctx context.Context, a Auditor, c check, delay time.Dura
 			slog.Int64("redis_version", au.Hot.Version), slog.Bool("redis_found", au.Hot.Found && au.HotHit),
 			slog.Int64("near_version", au.Near.Version), slog.Bool("near_found", au.Near.Found && au.NearHit))
 	}
-	result := "ok"
-	if _, err := a.GetLatest(cctx, c.ns, c.key); err != nil && !isNotFound(err) {
-		result = "error"
+	m.repair(cctx, a, c, found)
+}
+
+// repair reads the key from the warehouse into the caches, then audits it
+// again: a repair counts as done when that check finds it consistent, and
+// its time, from found, when the key was found inconsistent, goes to the
+// histogram.
+func (m *Monitor) repair(ctx context.Context, a Auditor, c check, found time.Time) {
+	if _, err := a.GetLatest(ctx, c.ns, c.key); err != nil && !isNotFound(err) {
+		m.repairs.WithLabelValues("error").Inc()
+		return
 	}
-	m.repairs.WithLabelValues(result).Inc()
+	au, err := a.Audit(ctx, c.ns, c.key)
+	switch {
+	case err != nil:
+		m.repairs.WithLabelValues("error").Inc()
+	case agrees(au):
+		m.repairs.WithLabelValues("ok").Inc()
+		m.repairT.Observe(m.opts.Now().Sub(found).Seconds())
+	default:
+		m.repairs.WithLabelValues("unrepaired").Inc()
+	}
+}
+
+// agrees reports whether both caches agree with the warehouse.
+func agrees(au warmcache.Audit) bool {
+	return consistent(au.Warm, au.Hot, au.HotHit, au.Doubted) && consistent(au.Warm, au.Near, au.NearHit, au.Doubted)
 }
 
 // consistent reports whether a cache's entry agrees with the warehouse's,

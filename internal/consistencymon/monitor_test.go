@@ -77,24 +77,64 @@ func TestMonitorCountsAndRepairs(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The repair is counted once a check after it found the key
+	// consistent, with its time from finding the key inconsistent: well
+	// under a second here.
+	deadline = time.Now().Add(10 * time.Second)
+	for gathered(t, reg, "warmcache_consistency_repairs_total", map[string]string{"result": "ok"}) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the repair was not counted as ok")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := gathered(t, reg, "warmcache_consistency_repairs_total", map[string]string{"result": "unrepaired"}); n != 0 {
+		t.Errorf("%v repairs unrepaired, want 0", n)
+	}
+	n, sum := repairHistogram(t, reg)
+	if n != 1 || sum <= 0 || sum > 1 {
+		t.Errorf("repair time: %v observations summing to %vs, want one under a second", n, sum)
+	}
 }
 
-// checks returns the Redis checks of result at age 10ms.
-func checks(t *testing.T, reg *prometheus.Registry, result string) float64 {
+// repairHistogram returns the count and the sum of
+// warmcache_consistency_repair_seconds.
+func repairHistogram(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"age": "10ms", "tier": "redis", "result": result}
 	for _, mf := range mfs {
-		if mf.GetName() != "warmcache_consistency_checks_total" {
+		if mf.GetName() == "warmcache_consistency_repair_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
+// checks returns the Redis checks of result at age 10ms.
+func checks(t *testing.T, reg *prometheus.Registry, result string) float64 {
+	t.Helper()
+	return gathered(t, reg, "warmcache_consistency_checks_total", map[string]string{"age": "10ms", "tier": "redis", "result": result})
+}
+
+// gathered returns the value of the counter name whose labels include
+// want.
+func gathered(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
 			continue
 		}
 	series:
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if want[l.GetName()] != l.GetValue() {
+				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
 					continue series
 				}
 			}

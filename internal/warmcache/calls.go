@@ -67,13 +67,14 @@ func (s *Service) freeWarmSlot() { <-s.warmSlots }
 // runs to its end, under the hot-tier deadline, even if the caller goes
 // away.
 func (s *Service) fill(ctx context.Context, ns *Namespace, reason string, fills []Fill) {
-	s.fillRead(ctx, ns, reason, fills, 0)
+	s.fillRead(ctx, ns, reason, fills, 0, 0)
 }
 
 // fillRead is fill for the fills of a warehouse read that began after the
-// doubt mark readMark (see doubts.settle); zero for none.
-func (s *Service) fillRead(ctx context.Context, ns *Namespace, reason string, fills []Fill, readMark uint64) {
-	if err := s.fillHotMark(ctx, ns, reason, s.opts.HotTimeout, fills, readMark); err != nil {
+// doubt mark readMark (see doubts.settle; zero for none), when the hot
+// tier had met servers servers (see fillHotMark).
+func (s *Service) fillRead(ctx context.Context, ns *Namespace, reason string, fills []Fill, readMark, servers uint64) {
+	if err := s.fillHotMark(ctx, ns, reason, s.opts.HotTimeout, fills, readMark, servers); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", reason), slog.Any("err", err))
 	}
@@ -84,16 +85,23 @@ func (s *Service) fillRead(ctx context.Context, ns *Namespace, reason string, fi
 // The keys of fills that fail are put in doubt (see doubts), and fills that
 // land settle the doubts they answer.
 func (s *Service) fillHot(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill) error {
-	return s.fillHotMark(ctx, ns, reason, timeout, fills, 0)
+	return s.fillHotMark(ctx, ns, reason, timeout, fills, 0, 0)
 }
 
 // fillHotMark is fillHot for the fills of a warehouse read that began
-// after the doubt mark readMark; zero for none.
-func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark uint64) error {
+// after the doubt mark readMark (zero for none), when the hot tier had met
+// servers server processes (zero: count from now). A read's, a write's or
+// a repair's fill that lands after the hot tier met a new server since
+// then is not trusted: the count is the one taken before the warehouse
+// read or write, so that a server met by any connection meanwhile, or
+// between it and the fill, counts.
+func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark, servers uint64) error {
 	if len(fills) == 0 {
 		return nil
 	}
-	servers := s.hotServers()
+	if servers == 0 {
+		servers = s.hotServers()
+	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	err := s.hot.FillMany(hctx, ns, fills)
 	cancel()
@@ -103,7 +111,7 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 	case err != nil:
 		result = "error"
 		s.doubts.raise(ns, fills, false, now)
-	case s.newServer(servers) && (reason == "read" || reason == "repair"):
+	case s.newServer(servers) && (reason == "read" || reason == "repair" || reason == string(retireWrite)):
 		// The fill may have gone to a Redis that restarted empty, where
 		// the update of a newer write was lost: it is not trusted until a
 		// newer version, or a later read's fill, lands.

@@ -79,21 +79,33 @@ func TestFailedUpdateReadsWarehouse(t *testing.T) {
 	}
 }
 
-// heldWarm is a warehouse whose first lookup reads its rows and then waits
-// for release: a query that has read its snapshot and not yet answered.
-type heldWarm struct {
-	*memtier.Warm
+// hold makes the first call through it wait, once started is closed,
+// until release is closed.
+type hold struct {
 	started chan struct{}
 	release chan struct{}
 	n       atomic.Int64
 }
 
+func newHold() hold { return hold{started: make(chan struct{}), release: make(chan struct{})} }
+
+func (h *hold) first() {
+	if h.n.Add(1) == 1 {
+		close(h.started)
+		<-h.release
+	}
+}
+
+// heldWarm is a warehouse whose first lookup reads its rows and then waits
+// for release: a query that has read its snapshot and not yet answered.
+type heldWarm struct {
+	*memtier.Warm
+	hold
+}
+
 func (w *heldWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, error) {
 	es, err := w.Warm.LookupMany(ctx, ns, keys)
-	if w.n.Add(1) == 1 {
-		close(w.started)
-		<-w.release
-	}
+	w.first()
 	return es, err
 }
 
@@ -102,7 +114,7 @@ func (w *heldWarm) LookupMany(ctx context.Context, ns *warmcache.Namespace, keys
 // instance: the reader who wrote must see its write.
 func TestMissSharesNoReadOlderThanOwnWrite(t *testing.T) {
 	mem := memtier.NewHot(nil)
-	warm := &heldWarm{Warm: memtier.NewWarm(), started: make(chan struct{}), release: make(chan struct{})}
+	warm := &heldWarm{Warm: memtier.NewWarm(), hold: newHold()}
 	svc := newService(t, mem, warm)
 	ctx := context.Background()
 	if _, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil); err != nil {
@@ -229,5 +241,127 @@ func TestUnknownOutcomeReadsWarehouse(t *testing.T) {
 	again, err := svc.Get(ctx, "widgets", "7")
 	if err != nil || again.Entry.Version != it.Entry.Version || again.Source != warmcache.SourceHot {
 		t.Fatalf("get after the warehouse read's fill = %+v, %v; want version %d from the hot tier", again, err, it.Entry.Version)
+	}
+}
+
+// restartingHot is the hot tier of one Redis server that restarts empty,
+// as its client sees it: the restart empties the tier at once, and the
+// client notices it (a connection meets the new server's run id) only when
+// some connection reconnects, at any moment. Here that moment is the
+// second look at the count of servers after the restart.
+type restartingHot struct {
+	*memtier.Hot
+	servers atomic.Uint64
+	notice  atomic.Int64 // looks at the count before the restart is noticed
+}
+
+func (h *restartingHot) Servers() uint64 {
+	if n := h.notice.Load(); n > 0 && h.notice.Add(-1) == 0 {
+		h.servers.Add(1)
+	}
+	return h.servers.Load()
+}
+
+// restart empties the tier; the client notices at the second look.
+func (h *restartingHot) restart() {
+	h.Forget()
+	h.notice.Store(2)
+}
+
+// TestFillAfterRestartNoticedLateIsDoubted checks that a miss's fill,
+// from a warehouse read that began before a write whose update landed in a
+// Redis that then restarted empty, is not trusted when the client notices
+// the new server only after the miss's last look before filling: the
+// count of servers is the one from before the warehouse read, so the next
+// read goes to the warehouse and answers the write, not the older fill.
+func TestFillAfterRestartNoticedLateIsDoubted(t *testing.T) {
+	hot := &restartingHot{Hot: memtier.NewHot(nil)}
+	hot.servers.Store(1)
+	warm := &heldWarm{Warm: memtier.NewWarm(), hold: newHold()}
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	warm.Set("widgets", "7", []byte(`{"v":1}`), 1)
+	first := make(chan warmcache.Item, 1)
+	go func() {
+		it, _ := svc.Get(ctx, "widgets", "7")
+		first <- it
+	}()
+	<-warm.started // the miss has read version 1 and holds its answer
+	mine, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != mine.Entry.Version {
+		t.Fatalf("the hot tier holds version %d, want the write's %d", e.Version, mine.Entry.Version)
+	}
+	hot.restart() // the write's update is lost with it
+	close(warm.release)
+	if it := <-first; it.Entry.Version != 1 {
+		t.Fatalf("the miss answered %+v, want version 1", it)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != 1 {
+		t.Fatalf("the hot tier holds version %d after the miss's fill, want 1 (the fill lands; it is its trust that is at stake)", e.Version)
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != mine.Entry.Version {
+			t.Fatalf("a read after the write answered %+v, %v; want version %d: the fill that a restart noticed late let in was trusted",
+				it, err, mine.Entry.Version)
+		}
+	}
+}
+
+// heldWrite is a warehouse whose first write commits and then waits for
+// release before it answers: a write whose hot-tier update is late.
+type heldWrite struct {
+	*memtier.Warm
+	hold
+}
+
+func (w *heldWrite) Write(ctx context.Context, ns *warmcache.Namespace, writes []warmcache.Write) ([]warmcache.Entry, error) {
+	entries, err := w.Warm.Write(ctx, ns, writes)
+	w.first()
+	return entries, err
+}
+
+// TestLateWriteUpdateAfterRestartIsDoubted checks that a write's hot-tier
+// update that lands late, in a Redis that restarted empty after a newer
+// write's update had landed in it, is not trusted: the next read goes to
+// the warehouse and answers the newer write.
+func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
+	hot := &restartingHot{Hot: memtier.NewHot(nil)}
+	hot.servers.Store(1)
+	warm := &heldWrite{Warm: memtier.NewWarm(), hold: newHold()}
+	svc := newService(t, hot, warm)
+	ctx := context.Background()
+	late := make(chan warmcache.Item, 1)
+	go func() {
+		it, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+		if err != nil {
+			t.Error(err)
+		}
+		late <- it
+	}()
+	<-warm.started // the first write committed; its update has not gone out
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.Forget() // Redis restarts empty: the newer write's update is lost
+	hot.notice.Store(1)
+	close(warm.release)
+	first := <-late
+	if first.Entry.Version >= newer.Entry.Version {
+		t.Fatalf("the late write is at version %d, the newer at %d", first.Entry.Version, newer.Entry.Version)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != first.Entry.Version {
+		t.Fatalf("the hot tier holds version %d, want the late write's %d", e.Version, first.Entry.Version)
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != newer.Entry.Version {
+			t.Fatalf("a read after both writes answered %+v, %v; want version %d: the late update in a restarted Redis was trusted",
+				it, err, newer.Entry.Version)
+		}
 	}
 }

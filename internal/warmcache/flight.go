@@ -295,7 +295,7 @@ func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
 	for i := range fills {
 		fills[i].Cached = cached[i]
 	}
-	s.fillRead(ctx, ns, "read", fills, readMark+1)
+	s.fillRead(ctx, ns, "read", fills, readMark+1, servers)
 }
 
 // recheck reads the hot tier again for the flights that need it, in one

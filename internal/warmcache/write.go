@@ -84,6 +84,10 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	// caches still hold the version before it.
 	var entries []Entry
 	begun := false
+	// The Redis servers met before the write: its update, landing in a
+	// server met since, may have landed below a newer write's update that
+	// a restart lost (see fillHotMark).
+	servers := s.hotServers()
 	err = s.warmWrite(ctx, func(ctx context.Context) (err error) {
 		s.doubts.begin(ns, wkeys, s.opts.Now())
 		begun = true
@@ -118,7 +122,7 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 			keys, final = append(keys, w.Key), append(final, entries[i])
 		}
 	}
-	s.written(ctx, ns, keys, final)
+	s.written(ctx, ns, keys, final, servers)
 	s.outcome(ctx, ns, "write", true)
 	var soonest time.Duration
 	for _, w := range writes {
@@ -179,10 +183,11 @@ func refused(err error) bool {
 		errors.Is(err, ErrInvalidKey) || errors.Is(err, ErrTooLarge) || errors.Is(err, ErrReadOnly)
 }
 
-// written updates the caches after a committed write, through retire.
+// written updates the caches after a committed write, through retire;
+// servers is the hot tier's count of servers from before the write.
 // Entries at version zero (the delete of a key that was already absent)
 // change nothing.
-func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entries []Entry) {
+func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entries []Entry, servers uint64) {
 	var fk []Key
 	var fe []Entry
 	for i, e := range entries {
@@ -197,7 +202,7 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	for i := range fills {
 		fills[i].Cached = true // a write usually replaces a cached key
 	}
-	if err := s.retire(ctx, ns, retireWrite, fills); err != nil {
+	if err := s.retireFrom(ctx, ns, retireWrite, fills, servers); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", string(retireWrite)), slog.Any("err", err))
 		s.hotFence.Add(1)
@@ -289,6 +294,13 @@ const invalidateAll = 1 << 62
 // invalidations. The near caches are updated even when the hot tier's
 // update fails, whose error retire returns.
 func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill) error {
+	return s.retireFrom(ctx, ns, reason, fills, 0)
+}
+
+// retireFrom is retire for changes whose hot-tier update is trusted only
+// if the hot tier met no new server since it had met servers (zero: since
+// the update went out; see fillHotMark).
+func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill, servers uint64) error {
 	if len(fills) == 0 {
 		return nil
 	}
@@ -304,7 +316,7 @@ func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason
 			fills[i].Replace = true
 		}
 	}
-	err := s.fillHot(ctx, ns, string(reason), timeout, fills)
+	err := s.fillHotMark(ctx, ns, string(reason), timeout, fills, 0, servers)
 	if err != nil {
 		err = fmt.Errorf("%w: hot tier update of %d keys of %q: %w", ErrUnavailable, len(fills), ns.Name, err)
 	}
@@ -351,14 +363,17 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 		return Item{}, err
 	}
 	fence := s.hotFence.Load()
+	servers := s.hotServers()
 	entries, err := s.warmRead(ctx, ns, []Key{key})
 	if err != nil {
 		return Item{}, err
 	}
 	e := entries[0]
 	s.outcome(ctx, ns, string(SourceWarm), e.Found)
-	if !s.fenced(fence) {
-		s.fill(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}))
+	// As a miss's fill (see load): not after a failed update or a new
+	// Redis server since the read began.
+	if !s.fenced(fence) && !s.newServer(servers) {
+		s.fillRead(ctx, ns, "read", s.fills(ns, []Key{key}, []Entry{e}), 0, servers)
 	}
 	if near := s.near(ns); near != nil {
 		s.keepNear(near, ns, key, e)

@@ -249,6 +249,9 @@ type Report struct {
 	// Dapr is the dapr scenario's section of the report, rendered by the
 	// harness (loadtest/dapr.go); empty when it did not run.
 	Dapr string `json:",omitempty"`
+	// Monitor is the monitor scenario's section of the report, rendered by
+	// the harness (loadtest/monitor.go); empty when it did not run.
+	Monitor string `json:",omitempty"`
 
 	// Before is an earlier run (of an earlier build) to compare with, as
 	// read from its results.json; nil for none.
@@ -738,6 +741,7 @@ func (r *Report) writeSetup(p func(string, ...any)) {
 	p("- `peer-hot`, `peer-miss`: the peer (`loadtest peer`, loadtest/peer.go), the cache-aside a user would write by hand: a chi handler that GETs the key from Redis and on a miss reads the row from PostgreSQL directly with its own pgx pool, then SETs it. Same Redis, same table, the same hot keys as `hot`; its cold keys continue the scattered order after `miss`, so no key is asked for twice\n")
 	p("- placement: %s\n", orNA(e.Pinning))
 	p("%s", r.Dapr)
+	p("%s", r.Monitor)
 	if len(r.Notes) > 0 {
 		p("\n## Notes from this run\n\n")
 		for _, n := range r.Notes {
