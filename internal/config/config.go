@@ -22,9 +22,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/capture"
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/daprstore"
-	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -486,7 +486,7 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 // in at least one (two caches of one database differ in their Redis or its
 // prefix), and so never share a slot, whose changes only one of them would
 // then see. Changing any of the three changes the slot: the old one must be
-// dropped (docs/freshness.md).
+// dropped (docs/capture.md).
 func DeploymentSlot(c Config) string {
 	dsn := c.Freshness.ReplicationDSN
 	if dsn == "" {
@@ -504,7 +504,7 @@ func DeploymentSlot(c Config) string {
 		h.Write([]byte(part))
 		h.Write([]byte{0})
 	}
-	return freshness.DefaultSlot + "_" + hex.EncodeToString(h.Sum(nil))[:16]
+	return capture.DefaultSlot + "_" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 func (h *HTTP) register(s *settings) {
@@ -638,12 +638,12 @@ func (n *Near) register(s *settings) {
 }
 
 func (f *Freshness) register(s *settings) {
-	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", freshness.DefaultMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
+	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", capture.DefaultMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
 	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "",
 		"replication slot of this deployment, shared by its instances; default warmcache_ and a hash of the database's name, the Redis addresses and the Redis prefix")
-	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", freshness.DefaultPollInterval, "time between two polls for writes that bypass the cache")
-	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", freshness.DefaultPollOverlap, "how far back each poll reads again")
+	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", capture.DefaultPollInterval, "time between two polls for writes that bypass the cache")
+	s.duration(&f.PollOverlap, "poll-overlap", "WARMCACHE_POLL_OVERLAP", capture.DefaultPollOverlap, "how far back each poll reads again")
 	s.check(func() error {
 		if err := oneOf("freshness", f.Mode, "auto", "capture", "poll", "off"); err != nil {
 			return err

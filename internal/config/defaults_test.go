@@ -5,10 +5,10 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/warmcache/warmcache/internal/capture"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/daprstore"
-	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -62,9 +62,9 @@ var flagDefaults = map[string]struct {
 	"redis-addrs":          {func(c config.Config) any { return c.Redis.Addrs }, []string{rediscache.DefaultAddr}},
 	"redis-prefix":         {func(c config.Config) any { return c.Redis.Prefix }, rediscache.DefaultPrefix},
 	"redis-dial-timeout":   {func(c config.Config) any { return c.Redis.DialTimeout }, rediscache.DefaultDialTimeout},
-	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, freshness.DefaultMode},
-	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, freshness.DefaultPollInterval},
-	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, freshness.DefaultPollOverlap},
+	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, capture.DefaultMode},
+	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, capture.DefaultPollInterval},
+	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, capture.DefaultPollOverlap},
 	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, daprstore.DefaultSocketFolder},
 	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, daprstore.DefaultSocketName},
 	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(daprstore.DefaultMaxValueBytes)},
