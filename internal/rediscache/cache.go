@@ -387,7 +387,7 @@ func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcac
 // hits have the length of keys; hits[i] is false when nothing is cached or
 // the value cannot be read: a format this version does not know, a
 // dictionary it has not loaded, a damaged payload. A cached absent entry
-// is a hit with Found false. The returned Values are the JSON bytes,
+// is a hit with Found false. The returned Values are the values' bytes,
 // decompressed when the namespace's codec compressed them. When any GET
 // fails, the error (Redis's or the context's, wrapped) is returned with nil
 // slices.

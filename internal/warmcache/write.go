@@ -12,7 +12,8 @@ import (
 // Op is one change of a Transact call, with its key as the client sent it.
 type Op struct {
 	Key string
-	// Value is the JSON value of an upsert.
+	// Value is the upserted value's bytes: JSON text, or any bytes in a
+	// LayoutBytes namespace.
 	Value []byte
 	// Delete makes the op a delete.
 	Delete bool
