@@ -292,7 +292,7 @@ func (c *Cache) key(ns *warmcache.Namespace, key warmcache.Key) string {
 // of the namespace is then named with the new generation, so that the
 // entries of earlier generations are never read again and expire by their
 // TTL: retiring a namespace's entries is this one step, never a scan.
-// Every instance must use the same generation (package freshness keeps
+// Every instance must use the same generation (package capture keeps
 // them in step through the warehouse). Safe for concurrent use.
 func (c *Cache) SetGeneration(name string, gen int64) bool {
 	g, _ := c.generations.LoadOrStore(name, new(atomic.Int64))
