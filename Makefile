@@ -92,11 +92,11 @@ run-dapr:
 # runs, installed from their committed package-lock.json.
 DAPR_NODE := e2e/service/testdata/node
 
-# The suites whose assertions bound a lag in wall time (freshness within
+# The suites whose assertions bound a lag in wall time (the lag within
 # the poll interval and a second, staleness within near_ttl) run after the
 # rest, one at a time, so that the load of other tests does not eat into
 # their bounds. `make test` runs every package either way.
-ALONE := ./e2e/fresh ./e2e/consistency
+ALONE := ./e2e/capture ./e2e/consistency
 
 # The WARMCACHE_TEST_* defaults from `localstack env` apply only to
 # variables not already set in the environment (CI may set its own).

@@ -299,6 +299,20 @@ func TestCheckImports(t *testing.T) {
 	})
 }
 
+func TestCheckFileMapLayout(t *testing.T) {
+	doc := "Package core answers keys.\n\nWhere things are (layout_test.go holds this list):\n" +
+		"  - read.go: the read path; flight.go: misses shared.\n" +
+		"  - gone.go: a file since removed; internal/x/y.go is elsewhere.\n"
+	files := []string{"doc.go", "read.go", "flight.go", "write.go"}
+	assertProblems(t, checkFileMap("internal/core/doc.go", doc, files), []string{
+		"internal/core/doc.go: the package comment does not name write.go: add a line for it to the map",
+		"internal/core/doc.go: the package comment names gone.go, which the package does not have",
+	})
+	if p := checkFileMap("internal/core/doc.go", doc+"  - write.go: writes.\n", files[:3]); len(p) != 2 {
+		t.Errorf("a named file missing from the package: got %q, want write.go and gone.go reported", p)
+	}
+}
+
 func TestCheckDocLinks(t *testing.T) {
 	docs := map[string]string{
 		"docs/warehouse.md": "# The warehouse\n\n## Greenplum, measured\n\n```\n# not a heading\n```\n\n### The `lookup` function\n\n## Notes\n\n## Notes\n",

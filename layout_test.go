@@ -1,8 +1,9 @@
 // Package warmcache_test keeps the module's map from drifting away from the
 // code: the README's layout lists every package and nothing that is gone,
 // the binary's usage text and package comment name every subcommand its run
-// dispatches, a package comment names no import the package lacks, and a
-// link from a Go comment to a section of the docs reaches that section.
+// dispatches, a package comment names no import the package lacks, the
+// core's package comment names each of its files, and a link from a Go
+// comment to a section of the docs reaches that section.
 // Each failure says what to change. It needs no server.
 package warmcache_test
 
@@ -15,6 +16,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -113,6 +115,26 @@ func TestCommentLinksReachTheirDocSection(t *testing.T) {
 			for _, p := range checkDocLinks(filepath.ToSlash(name), string(b), readDoc) {
 				t.Error(p)
 			}
+		}
+	}
+}
+
+// fileMaps are the packages whose package comment is a map of the package
+// that names every one of its non-test files.
+var fileMaps = []string{"internal/warmcache"}
+
+func TestFileMapLayoutNamesEveryFile(t *testing.T) {
+	for _, dir := range fileMaps {
+		bp, err := build.Default.ImportDir(filepath.FromSlash(dir), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := loadPackage(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, prob := range checkFileMap(p.docFile, p.doc, bp.GoFiles) {
+			t.Error(prob)
 		}
 	}
 }
@@ -660,6 +682,32 @@ func checkImports(mod string, pkgs []pkgInfo) []string {
 			}
 			problems = append(problems, fmt.Sprintf("%s: the package comment (%s) names %s, which the package does not import: remove %s from the comment, or reword it",
 				p.dir, p.docFile, named, strings.TrimPrefix(named, mod+"/")))
+		}
+	}
+	return problems
+}
+
+// goFile is the name of a Go file in a comment, such as read.go.
+var goFile = regexp.MustCompile(`(?:^|[^\w/.-])([A-Za-z0-9_]+\.go)\b`)
+
+// checkFileMap returns what to fix so that the package comment doc, in the
+// file docFile, names each of files (the package's non-test Go files, other
+// than docFile) and no Go file of the package that is not among them. Test
+// files, named for where a check lives, are left out.
+func checkFileMap(docFile, doc string, files []string) []string {
+	named := map[string]bool{}
+	for _, m := range goFile.FindAllStringSubmatch(doc, -1) {
+		named[m[1]] = true
+	}
+	var problems []string
+	for _, f := range files {
+		if f != path.Base(docFile) && !named[f] {
+			problems = append(problems, fmt.Sprintf("%s: the package comment does not name %s: add a line for it to the map", docFile, f))
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(named)) {
+		if !strings.HasSuffix(n, "_test.go") && !slices.Contains(files, n) {
+			problems = append(problems, fmt.Sprintf("%s: the package comment names %s, which the package does not have: remove it from the map, or rename it", docFile, n))
 		}
 	}
 	return problems

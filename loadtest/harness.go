@@ -481,12 +481,12 @@ func (h *harness) writeReport() error {
 
 // handWritten returns the hand-written parts of the report in dir, each
 // after an empty line: the reading of the results (what bounds each
-// target and what would move it), then the results of the freshness
-// benchmark (e2e/fresh), which runs on a cluster of its own. A part that
+// target and what would move it), then the results of the change capture
+// benchmark (e2e/capture), which runs on a cluster of its own. A part that
 // is missing is left out.
 func handWritten(dir string) []byte {
 	var buf bytes.Buffer
-	for _, part := range []string{"analysis.md", "freshness.md"} {
+	for _, part := range []string{"analysis.md", "capture.md"} {
 		if text, err := os.ReadFile(filepath.Join(dir, part)); err == nil {
 			buf.WriteString("\n")
 			buf.Write(text)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/warmcache/warmcache/internal/consistencymon"
+	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
@@ -35,7 +35,7 @@ func (r *benchRun) monitorScenario(ctx context.Context) error {
 	env := func(samples int) []string {
 		return append(slices.Clone(r.opts.HotEnv), "WARMCACHE_CONSISTENCY_SAMPLES="+strconv.Itoa(samples))
 	}
-	on, err := r.startService(ctx, "service-monitor-on", env(consistencymon.DefaultSamplesPerMillion))
+	on, err := r.startService(ctx, "service-monitor-on", env(config.DefaultConsistencySamples))
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func renderMonitor(runs []monitorRun, sum monitorSummary, samples float64, durat
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("\n## Consistency monitor: its cost on hits\n\n")
 	p("Two service processes on the same Redis keys, started alike but for `WARMCACHE_CONSISTENCY_SAMPLES`: ")
-	p("`on` at the default, %d in a million, `off` at 0. Each round attacks both at once, each at saturation on the `hot` keys (REST GETs answered from Redis) with half the workers, for %s after a warm-up, ", consistencymon.DefaultSamplesPerMillion, duration)
+	p("`on` at the default, %d in a million, `off` at 0. Each round attacks both at once, each at saturation on the `hot` keys (REST GETs answered from Redis) with half the workers, for %s after a warm-up, ", config.DefaultConsistencySamples, duration)
 	p("so that both meet the same load from the rest of the machine; each round is one comparison. CPU per request is each service's, from `/proc/<pid>/stat`, as in the CPU table. ")
 	if !math.IsNaN(samples) {
 		p("The monitored service sampled %.0f updates in all, its pre-warming's fills included: a hit updates nothing, so what the monitor can cost a hit is its idle goroutine and nothing on the request's path.\n\n", samples)

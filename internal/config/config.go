@@ -518,7 +518,7 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 // in at least one (two caches of one database differ in their Redis or its
 // prefix), and so never share a slot, whose changes only one of them would
 // then see. Changing any of the three changes the slot: the old one must be
-// dropped (docs/freshness.md).
+// dropped (docs/capture.md).
 func DeploymentSlot(c Config) string {
 	dsn := c.Freshness.ReplicationDSN
 	if dsn == "" {

@@ -1,6 +1,6 @@
 // Package gateway assembles warmcache. From a config.Config it builds the
 // tiers (the warehouse over pgstore, Redis over rediscache, the near cache),
-// the core (warmcache.Service), freshness, tracing and the transports (REST,
+// the core (warmcache.Service), change capture, tracing and the transports (REST,
 // gRPC and Dapr's state API), and it owns their start and stop.
 //
 // `warmcache serve`, every subcommand and the end-to-end tests build
@@ -39,12 +39,12 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/capture"
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	daprruntime "github.com/warmcache/warmcache/internal/dapr/runtime"
 	"github.com/warmcache/warmcache/internal/dialect"
-	"github.com/warmcache/warmcache/internal/freshness"
 	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -59,7 +59,7 @@ type Role int
 
 const (
 	// Server is the long-running gateway: the full warehouse pool, the near
-	// cache, the value dictionaries, freshness, tracing and the transports.
+	// cache, the value dictionaries, change capture, tracing and the transports.
 	Server Role = iota
 	// Command is a one-shot command such as `warmcache load`: a pool of two
 	// connections, the tiers and the core, and nothing that runs in the
@@ -120,7 +120,7 @@ type Gateway struct {
 	store  *pgstore.Store
 	cache  *rediscache.Cache
 	near   nearTier
-	gens   *freshness.Generations
+	gens   *capture.Generations
 	svc    *warmcache.Service
 	keys   *auth.Keyring
 	rest   http.Handler
@@ -139,7 +139,7 @@ type Gateway struct {
 
 // Open builds the assembly that opts.Role asks for from cfg. It connects
 // to the warehouse and Redis, and for a Server starts the profiling
-// listener, tracing, the near cache's subscription and freshness, all of
+// listener, tracing, the near cache's subscription and change capture, all of
 // which run until Close. The transports are served by Serve. On error,
 // whatever was started is stopped.
 func Open(ctx context.Context, cfg config.Config, opts Options) (_ *Gateway, err error) {
@@ -237,7 +237,7 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	if mon != nil {
 		g.startMonitor(ctx, mon)
 	}
-	if err := g.startFreshness(ctx); err != nil {
+	if err := g.startCapture(ctx); err != nil {
 		return err
 	}
 	return g.buildTransports()
@@ -270,19 +270,19 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 	}
 }
 
-// startFreshness starts the change capture or polling of the managed
+// startCapture starts the change capture or polling of the managed
 // namespaces, which runs until Close.
-func (g *Gateway) startFreshness(ctx context.Context) error {
+func (g *Gateway) startCapture(ctx context.Context) error {
 	managed, others := managedNamespaces(g.cfg)
-	if len(others) > 0 && g.cfg.Freshness.Mode != freshness.Off {
-		g.log.Info("freshness: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
+	if len(others) > 0 && g.cfg.Freshness.Mode != capture.Off {
+		g.log.Info("capture: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
 			slog.Any("namespaces", others))
 	}
-	fresh, err := freshness.Start(ctx, freshnessOptions(g.cfg, g.store), managed, g.store, g.svc, g.gens, g.reg, g.log)
+	runner, err := capture.Start(ctx, captureOptions(g.cfg, g.store), managed, g.store, g.svc, g.gens, g.reg, g.log)
 	if err != nil {
 		return err
 	}
-	g.onClose(func() error { fresh.Stop(); return nil })
+	g.onClose(func() error { runner.Stop(); return nil })
 	g.startSweeper(ctx)
 	return nil
 }
@@ -551,12 +551,12 @@ func managedNamespaces(cfg config.Config) (managed []*warmcache.Namespace, other
 // read once, which move the hot tier's keys and drop the near cache. A
 // failed first read is logged: the generations are read again every poll
 // interval.
-func (g *Gateway) startGenerations(ctx context.Context) (*freshness.Generations, error) {
+func (g *Gateway) startGenerations(ctx context.Context) (*capture.Generations, error) {
 	var dropNear func(string)
 	if c, ok := g.near.near.(interface{ Clear() }); ok {
 		dropNear = func(string) { c.Clear() }
 	}
-	gens, err := freshness.NewGenerations(g.store, g.cfg.Namespaces, g.cache.SetGeneration, dropNear, g.reg, g.log)
+	gens, err := capture.NewGenerations(g.store, g.cfg.Namespaces, g.cache.SetGeneration, dropNear, g.reg, g.log)
 	if err != nil {
 		return nil, err
 	}
@@ -566,10 +566,10 @@ func (g *Gateway) startGenerations(ctx context.Context) (*freshness.Generations,
 	return gens, nil
 }
 
-// freshnessOptions returns the freshness options of cfg for the store's
+// captureOptions returns the change capture options of cfg for the store's
 // dialect.
-func freshnessOptions(cfg config.Config, store *pgstore.Store) freshness.Options {
-	return freshness.Options{
+func captureOptions(cfg config.Config, store *pgstore.Store) capture.Options {
+	return capture.Options{
 		Mode:           cfg.Freshness.Mode,
 		PostgreSQL:     store.Dialect() == dialect.Postgres,
 		ReplicationDSN: cfg.Freshness.ReplicationDSN,

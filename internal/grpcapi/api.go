@@ -150,7 +150,7 @@ func (a *API) Get(ctx context.Context, req *warmcachev1.GetRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Get", err)
 	}
-	return &warmcachev1.GetResponse{Item: item(it), ContentType: a.contentType(req.GetNamespace())}, nil
+	return &warmcachev1.GetResponse{Item: item(it), ContentType: it.MediaType}, nil
 }
 
 // MGet reads several keys.
@@ -162,7 +162,7 @@ func (a *API) MGet(ctx context.Context, req *warmcachev1.MGetRequest) (*warmcach
 	if err != nil {
 		return nil, a.toStatus(ctx, "MGet", err)
 	}
-	resp := &warmcachev1.MGetResponse{Items: make([]*warmcachev1.Item, 0, len(items)), ContentType: a.contentType(req.GetNamespace())}
+	resp := &warmcachev1.MGetResponse{Items: make([]*warmcachev1.Item, 0, len(items)), ContentType: a.contentType(req.GetNamespace(), items)}
 	for _, it := range items {
 		if !it.Entry.Found {
 			resp.Missing = append(resp.Missing, it.Key.Text)
@@ -191,12 +191,16 @@ func (a *API) Put(ctx context.Context, req *warmcachev1.PutRequest) (*warmcachev
 	if err != nil {
 		return nil, a.toStatus(ctx, "Put", err)
 	}
-	return &warmcachev1.PutResponse{Item: item(its[0]), ContentType: a.contentType(req.GetNamespace())}, nil
+	return &warmcachev1.PutResponse{Item: item(its[0]), ContentType: its[0].MediaType}, nil
 }
 
-// contentType returns the media type of namespace's values, or "" for a
+// contentType returns the media type of namespace's values, which its
+// items carry; asked of the core only when there are none, and "" for a
 // namespace that does not exist.
-func (a *API) contentType(namespace string) string {
+func (a *API) contentType(namespace string, items []warmcache.Item) string {
+	if len(items) > 0 {
+		return items[0].MediaType
+	}
 	ns, err := a.svc.Namespace(namespace)
 	if err != nil {
 		return ""

@@ -171,23 +171,22 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 	if !item.Entry.ExpiresAt.IsZero() {
 		h[expiresHeader] = []string{formatExpiry(item.Entry.ExpiresAt)}
 	}
-	h["Content-Type"] = a.contentType(namespace)
+	h["Content-Type"] = contentType(item)
 	h["Content-Length"] = vals[1:2:2]
 	_, _ = w.Write(item.Entry.Value)
 }
 
-// contentType returns the Content-Type header of namespace's values: its
-// media type, application/json for the JSON layouts and unknown
-// namespaces.
-func (a *api) contentType(namespace string) []string {
-	ns, err := a.svc.Namespace(namespace)
-	if err != nil || !ns.Opaque() {
+// contentType returns the Content-Type header of the value of it: its
+// namespace's media type, application/json for the JSON layouts.
+func contentType(it warmcache.Item) []string {
+	if !it.Opaque {
 		return jsonContentType
 	}
-	return []string{ns.MediaType()}
+	return []string{it.MediaType}
 }
 
-// opaque reports whether namespace stores opaque bytes (LayoutBytes).
+// opaque reports whether namespace stores opaque bytes (LayoutBytes), for
+// a write to judge its request before the core reads its body.
 func (a *api) opaque(namespace string) bool {
 	ns, err := a.svc.Namespace(namespace)
 	return err == nil && ns.Opaque()
@@ -271,7 +270,7 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set(expiresHeader, formatExpiry(item.Entry.ExpiresAt))
 	}
 	w.Header().Set("ETag", formatETag(item.Entry.Version))
-	w.Header()["Content-Type"] = a.contentType(namespace)
+	w.Header()["Content-Type"] = contentType(item)
 	_, _ = w.Write(item.Entry.Value)
 }
 
@@ -319,7 +318,7 @@ func (a *api) mget(w http.ResponseWriter, r *http.Request) {
 	}
 	// The values are written as stored, without decoding them; a bytes
 	// namespace's as JSON strings of their standard base64.
-	opaque := a.opaque(namespace)
+	opaque := len(items) > 0 && items[0].Opaque
 	var buf bytes.Buffer
 	buf.WriteString(`{"items":{`)
 	first := true

@@ -52,8 +52,8 @@ type item struct {
 	ttl     time.Duration
 	found   bool
 	mark    bool
-	// expires is the row's expiry (a writer's TTL), zero for never: the
-	// entry is not served from then on, whatever its ttl.
+	// expires is the row's expiry (a writer's TTL), zero for never. The
+	// cache carries it; the core judges it, and gives no longer a ttl.
 	expires time.Time
 	// gone marks the drop of an absent entry: at its version, only another
 	// absent entry is admitted, as a delete wins at its version.
@@ -72,7 +72,6 @@ type item struct {
 // value after Set or after Get returned it.
 type Cache struct {
 	cache   *otter.Cache[mapKey, item]
-	now     func() time.Time
 	markTTL time.Duration
 
 	evictions *prometheus.CounterVec
@@ -97,7 +96,6 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 		Help: "Invalidations the near cache received, by source (versioned: a write, this instance's or another's over pub/sub; tracking: Redis reported the key changed) and result (dropped: an entry was removed; none: no older entry was cached).",
 	}, []string{"source", "result"})
 	c := &Cache{
-		now:              opts.Now,
 		markTTL:          opts.MarkTTL,
 		versionedDropped: invalidations.WithLabelValues("versioned", "dropped"),
 		versionedNone:    invalidations.WithLabelValues("versioned", "none"),
@@ -111,9 +109,6 @@ func New(opts Options, reg prometheus.Registerer) (*Cache, error) {
 			Name: "warmcache_near_cache_refused_total",
 			Help: "Near-cache stores refused because a newer version, or an invalidation at a newer version, was cached.",
 		}),
-	}
-	if c.now == nil {
-		c.now = time.Now
 	}
 	cache, err := otter.New(c.otterOptions(opts))
 	if err != nil {
@@ -185,12 +180,12 @@ func weigh(k mapKey, it item) uint32 {
 	return uint32(min(n, math.MaxUint32))
 }
 
-// Get returns the entry cached for key in ns, if one is cached and has not
-// expired, nor passed its row's expiry (Entry.ExpiresAt, which it
-// carries). The entry's FreshUntil is zero.
+// Get returns the entry cached for key in ns, if one is cached and the
+// lifetime it was stored for has not ended. The entry carries its row's
+// expiry (Entry.ExpiresAt), which the core judges; its FreshUntil is zero.
 func (c *Cache) Get(ns *warmcache.Namespace, key warmcache.Key) (warmcache.Entry, bool) {
 	it, ok := c.cache.GetIfPresent(mapKey{ns.Name, key.Text})
-	if !ok || it.mark || (!it.expires.IsZero() && !c.now().Before(it.expires)) {
+	if !ok || it.mark {
 		return warmcache.Entry{}, false
 	}
 	return warmcache.Entry{Value: it.value, Version: it.version, Found: it.found, ExpiresAt: it.expires}, true

@@ -288,7 +288,7 @@ func (c *Cache) key(ns *warmcache.Namespace, key warmcache.Key) string {
 // of the namespace is then named with the new generation, so that the
 // entries of earlier generations are never read again and expire by their
 // TTL: retiring a namespace's entries is this one step, never a scan.
-// Every instance must use the same generation (package freshness keeps
+// Every instance must use the same generation (package capture keeps
 // them in step through the warehouse). Safe for concurrent use.
 func (c *Cache) SetGeneration(name string, gen int64) bool {
 	g, _ := c.generations.LoadOrStore(name, new(atomic.Int64))
@@ -383,7 +383,7 @@ func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcac
 // hits have the length of keys; hits[i] is false when nothing is cached or
 // the value cannot be read: a format this version does not know, a
 // dictionary it has not loaded, a damaged payload. A cached absent entry
-// is a hit with Found false. The returned Values are the JSON bytes,
+// is a hit with Found false. The returned Values are the values' bytes,
 // decompressed when the namespace's codec compressed them. When any GET
 // fails, the error (Redis's or the context's, wrapped) is returned with nil
 // slices.

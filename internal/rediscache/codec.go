@@ -16,7 +16,7 @@ import (
 // The value codec. A namespace's Codec says how its present values are
 // stored (see format.go for the header every format shares):
 //
-//   - none: format '1', the JSON bytes as they are;
+//   - none: format '1', the value's bytes as they are;
 //   - zstd: format '2', one zstd frame per value;
 //   - zstd-dict: format '3', a 4-byte dictionary id and one zstd frame
 //     compressed with that dictionary, trained on the namespace's own
@@ -26,7 +26,7 @@ import (
 //
 // A value that does not shrink is stored raw whatever the codec, and so is
 // an absent entry. Values are encoded when they are filled; Get returns the
-// JSON bytes.
+// value's bytes.
 //
 // Dictionaries are versioned by their id (zdict.ID), which is derived from
 // their content, so two dictionaries with the same id are the same one. A
@@ -125,7 +125,7 @@ func (c *codecs) encodeValue(ns *warmcache.Namespace, e warmcache.Entry) ([]byte
 	return b, nil
 }
 
-// decodeValue returns the JSON bytes of a payload in format. The error is
+// decodeValue returns the value's bytes of a payload in format. The error is
 // errUnknownDictionary, or the decompressor's for a damaged payload.
 func (c *codecs) decodeValue(ns *warmcache.Namespace, format byte, payload []byte) ([]byte, error) {
 	switch format {

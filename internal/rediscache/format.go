@@ -24,10 +24,10 @@ import (
 //
 // The formats:
 //
-//	'1'  the payload is the JSON bytes, raw
-//	'2'  the payload is one zstd frame of the JSON bytes
+//	'1'  the payload is the value's bytes, raw
+//	'2'  the payload is one zstd frame of the value's bytes
 //	'3'  the payload is a 4-byte big-endian dictionary id, then one zstd
-//	     frame of the JSON bytes compressed with that dictionary of the
+//	     frame of the value's bytes compressed with that dictionary of the
 //	     namespace (see codec.go)
 //
 // The header layout is the same in every format, so the fill script can

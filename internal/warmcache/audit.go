@@ -22,7 +22,8 @@ type Audit struct {
 	// Hot is the hot tier's entry, when HotHit.
 	Hot    Entry
 	HotHit bool
-	// Near is the near cache's entry, when NearHit.
+	// Near is the near cache's entry, when NearHit: one past its row's
+	// expiry is not, as a read would not serve it.
 	Near    Entry
 	NearHit bool
 	// Doubted says the key is in doubt (see doubts): the instance serves
@@ -54,6 +55,9 @@ func (s *Service) Audit(ctx context.Context, namespace, rawKey string) (Audit, e
 	a.Hot, a.HotHit = hot[0], hits[0]
 	if near := s.near(ns); near != nil {
 		a.Near, a.NearHit = near.Get(ns, key)
+		if a.NearHit && s.pastExpiry(a.Near) {
+			a.Near, a.NearHit = Entry{}, false
+		}
 	}
 	a.Doubted = s.doubts.has(ns, key, s.opts.Now())
 	return a, nil

@@ -65,6 +65,52 @@ func TestBytesLayout(t *testing.T) {
 	}
 }
 
+// TestItemsCarryTheMediaType: every answer of the core carries its
+// namespace's media type and whether its values are opaque, so that a
+// transport need not ask for the namespace again.
+func TestItemsCarryTheMediaType(t *testing.T) {
+	png := blobs()
+	png.ContentType = "image/png"
+	svc := newService(t, memtier.NewHot(nil), memtier.NewWarm(), widgets(), png)
+	ctx := context.Background()
+	for _, tt := range []struct {
+		ns, key   string
+		absent    string
+		value     []byte
+		mediaType string
+		opaque    bool
+	}{
+		{"blobs", "a", "b", []byte{0xff}, "image/png", true},
+		{"widgets", "1", "2", []byte(`{"a":1}`), warmcache.ContentTypeJSON, false},
+	} {
+		check := func(how string, it warmcache.Item) {
+			t.Helper()
+			if it.MediaType != tt.mediaType || it.Opaque != tt.opaque {
+				t.Errorf("%s %s: media type %q, opaque %v; want %q, %v", how, tt.ns, it.MediaType, it.Opaque, tt.mediaType, tt.opaque)
+			}
+		}
+		items, err := svc.Transact(ctx, tt.ns, []warmcache.Op{{Key: tt.key, Value: tt.value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Transact", items[0])
+		it, err := svc.Get(ctx, tt.ns, tt.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("Get", it)
+		if it, err = svc.GetLatest(ctx, tt.ns, tt.key); err != nil {
+			t.Fatal(err)
+		}
+		check("GetLatest", it)
+		if items, err = svc.MGet(ctx, tt.ns, []string{tt.key, tt.absent}); err != nil {
+			t.Fatal(err)
+		}
+		check("MGet", items[0])
+		check("MGet of an absent key", items[1])
+	}
+}
+
 func TestMediaType(t *testing.T) {
 	ns := blobs()
 	if got := ns.MediaType(); got != warmcache.ContentTypeBytes {

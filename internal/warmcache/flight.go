@@ -224,7 +224,7 @@ func (s *Service) runLoads(ns *Namespace, groups []*loadGroup) {
 	}
 	g.mu.Unlock()
 
-	s.load(ctx, ns, flights)
+	s.loadFlights(ctx, ns, flights)
 
 	g.mu.Lock()
 	for _, f := range flights {
@@ -238,11 +238,11 @@ func (s *Service) runLoads(ns *Namespace, groups []*loadGroup) {
 	g.mu.Unlock()
 }
 
-// load is the body of a batch of flights: it reads the hot tier again for
-// the flights that need it (see flightGroup), reads the warehouse once for
-// the others, and fills the hot tier once with what it read, before the
-// flights answer.
-func (s *Service) load(ctx context.Context, ns *Namespace, flights []*flight) {
+// loadFlights is the body of a batch of flights: it reads the hot tier
+// again for the flights that need it (see flightGroup), reads the warehouse
+// once for the others, and fills the hot tier once with what it read,
+// before the flights answer.
+func (s *Service) loadFlights(ctx context.Context, ns *Namespace, flights []*flight) {
 	rest := s.recheck(ctx, ns, flights)
 	if len(rest) == 0 {
 		return

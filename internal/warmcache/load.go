@@ -17,7 +17,8 @@ type LoadRecord struct {
 	Line int64
 	// Key is the raw key, as in a URL path.
 	Key string
-	// Value is the JSON value.
+	// Value is the value's bytes, JSON text (a LayoutBytes namespace takes
+	// no loads).
 	Value []byte
 }
 

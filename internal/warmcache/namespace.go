@@ -36,7 +36,7 @@ type Codec string
 
 // The supported codecs.
 const (
-	// CodecNone stores the JSON bytes as they are.
+	// CodecNone stores the value's bytes as they are.
 	CodecNone Codec = "none"
 	// CodecZstd compresses each value with zstd on its own.
 	CodecZstd Codec = "zstd"

@@ -22,6 +22,17 @@ type Item struct {
 	Key    Key
 	Entry  Entry
 	Source Source
+	// MediaType is the media type of the namespace's values
+	// (Namespace.MediaType), and Opaque says that they are opaque bytes
+	// (Namespace.Opaque): what a transport answers with, from the
+	// namespace the core resolved.
+	MediaType string
+	Opaque    bool
+}
+
+// item returns the answer for key of ns, its entry yet to be read.
+func (ns *Namespace) item(key Key) Item {
+	return Item{Key: key, MediaType: ns.MediaType(), Opaque: ns.Opaque()}
 }
 
 // Get reads one key. An absent key returns an Item with Found false and an
@@ -36,7 +47,7 @@ func (s *Service) Get(ctx context.Context, namespace, rawKey string) (Item, erro
 	if err != nil {
 		return Item{}, err
 	}
-	items := []Item{{Key: key}}
+	items := []Item{ns.item(key)}
 	if err := s.read(ctx, ns, items, 0); err != nil {
 		return Item{}, err
 	}
@@ -57,6 +68,7 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 		return nil, fmt.Errorf("%w: %d keys in one request, at most %d", ErrTooLarge, len(rawKeys), s.opts.MaxBatchKeys)
 	}
 	items := make([]Item, 0, len(rawKeys))
+	blank := ns.item(Key{})
 	seen := make(map[string]bool, len(rawKeys))
 	for _, raw := range rawKeys {
 		k, err := ns.ParseKey(raw)
@@ -65,7 +77,9 @@ func (s *Service) MGet(ctx context.Context, namespace string, rawKeys []string) 
 		}
 		if !seen[k.Text] {
 			seen[k.Text] = true
-			items = append(items, Item{Key: k})
+			it := blank
+			it.Key = k
+			items = append(items, it)
 		}
 	}
 	if err := s.read(ctx, ns, items, s.opts.MaxResponseBytes); err != nil {

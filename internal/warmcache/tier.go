@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// Entry is what a tier holds for one key: the stored JSON bytes and the
-// row's version, or, when Found is false, the fact that the key is absent.
+// Entry is what a tier holds for one key: the value's bytes as stored and
+// the row's version, or, when Found is false, the fact that the key is absent.
 // An absent entry's Version is the version of the delete that removed the
 // key, or zero when no such delete is known.
 type Entry struct {
@@ -86,7 +86,7 @@ type Warm interface {
 // Write is one change of a Warm.Write: an upsert of Value, or a delete.
 type Write struct {
 	Key Key
-	// Value is the JSON value of an upsert.
+	// Value is the upserted value's bytes.
 	Value []byte
 	// Delete makes the write a delete.
 	Delete bool

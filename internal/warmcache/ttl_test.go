@@ -23,6 +23,7 @@ type ttlFixture struct {
 	clock *memtier.Clock
 	hot   *memtier.Hot
 	warm  *memtier.Warm
+	near  *nearcache.Cache
 	svc   *warmcache.Service
 	reg   *prometheus.Registry
 }
@@ -52,6 +53,7 @@ func newTTLFixtureWith(t *testing.T, wrap func(warmcache.Warm) warmcache.Warm) *
 	if wrap != nil {
 		warm = wrap(warm)
 	}
+	f.near = near
 	f.svc, err = warmcache.NewService(f.hot, warm, []*warmcache.Namespace{ns, plain}, f.reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{Near: near, Now: f.clock.Now})
 	if err != nil {
@@ -103,6 +105,30 @@ func TestTTLExpiresOnEveryTier(t *testing.T) {
 	}
 	if it, err := f.svc.Get(ctx, "widgets", "1"); err != nil || string(it.Entry.Value) != `{"a":2}` || !it.Entry.ExpiresAt.IsZero() {
 		t.Fatalf("Get after the new write = %+v, %v; want the new value without an expiry", it, err)
+	}
+}
+
+// TestTTLNearHitPastExpiryIsJudgedByTheCore: the near cache keeps an
+// entry for the lifetime it is given and carries its expiry; the core does
+// not serve it, nor report it held, from that expiry on.
+func TestTTLNearHitPastExpiryIsJudgedByTheCore(t *testing.T) {
+	f := newTTLFixture(t)
+	ctx := context.Background()
+	ns, err := f.svc.Namespace("widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := warmcache.Key{Text: "3", Int: 3}
+	e := warmcache.Entry{Value: []byte(`{"a":3}`), Version: 1, Found: true, ExpiresAt: f.clock.Now().Add(-time.Millisecond)}
+	f.near.Set(ns, key, e, time.Hour)
+	if got, hit := f.near.Get(ns, key); !hit || !got.ExpiresAt.Equal(e.ExpiresAt) {
+		t.Fatalf("the near cache holds %+v, hit %v; want the entry as set", got, hit)
+	}
+	if it, err := f.svc.Get(ctx, "widgets", "3"); !errors.Is(err, warmcache.ErrNotFound) || it.Source == warmcache.SourceNear {
+		t.Errorf("Get of a near entry past its expiry = %+v, %v; want ErrNotFound, not from the near cache", it, err)
+	}
+	if a, err := f.svc.Audit(ctx, "widgets", "3"); err != nil || a.NearHit {
+		t.Errorf("Audit = %+v, %v; want no near hit past the expiry", a, err)
 	}
 }
 

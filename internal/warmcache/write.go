@@ -12,7 +12,8 @@ import (
 // Op is one change of a Transact call, with its key as the client sent it.
 type Op struct {
 	Key string
-	// Value is the JSON value of an upsert.
+	// Value is the upserted value's bytes: JSON text, or any bytes in a
+	// LayoutBytes namespace.
 	Value []byte
 	// Delete makes the op a delete.
 	Delete bool
@@ -112,7 +113,8 @@ func (s *Service) Transact(ctx context.Context, namespace string, ops []Op) ([]I
 	// one transaction ends at its later version.
 	last := make(map[string]int, len(writes))
 	for i, w := range writes {
-		items[i] = Item{Key: w.Key, Entry: entries[i], Source: SourceWarm}
+		items[i] = ns.item(w.Key)
+		items[i].Entry, items[i].Source = entries[i], SourceWarm
 		last[w.Key.Text] = i
 	}
 	keys := make([]Key, 0, len(last))
@@ -381,5 +383,7 @@ func (s *Service) GetLatest(ctx context.Context, namespace, rawKey string) (Item
 	if s.pastExpiry(e) {
 		e = Entry{} // it expired while it was read
 	}
-	return s.answer(ns, Item{Key: key, Entry: e, Source: SourceWarm})
+	it := ns.item(key)
+	it.Entry, it.Source = e, SourceWarm
+	return s.answer(ns, it)
 }

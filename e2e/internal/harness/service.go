@@ -28,8 +28,8 @@ type Gateway struct {
 // env and nothing else, except that WARMCACHE_FRESHNESS is off unless env
 // sets it. The suites share the stack's PostgreSQL, whose wal_level is
 // logical, and a server with change capture would leave a replication slot
-// in each test's database, which could then not be dropped; the freshness
-// suite (e2e/fresh) sets it on clusters of its own.
+// in each test's database, which could then not be dropped; the change capture
+// suite (e2e/capture) sets it on clusters of its own.
 func Getenv(env map[string]string) func(string) string {
 	return func(k string) string {
 		if v, ok := env[k]; ok {

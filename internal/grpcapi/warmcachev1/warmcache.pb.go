@@ -1,6 +1,7 @@
 // The gRPC API of warmcache: the same operations as the REST API under
-// /v1/kv. Values travel as the bytes of their JSON text, exactly as stored,
-// so that no JSON is decoded or re-encoded on the way.
+// /v1/kv. Values travel as their bytes, exactly as stored (JSON text, or in
+// a bytes namespace the bytes the writer sent), so that no JSON is decoded
+// or re-encoded on the way.
 //
 // Calls carry an API key as "authorization: Bearer <token>" metadata when
 // the server has keys configured.

@@ -1,6 +1,7 @@
 // The gRPC API of warmcache: the same operations as the REST API under
-// /v1/kv. Values travel as the bytes of their JSON text, exactly as stored,
-// so that no JSON is decoded or re-encoded on the way.
+// /v1/kv. Values travel as their bytes, exactly as stored (JSON text, or in
+// a bytes namespace the bytes the writer sent), so that no JSON is decoded
+// or re-encoded on the way.
 //
 // Calls carry an API key as "authorization: Bearer <token>" metadata when
 // the server has keys configured.
@@ -39,7 +40,7 @@ const (
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Cache reads and writes JSON values by key in a namespace.
+// Cache reads and writes values by key in a namespace.
 //
 // Errors use these codes: NOT_FOUND (absent key, unknown namespace),
 // INVALID_ARGUMENT (bad key, value or request), FAILED_PRECONDITION (an
@@ -154,7 +155,7 @@ func (c *cacheClient) Invalidate(ctx context.Context, in *InvalidateRequest, opt
 // All implementations must embed UnimplementedCacheServer
 // for forward compatibility.
 //
-// Cache reads and writes JSON values by key in a namespace.
+// Cache reads and writes values by key in a namespace.
 //
 // Errors use these codes: NOT_FOUND (absent key, unknown namespace),
 // INVALID_ARGUMENT (bad key, value or request), FAILED_PRECONDITION (an

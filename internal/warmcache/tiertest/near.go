@@ -41,8 +41,9 @@ const NearLife = time.Hour
 //     dropped delete refuses a row at its version); it keeps an
 //     invalidation's mark as it is, and leaves a key with nothing cached
 //     alone;
-//   - an entry is not served from its ExpiresAt (a row's TTL) on, whatever
-//     its NearTTL, when the clock tells its time;
+//   - an entry carries its ExpiresAt (a row's TTL) and is kept for the
+//     lifetime it is given, even past that expiry: the core judges it,
+//     when the clock tells its time;
 //   - namespaces are apart.
 func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmcache.Near, Clock)) {
 	t.Helper()
@@ -86,7 +87,7 @@ func Near(t *testing.T, newNear func(t *testing.T, markTTL time.Duration) (warmc
 			}
 		})
 	}
-	t.Run("an entry is not served past its expiry", func(t *testing.T) {
+	t.Run("an entry carries its expiry, which the core judges", func(t *testing.T) {
 		n, clock := open(t)
 		nearExpiry(t, n, clock)
 	})

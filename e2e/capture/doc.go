@@ -1,4 +1,4 @@
-// Package fresh holds black-box tests of freshness after writes that
+// Package capture holds black-box tests of change capture after writes that
 // bypass the service: writers UPDATE, INSERT and DELETE rows directly in SQL
 // on a PostgreSQL cluster of the test's own (wal_level = logical), while
 // readers GET the keys through the REST API of `warmcache serve` processes.
@@ -11,5 +11,5 @@
 //
 // The package holds no code outside its tests. Run it with
 //
-//	go test -count=1 -v ./e2e/fresh
-package fresh
+//	go test -count=1 -v ./e2e/capture
+package capture

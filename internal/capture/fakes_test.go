@@ -1,6 +1,6 @@
-package freshness
+package capture
 
-// The fakes of this file stand for what freshness reads and writes through
+// The fakes of this file stand for what change capture reads and writes through
 // its own interfaces: the warehouse's poll and generation queries
 // (PollStore, GenerationStore) and the caches (Applier). They keep their
 // state in memory and are safe for concurrent use.

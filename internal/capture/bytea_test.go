@@ -1,4 +1,4 @@
-package freshness_test
+package capture_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/warmcache/warmcache/internal/freshness"
+	"github.com/warmcache/warmcache/internal/capture"
 )
 
 // escapeBytea writes b in bytea's escape output format.
@@ -49,7 +49,7 @@ func TestDecodeBytea(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := freshness.DecodeBytea([]byte(tt.text))
+			got, ok := capture.DecodeBytea([]byte(tt.text))
 			if ok != tt.ok {
 				t.Fatalf("DecodeBytea(%q) ok = %v, want %v", tt.text, ok, tt.ok)
 			}

@@ -1,4 +1,4 @@
-package fresh_test
+package capture_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The shape of the freshness runs: keys 1..freshKeys, written for
+// The shape of the change capture runs: keys 1..freshKeys, written for
 // writeFor by freshWriters writers while freshReaders readers GET them.
 const (
 	freshKeys    = 200
@@ -42,9 +42,9 @@ func logReport(t testing.TB, mode string, s *stack, rep report) {
 		rep.max.Round(time.Millisecond), len(rep.lags))
 }
 
-// TestFreshnessChangeCapture: with change capture, p99 lag ≤ 1s and no key
+// TestChangeCapture: with change capture, p99 lag ≤ 1s and no key
 // is stale 1s after the writers stop.
-func TestFreshnessChangeCapture(t *testing.T) {
+func TestChangeCapture(t *testing.T) {
 	s := newStack(t, freshKeys)
 	in := s.startInstance(t, "capture", map[string]string{"WARMCACHE_FRESHNESS": "capture"})
 	waitMode(t, in, "capture", 15*time.Second)
@@ -67,9 +67,9 @@ func TestFreshnessChangeCapture(t *testing.T) {
 	}
 }
 
-// TestFreshnessPolling: with polling every second, the lag is ≤ the
+// TestPolling: with polling every second, the lag is ≤ the
 // interval + 1s, and no key is stale that long after the writers stop.
-func TestFreshnessPolling(t *testing.T) {
+func TestPolling(t *testing.T) {
 	const interval = time.Second
 	s := newStack(t, freshKeys)
 	in := s.startInstance(t, "poll", map[string]string{"WARMCACHE_FRESHNESS": "poll", "WARMCACHE_POLL_INTERVAL": interval.String()})

@@ -1,4 +1,4 @@
-package fresh_test
+package capture_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"math"
@@ -20,7 +20,7 @@ const (
 
 var modes = []string{ModeCapture, ModeStandby, ModePoll, ModeOff}
 
-// metrics are the freshness metrics of one instance.
+// metrics are the change capture metrics of one instance.
 type metrics struct {
 	changes     *prometheus.CounterVec
 	applyLag    prometheus.Histogram
@@ -76,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, mode := range modes {
 		m.mode.WithLabelValues(mode).Set(0)
 	}
-	if err := promreg.Register(reg, "freshness", m.changes, m.applyLag, m.walRetained, m.mode, m.slotResets, lag, poll); err != nil {
+	if err := promreg.Register(reg, "capture", m.changes, m.applyLag, m.walRetained, m.mode, m.slotResets, lag, poll); err != nil {
 		return nil, err
 	}
 	return m, nil

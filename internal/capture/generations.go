@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func NewGenerations(store GenerationStore, namespaces []*warmcache.Namespace, mo
 		g.names[ns.Name] = true
 		g.gauge.WithLabelValues(ns.Name).Set(0)
 	}
-	if err := promreg.Register(reg, "freshness", g.gauge); err != nil {
+	if err := promreg.Register(reg, "capture", g.gauge); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -75,11 +75,11 @@ func (g *Generations) Sync(ctx context.Context) error {
 			g.missing = true
 			g.mu.Unlock()
 			if first {
-				g.log.Warn("freshness: the table warmcache_generations is missing (run warmcache migrate up): namespace generations stay at 0")
+				g.log.Warn("capture: the table warmcache_generations is missing (run warmcache migrate up): namespace generations stay at 0")
 			}
 			return nil
 		}
-		return fmt.Errorf("freshness: read generations: %w", err)
+		return fmt.Errorf("capture: read generations: %w", err)
 	}
 	g.mu.Lock()
 	g.missing = false
@@ -100,7 +100,7 @@ func (g *Generations) set(name string, gen int64, why string) {
 	if g.moved != nil {
 		g.moved(name)
 	}
-	g.log.Info("freshness: namespace moved to a new generation; its cached entries are retired",
+	g.log.Info("capture: namespace moved to a new generation; its cached entries are retired",
 		slog.String("namespace", name), slog.Int64("generation", gen), slog.String("by", why))
 }
 
@@ -139,7 +139,7 @@ func (g *Generations) Run(ctx context.Context, interval time.Duration) {
 		}
 		sctx, cancel := context.WithTimeout(ctx, max(interval, 2*time.Second))
 		if err := g.Sync(sctx); err != nil && ctx.Err() == nil {
-			g.log.Warn("freshness: generations not read", slog.Any("err", err))
+			g.log.Warn("capture: generations not read", slog.Any("err", err))
 		}
 		cancel()
 	}

@@ -36,11 +36,11 @@ type Generations interface {
 	Bump(ctx context.Context, ns *Namespace) error
 }
 
-// applyChunk bounds the keys of one warehouse read or one hot-tier
+// applyChunkKeys bounds the keys of one warehouse read or one hot-tier
 // pipeline of Apply, and applyTimeout bounds each.
 const (
-	applyChunk   = 500
-	applyTimeout = 5 * time.Second
+	applyChunkKeys = 500
+	applyTimeout   = 5 * time.Second
 	// refreshBytes bounds the values of one warehouse read of changed keys.
 	refreshBytes = 2 << 20
 )
@@ -54,8 +54,8 @@ const (
 // may be applied and others not, and the caller applies them all again.
 // Apply is safe for concurrent use.
 func (s *Service) Apply(ctx context.Context, ns *Namespace, changes []Change) error {
-	for start := 0; start < len(changes); start += applyChunk {
-		if err := s.applyChunk(ctx, ns, changes[start:min(start+applyChunk, len(changes))]); err != nil {
+	for start := 0; start < len(changes); start += applyChunkKeys {
+		if err := s.applyChunk(ctx, ns, changes[start:min(start+applyChunkKeys, len(changes))]); err != nil {
 			return err
 		}
 	}
@@ -101,7 +101,7 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 		if err := s.retire(ctx, ns, retireChange, s.fills(ns, found, values)); err != nil {
 			return err
 		}
-		n = max(1, min(applyChunk, refreshBytes/(size/len(part)+1)))
+		n = max(1, min(applyChunkKeys, refreshBytes/(size/len(part)+1)))
 	}
 	return nil
 }

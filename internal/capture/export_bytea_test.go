@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 // DecodeBytea exports decodeBytea to the tests.
 var DecodeBytea = decodeBytea

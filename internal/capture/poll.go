@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"context"
@@ -164,7 +164,7 @@ func (p *Poller) Run(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			p.log.Warn("freshness: poll failed; retrying", slog.Any("err", err))
+			p.log.Warn("capture: poll failed; retrying", slog.Any("err", err))
 		} else {
 			p.lastRound.Store(start.UnixNano())
 		}
@@ -229,9 +229,9 @@ func (p *Poller) Round(ctx context.Context) error {
 	if now.Sub(p.lastPrune) > pruneEvery {
 		p.lastPrune = now
 		if n, err := p.store.PruneDeleted(ctx, deleteLogAge); err != nil {
-			p.log.Warn("freshness: delete log not pruned", slog.Any("err", err))
+			p.log.Warn("capture: delete log not pruned", slog.Any("err", err))
 		} else if n > 0 {
-			p.log.Info("freshness: delete log pruned", slog.Int64("rows", n))
+			p.log.Info("capture: delete log pruned", slog.Int64("rows", n))
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func TestStartOff(t *testing.T) {
 	wantMode(t, st, ModeOff)
 	st.runner.Stop()
 	if n := st.store.count("Newest"); n != 0 {
-		t.Errorf("the warehouse polled %d times with freshness off", n)
+		t.Errorf("the warehouse polled %d times with change capture off", n)
 	}
 	if got := metricValue(t, st.reg, "warmcache_poll_age_seconds"); got != 0 {
 		t.Errorf("poll age = %v when not polling, want 0", got)

@@ -1,4 +1,4 @@
-package fresh_test
+package capture_test
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 // TestMain.
 var warmcacheBin string
 
-func TestMain(m *testing.M) { harness.Main(m, "fresh", &warmcacheBin) }
+func TestMain(m *testing.M) { harness.Main(m, "capture", &warmcacheBin) }
 
 // namespacesYAML declares the one namespace of the tests: a long TTL, so
 // that only change capture or polling can make a changed key fresh.
@@ -131,7 +131,7 @@ func (s *stack) startInstance(t testing.TB, name string, env map[string]string) 
 // logTail returns the end of the instance's log.
 func (in *instance) logTail() string { return in.log.TailBytes(4 << 10) }
 
-// mode returns the freshness mode the instance reports in its metrics.
+// mode returns the change capture mode the instance reports in its metrics.
 func (in *instance) mode() string {
 	res, err := in.client.Get(in.url + "/metrics")
 	if err != nil {

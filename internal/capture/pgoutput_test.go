@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 // This file writes the replication protocol's messages as PostgreSQL
 // sends them (pgoutput, protocol version 1, inside CopyData), for a fake

@@ -1,4 +1,4 @@
-package fresh_test
+package capture_test
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"time"
 )
 
-// EnvBench names the Markdown file that BenchmarkFreshness writes; by
-// default it is loadtest/freshness.md. The benchmark is one measured run:
+// EnvBench names the Markdown file that BenchmarkCapture writes; by
+// default it is loadtest/capture.md. The benchmark is one measured run:
 //
-//	go test -run '^$' -bench Freshness -benchtime 1x ./e2e/fresh
-const EnvBench = "WARMCACHE_FRESHNESS_BENCH"
+//	go test -run '^$' -bench Capture -benchtime 1x ./e2e/capture
+const EnvBench = "WARMCACHE_CAPTURE_BENCH"
 
 const (
 	benchRows     = 100_000
@@ -32,16 +32,16 @@ const (
 	trickleWrites = 200 // per second, on keys outside the hot set, during the hit-path attacks
 )
 
-// BenchmarkFreshness measures, in one run on one machine: the hit
+// BenchmarkCapture measures, in one run on one machine: the hit
 // path's throughput of an instance with change capture against one with
-// freshness off (alternating attacks, writers trickling updates to other
+// change capture off (alternating attacks, writers trickling updates to other
 // keys meanwhile), and how fast a 100,000-row UPDATE in one transaction is
 // applied to Redis by change capture and by polling.
-func BenchmarkFreshness(bench *testing.B) {
+func BenchmarkCapture(bench *testing.B) {
 	var t testing.TB = bench
 	out := os.Getenv(EnvBench)
 	if out == "" {
-		out = "../../loadtest/freshness.md"
+		out = "../../loadtest/capture.md"
 	}
 	loadBefore := loadAverage()
 	s := newStack(t, benchRows)
@@ -113,8 +113,8 @@ func BenchmarkFreshness(bench *testing.B) {
 	pollApply := bulkApply(t, s, poll, "poll")
 
 	var b strings.Builder
-	fmt.Fprintf(&b, "## Freshness: change capture's cost and apply rate\n\n")
-	fmt.Fprintf(&b, "Measured %s on %d cores (%s/%s), by `e2e/fresh`'s benchmark: a PostgreSQL cluster of its own (`initdb`, `wal_level = logical`), a Redis of its own, %d widget rows, `warmcache serve` processes, the load generator in the same process as the test.\n\n",
+	fmt.Fprintf(&b, "## Change capture: its cost and apply rate\n\n")
+	fmt.Fprintf(&b, "Measured %s on %d cores (%s/%s), by `e2e/capture`'s benchmark: a PostgreSQL cluster of its own (`initdb`, `wal_level = logical`), a Redis of its own, %d widget rows, `warmcache serve` processes, the load generator in the same process as the test.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, benchRows)
 	fmt.Fprintf(&b, "The machine was shared: its 1-minute load average was %s before the run and %s after it, so single rounds vary by tens of percent; the medians of interleaved rounds are what compare.\n\n", loadBefore, loadAverage())
 	fmt.Fprintf(&b, "**Hit path.** Two instances on the same Redis and PostgreSQL, one with `--freshness off` and one holding the replication slot, each attacked in turn for %v with %d keep-alive workers doing `GET` on %d cached keys, %d rounds, while a writer updated other keys in SQL at %d per second (the capturing instance applied them meanwhile).\n\n",
@@ -133,7 +133,7 @@ func BenchmarkFreshness(bench *testing.B) {
 	for _, r := range []bulkResult{capApply, pollApply} {
 		fmt.Fprintf(&b, "| %s | %v | %v | %.0f |\n", r.mode, r.commit.Round(time.Millisecond), r.applied.Round(time.Millisecond), float64(benchRows)/r.applied.Seconds())
 	}
-	fmt.Fprintf(&b, "\nTo reproduce:\n\n```sh\ngo test -run '^$' -bench Freshness -benchtime 1x ./e2e/fresh\n```\n")
+	fmt.Fprintf(&b, "\nTo reproduce:\n\n```sh\ngo test -run '^$' -bench Capture -benchtime 1x ./e2e/capture\n```\n")
 	if err := os.WriteFile(out, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}

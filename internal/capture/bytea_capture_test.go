@@ -1,4 +1,4 @@
-package freshness_test
+package capture_test
 
 import (
 	"bytes"
@@ -11,14 +11,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/warmcache/warmcache/internal/freshness"
+	"github.com/warmcache/warmcache/internal/capture"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// changes records what freshness applies, for the test to wait on.
+// changes records what change capture applies, for the test to wait on.
 type changes chan warmcache.Change
 
 func (c changes) Apply(ctx context.Context, _ *warmcache.Namespace, chs []warmcache.Change) error {
@@ -64,19 +64,19 @@ func TestCaptureDecodesBytea(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	gens, err := freshness.NewGenerations(store, []*warmcache.Namespace{ns}, func(string, int64) bool { return true }, nil, reg, log)
+	gens, err := capture.NewGenerations(store, []*warmcache.Namespace{ns}, func(string, int64) bool { return true }, nil, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(changes, 16)
-	r, err := freshness.Start(ctx, freshness.Options{Mode: freshness.Capture, PostgreSQL: true, ReplicationDSN: dsn},
+	r, err := capture.Start(ctx, capture.Options{Mode: capture.Capture, PostgreSQL: true, ReplicationDSN: dsn},
 		[]*warmcache.Namespace{ns}, store, got, gens, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Stop()
-	if r.Mode() != freshness.ModeCapture {
-		t.Fatalf("mode %q, want %q", r.Mode(), freshness.ModeCapture)
+	if r.Mode() != capture.ModeCapture {
+		t.Fatalf("mode %q, want %q", r.Mode(), capture.ModeCapture)
 	}
 
 	every := make([]byte, 256)

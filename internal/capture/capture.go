@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"bytes"
@@ -136,14 +136,14 @@ func (c *capture) run(ctx context.Context) {
 		switch {
 		case errors.Is(err, errStandby):
 			if !standby {
-				c.log.Info("freshness: standing by; another instance holds the replication slot", slog.String("slot", c.slot))
+				c.log.Info("capture: standing by; another instance holds the replication slot", slog.String("slot", c.slot))
 			}
 			standby = true
 			c.setMode(ModeStandby)
 		default:
 			standby = false
 			c.setMode(ModeStandby)
-			c.log.Warn("freshness: change capture interrupted; retrying", slog.String("slot", c.slot), slog.Any("err", err))
+			c.log.Warn("capture: change capture interrupted; retrying", slog.String("slot", c.slot), slog.Any("err", err))
 		}
 		select {
 		case <-ctx.Done():
@@ -171,7 +171,7 @@ func (c *capture) session(ctx context.Context) error {
 		return fmt.Errorf("start replication: %w", err)
 	}
 	c.setMode(ModeCapture)
-	c.log.Info("freshness: holding the replication slot; applying changes", slog.String("slot", c.slot))
+	c.log.Info("capture: holding the replication slot; applying changes", slog.String("slot", c.slot))
 	return c.stream(ctx, conn)
 }
 
@@ -340,7 +340,7 @@ func (c *capture) ensureSlot(ctx context.Context, conn slotConn) error {
 	case !found:
 		reset = "created"
 	case walStatus == "lost":
-		c.log.Error("freshness: the replication slot was invalidated (max_slot_wal_keep_size): changes were lost; creating it again",
+		c.log.Error("capture: the replication slot was invalidated (max_slot_wal_keep_size): changes were lost; creating it again",
 			slog.String("slot", c.slot))
 		if err := conn.dropLost(ctx); err != nil {
 			return fmt.Errorf("drop the lost slot: %w", err)
@@ -373,7 +373,7 @@ func (c *capture) ensureSlot(ctx context.Context, conn slotConn) error {
 		_ = conn.dropCreated(context.WithoutCancel(ctx))
 		return fmt.Errorf("bump the generations after creating the slot: %w", err)
 	}
-	c.log.Warn("freshness: replication slot created; every namespace moved to a new generation, since earlier changes were not captured",
+	c.log.Warn("capture: replication slot created; every namespace moved to a new generation, since earlier changes were not captured",
 		slog.String("slot", c.slot), slog.String("reason", reset))
 	return nil
 }
@@ -527,7 +527,7 @@ func (c *capture) reportWAL(ctx context.Context, src source) {
 	defer cancel()
 	retained, err := src.walRetained(qctx)
 	if err != nil {
-		c.log.Debug("freshness: WAL retained not read", slog.Any("err", err))
+		c.log.Debug("capture: WAL retained not read", slog.Any("err", err))
 		return
 	}
 	c.m.walRetained.Set(retained)
@@ -539,7 +539,7 @@ func (c *capture) pruneDeletes(ctx context.Context, src source) {
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := src.pruneDeletes(qctx, deleteLogAge); err != nil {
-		c.log.Warn("freshness: delete log not pruned", slog.Any("err", err))
+		c.log.Warn("capture: delete log not pruned", slog.Any("err", err))
 	}
 }
 
@@ -717,7 +717,7 @@ func (c *capture) flush(ctx context.Context, src source, confirmed pglogrepl.LSN
 		err := c.applyBuffer(ctx)
 		if err == nil {
 			if attempt > 0 {
-				c.log.Info("freshness: changes applied after retrying", slog.Int("attempts", attempt+1))
+				c.log.Info("capture: changes applied after retrying", slog.Int("attempts", attempt+1))
 			}
 			c.resetBuffer()
 			return nil
@@ -726,7 +726,7 @@ func (c *capture) flush(ctx context.Context, src source, confirmed pglogrepl.LSN
 			return ctx.Err()
 		}
 		if attempt == 0 {
-			c.log.Warn("freshness: applying changes failed; retrying, the slot's position is held", slog.Any("err", err))
+			c.log.Warn("capture: applying changes failed; retrying, the slot's position is held", slog.Any("err", err))
 		}
 		if err := c.confirm(ctx, src, confirmed); err != nil {
 			return err

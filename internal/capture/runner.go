@@ -1,4 +1,4 @@
-// Package freshness keeps the caches fresh after writes that bypass the
+// Package capture keeps the caches in step with writes that bypass the
 // service: batch loads, ETL jobs, other services, a DBA's UPDATE.
 //
 //   - On PostgreSQL with wal_level = logical it captures changes: it reads a
@@ -11,7 +11,7 @@
 //     overlap window, and the delete log.
 //   - Everywhere, every instance follows the namespace generations in the
 //     warehouse: a bump retires every cached entry of a namespace in one step.
-package freshness
+package capture
 
 import (
 	"context"
@@ -72,23 +72,23 @@ type Options struct {
 	RetryInterval time.Duration
 }
 
-// Store is what freshness reads from the warehouse.
+// Store is what change capture reads from the warehouse.
 type Store interface {
 	PollStore
 	GenerationStore
 }
 
-// Runner keeps the caches fresh until it is stopped.
+// Runner keeps the caches in step until it is stopped.
 type Runner struct {
 	mode   string
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Start starts keeping the managed namespaces fresh, in the mode that opts
+// Start starts keeping the managed namespaces in step, in the mode that opts
 // and the server allow, and gens in step with the warehouse. managed are
 // the namespaces whose tables migrate manages: only those have the version
-// index, the delete triggers and the publication that freshness reads. It
+// index, the delete triggers and the publication that change capture reads. It
 // logs which mode it chose and why. The error reports metrics that cannot be
 // registered.
 func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, store Store, apply Applier, gens *Generations, reg prometheus.Registerer, log *slog.Logger) (*Runner, error) {
@@ -125,7 +125,7 @@ func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, st
 			case opts.PostgreSQL:
 				level = slog.LevelWarn
 			}
-			log.Log(ctx, level, "freshness: change capture is not available; polling instead",
+			log.Log(ctx, level, "capture: change capture is not available; polling instead",
 				slog.String("why", why.Error()), slog.Duration("interval", opts.PollInterval))
 			mode = Poll
 		}
@@ -138,7 +138,7 @@ func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, st
 		// serves, not while it does.
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := c.prepare(pctx); err != nil && !errors.Is(err, errStandby) {
-			log.Warn("freshness: replication slot not prepared; retrying in the background", slog.Any("err", err))
+			log.Warn("capture: replication slot not prepared; retrying in the background", slog.Any("err", err))
 		}
 		cancel()
 		r.mode = ModeCapture
@@ -147,12 +147,12 @@ func Start(ctx context.Context, opts Options, managed []*warmcache.Namespace, st
 		p := newPoller(store, apply, managed, opts.PollInterval, opts.PollOverlap, m, log)
 		m.setMode(ModePoll)
 		r.mode = ModePoll
-		log.Info("freshness: polling for changes", slog.Duration("interval", opts.PollInterval))
+		log.Info("capture: polling for changes", slog.Duration("interval", opts.PollInterval))
 		r.wg.Go(func() { p.Run(ctx) })
 	default:
 		m.setMode(ModeOff)
 		r.mode = ModeOff
-		log.Info("freshness: off; entries written outside the service are served until their TTL ends")
+		log.Info("capture: off; entries written outside the service are served until their TTL ends")
 	}
 	return r, nil
 }

@@ -1,4 +1,4 @@
-package freshness
+package capture
 
 import (
 	"context"
@@ -118,7 +118,7 @@ func TestGenerationsSyncError(t *testing.T) {
 	errDown := errors.New("connection refused")
 	gt.store.setErr(errDown)
 	err := gt.g.Sync(context.Background())
-	if !errors.Is(err, errDown) || !strings.HasPrefix(err.Error(), "freshness: ") {
+	if !errors.Is(err, errDown) || !strings.HasPrefix(err.Error(), "capture: ") {
 		t.Errorf("Sync = %v, want the store's error with the package's prefix", err)
 	}
 }
