@@ -101,7 +101,7 @@ type instance struct {
 }
 
 // startInstance runs `warmcache serve` (harness.Spawn) on free ports with
-// the stack's servers and env on top, in freshness mode auto unless env
+// the stack's servers and env on top, in change capture mode auto unless env
 // says otherwise, and returns when it is ready.
 func (s *stack) startInstance(t testing.TB, name string, env map[string]string) *instance {
 	t.Helper()

@@ -65,7 +65,7 @@ const (
 	DefaultRedisPrefix      = "wc:"
 	DefaultRedisDialTimeout = 200 * time.Millisecond
 
-	// The change capture's (freshness.Options).
+	// The change capture's (capture.Options).
 	DefaultFreshness    = "auto"
 	DefaultPollInterval = time.Second
 	DefaultPollOverlap  = 10 * time.Second
