@@ -141,8 +141,8 @@ func (g *GRPC) GetState(ctx context.Context, in *runtimev1.GetStateRequest) (*ru
 		Etag:     dapr.ETag(it.Entry.Version),
 		Metadata: dapr.ItemMetadata(it),
 	}
-	if g.opaque(in.GetStoreName()) != nil {
-		resp.Metadata[dapr.MetaContentType] = g.contentTypeOf(in.GetStoreName())
+	if it.Opaque {
+		resp.Metadata[dapr.MetaContentType] = it.MediaType
 	}
 	return resp, nil
 }
@@ -157,14 +157,13 @@ func (g *GRPC) GetBulkState(ctx context.Context, in *runtimev1.GetBulkStateReque
 		return nil, g.fail(ctx, opBulkGet, in.GetStoreName(), "", err)
 	}
 	resp := &runtimev1.GetBulkStateResponse{Items: make([]*runtimev1.BulkStateItem, len(items))}
-	opaque := g.opaque(in.GetStoreName()) != nil
 	for i, it := range items {
 		bi := &runtimev1.BulkStateItem{Key: it.Key}
 		if it.Found {
 			bi.Data, bi.Etag = it.Item.Entry.Value, dapr.ETag(it.Item.Entry.Version)
 			bi.Metadata = dapr.ItemMetadata(it.Item)
-			if opaque {
-				bi.Metadata[dapr.MetaContentType] = g.contentTypeOf(in.GetStoreName())
+			if it.Item.Opaque {
+				bi.Metadata[dapr.MetaContentType] = it.Item.MediaType
 			}
 		}
 		resp.Items[i] = bi

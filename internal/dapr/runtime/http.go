@@ -162,7 +162,7 @@ func (a *httpAPI) get(w http.ResponseWriter, r *http.Request) {
 		h.Set("Metadata."+k, v)
 	}
 	h.Set("X-Cache", string(it.Source))
-	h.Set("Content-Type", a.contentTypeOf(store))
+	h.Set("Content-Type", contentType(it))
 	_, _ = w.Write(it.Entry.Value)
 }
 
@@ -287,17 +287,16 @@ func (a *httpAPI) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]bulkResponseItem, len(items))
-	opaque := a.opaque(store) != nil
 	for i, it := range items {
 		out[i] = bulkResponseItem{Key: it.Key}
 		if it.Found {
 			out[i].Data, out[i].ETag = it.Item.Entry.Value, dapr.ETag(it.Item.Entry.Version)
 			out[i].Metadata = dapr.ItemMetadata(it.Item)
-			if opaque {
+			if it.Item.Opaque {
 				// The data of a bulk read is JSON: opaque bytes go as
 				// the JSON string of their base64.
 				out[i].Data = jsonBase64(it.Item.Entry.Value)
-				out[i].Metadata[dapr.MetaContentType] = a.contentTypeOf(store)
+				out[i].Metadata[dapr.MetaContentType] = it.Item.MediaType
 			}
 		}
 	}

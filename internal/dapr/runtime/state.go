@@ -111,12 +111,11 @@ func (s *state) metadataOf(store string, meta map[string]string) map[string]stri
 	return dapr.WithoutContentType(meta)
 }
 
-// contentTypeOf returns the media type of store's values, for a read's
-// answer: the namespace's own for opaque bytes, application/json
-// otherwise.
-func (s *state) contentTypeOf(store string) string {
-	if ns := s.opaque(store); ns != nil {
-		return ns.MediaType()
+// contentType returns the media type of a read's answer: the namespace's
+// own for opaque bytes (the item carries it), application/json otherwise.
+func contentType(it warmcache.Item) string {
+	if it.Opaque {
+		return it.MediaType
 	}
 	return warmcache.ContentTypeJSON
 }
