@@ -365,3 +365,70 @@ func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
 		}
 	}
 }
+
+// lookHeldHot is a hot tier whose updates can be made to fail, and whose
+// next look at its count of servers, once armed, waits for release.
+type lookHeldHot struct {
+	*memtier.Hot
+	servers atomic.Uint64
+	fail    atomic.Bool
+	armed   atomic.Bool
+	looked  chan struct{} // closed when the held look begins
+	release chan struct{}
+}
+
+func (h *lookHeldHot) Servers() uint64 {
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.looked)
+		<-h.release
+	}
+	return h.servers.Load()
+}
+
+func (h *lookHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	if h.fail.Load() {
+		return errors.New("hot tier: connection reset")
+	}
+	return h.Hot.FillMany(ctx, ns, fills)
+}
+
+// TestRepairAfterNewerWriteAndRestartIsDropped checks that the retry of a
+// write's failed hot-tier update cannot land, trusted, in a Redis that
+// restarted empty after a newer write's update landed: the retry takes
+// the count of servers before it looks at the key's doubt, so a newer
+// write and a restart that come between the two leave the next reads to
+// the warehouse, which answers the newer write.
+func TestRepairAfterNewerWriteAndRestartIsDropped(t *testing.T) {
+	hot := &lookHeldHot{Hot: memtier.NewHot(nil), looked: make(chan struct{}), release: make(chan struct{})}
+	hot.servers.Store(1)
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	hot.fail.Store(true)
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.fail.Store(false)
+	hot.armed.Store(true) // the retry's next look waits
+	<-hot.looked
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.Forget() // Redis restarts empty: the newer write's update is lost
+	hot.servers.Add(1)
+	close(hot.release)
+	// Give the retry the time to land, if it is to land at all.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, ok := hot.Peek("widgets", "7"); ok {
+			break
+		}
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != newer.Entry.Version {
+			t.Fatalf("a read after both writes answered %+v, %v; want version %d, not the retried version %d: the retry in a restarted Redis was trusted",
+				it, err, newer.Entry.Version, first.Entry.Version)
+		}
+	}
+}

@@ -240,10 +240,16 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 		deadline := time.Now().Add(repairBudget)
 		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
 			time.Sleep(wait)
+			// The count of servers is taken before the doubts are
+			// looked at: a newer write that lands after that look, in a
+			// Redis that then restarts empty, leaves the retry to land
+			// there below it, and the new server met since marks the
+			// retry's fill as not trusted.
+			servers := s.hotServers()
 			// A fill whose doubt another update cleared is dropped: it
 			// could land in a Redis restarted since, below that update.
 			fills = slices.DeleteFunc(fills, func(f Fill) bool { return !s.doubts.pending(ns, f.Key, f.Entry.Version) })
-			if len(fills) == 0 || s.fillHot(ctx, ns, "repair", s.opts.HotTimeout, fills) == nil {
+			if len(fills) == 0 || s.fillHotMark(ctx, ns, "repair", s.opts.HotTimeout, fills, 0, servers) == nil {
 				return
 			}
 		}
