@@ -432,3 +432,69 @@ func TestRepairAfterNewerWriteAndRestartIsDropped(t *testing.T) {
 		}
 	}
 }
+
+// fillHeldHot is a hot tier whose next update, once armed, waits for
+// release and then fails, as a Redis past its deadline does.
+type fillHeldHot struct {
+	*memtier.Hot
+	servers atomic.Uint64
+	fail    atomic.Bool
+	armed   atomic.Bool
+	held    chan struct{} // closed when the held update begins
+	release chan struct{}
+}
+
+func (h *fillHeldHot) Servers() uint64 { return h.servers.Load() }
+
+func (h *fillHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	if h.armed.CompareAndSwap(true, false) {
+		close(h.held)
+		<-h.release
+		return errors.New("hot tier: i/o timeout")
+	}
+	if h.fail.Load() {
+		return errors.New("hot tier: connection reset")
+	}
+	return h.Hot.FillMany(ctx, ns, fills)
+}
+
+// TestRepairCreatesNothingInARestartedRedis checks that the retry of a
+// write's failed hot-tier update only replaces what Redis holds: a newer
+// write lands while a retry is under way, the retry fails (putting the
+// key back in doubt at the old version), Redis restarts empty and the
+// restart is noticed; the next retry must not store the old version in
+// the empty Redis, where reads would take it for the latest.
+func TestRepairCreatesNothingInARestartedRedis(t *testing.T) {
+	hot := &fillHeldHot{Hot: memtier.NewHot(nil), held: make(chan struct{}), release: make(chan struct{})}
+	hot.servers.Store(1)
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	hot.fail.Store(true)
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.armed.Store(true) // the first retry waits, then fails
+	hot.fail.Store(false)
+	<-hot.held
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(hot.release)
+	hot.Forget() // Redis restarts empty: the newer write's update is lost
+	hot.servers.Add(1)
+	// Give the next retry the time to land, if it is to land at all.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, ok := hot.Peek("widgets", "7"); ok {
+			break
+		}
+	}
+	for range 3 {
+		it, err := svc.Get(ctx, "widgets", "7")
+		if err != nil || it.Entry.Version != newer.Entry.Version {
+			t.Fatalf("a read after both writes answered %+v, %v; want version %d, not the retried version %d: the retry created an entry in a restarted Redis",
+				it, err, newer.Entry.Version, first.Entry.Version)
+		}
+	}
+}

@@ -224,7 +224,8 @@ const (
 // repair retries, in the background, the hot-tier update of a write that
 // failed, so that a value filled by a read that began before the write
 // (on a Redis that restarted empty, or over a connection that was killed)
-// is replaced by the write's version once the hot tier answers again.
+// is replaced by the write's version once the hot tier answers again. The
+// retry only replaces (Fill.Replace): it never creates an entry.
 // When maxRepairs are under way, the update is given up and logged: the
 // entry then lives its TTL.
 func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
@@ -234,6 +235,13 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier update of a write not retried: too many retries under way",
 			slog.String("namespace", ns.Name), slog.Int("keys", len(fills)))
 		return
+	}
+	// A retry only replaces what Redis holds, under the version rules, and
+	// never creates an entry: where nothing is cached a read goes to the
+	// warehouse anyway, while a Redis that restarted empty after a newer
+	// write landed would take the retried version for the latest.
+	for i := range fills {
+		fills[i].Replace = true
 	}
 	go func() {
 		defer func() { <-s.repairs }()
