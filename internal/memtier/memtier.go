@@ -139,6 +139,12 @@ func (h *Hot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []war
 		if (held && wins(cur.e, f.Entry)) || (!held && f.Replace) {
 			continue
 		}
+		if held && f.Replace && !cur.e.Found && cur.e.Version == 0 && f.Entry.Version != 0 {
+			// A read that found nothing is ordered against no change:
+			// the key is left to hold nothing, not the change.
+			delete(h.entries, mk)
+			continue
+		}
 		h.entries[mk] = hotEntry{e: f.Entry, expiry: now.Add(max(f.Keep, time.Millisecond))}
 	}
 	return nil

@@ -201,7 +201,11 @@ func digits(b []byte) (int64, bool) {
 // row. A value that does not start with a header (a foreign or damaged
 // value) is replaced. Both versions are 20 ASCII digits, which compare as
 // strings in the order of their numbers. With ARGV[3] '1' (a fill that only
-// replaces), nothing is stored when the key holds nothing.
+// replaces), nothing is stored when the key holds nothing, and an absent
+// entry at version 0 (a read that found nothing, which no version orders
+// against the fill) is removed rather than replaced: a change replayed from
+// long ago must not pass for the latest, and the next read goes to the
+// warehouse.
 const fillScript = `
 local new = ARGV[1]
 local cur = redis.call('GET', KEYS[1])
@@ -212,6 +216,10 @@ if cur and string.len(cur) >= 22 then
   local cv = string.sub(cur, 3, 22)
   if string.find(cv, '^%d+$') then
     local nv = string.sub(new, 3, 22)
+    if ARGV[3] == '1' and cv == '00000000000000000000' and string.sub(cur, 2, 2) == 'A' and nv ~= cv then
+      redis.call('DEL', KEYS[1])
+      return 0
+    end
     if cv > nv or (cv == nv and cv ~= '00000000000000000000' and string.sub(cur, 2, 2) == 'A' and string.sub(new, 2, 2) ~= 'A') then
       return 0
     end

@@ -38,7 +38,9 @@ import (
 //     it); a refused fill leaves the cached entry's lifetime, a renewal
 //     takes its own; an expired entry refuses no fill;
 //   - a Replace fill stores nothing where nothing is cached, and replaces
-//     a cached entry under the version rules, alone or in a batch;
+//     a cached entry under the version rules, alone or in a batch; over an
+//     absent entry at version 0 (a read that found nothing, ordered against
+//     no change) it leaves the key holding nothing;
 //   - namespaces are apart; a negative version is refused.
 func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 	t.Helper()
@@ -78,7 +80,9 @@ func Hot(t *testing.T, newHot func(t *testing.T) (warmcache.Hot, Clock)) {
 // hotReplaceOnly runs the rule "a Replace fill only replaces".
 func hotReplaceOnly(t *testing.T, h *hotTier) {
 	empty, older, newer, batchEmpty, batchOlder := h.key("empty"), h.key("older"), h.key("newer"), h.key("batch empty"), h.key("batch older")
+	readAbsent := h.key("read absent")
 	h.fill(t,
+		warmcache.Fill{Key: readAbsent, Entry: absent(0), Keep: hotKeep},
 		warmcache.Fill{Key: older, Entry: present(1, `"v1"`), Keep: hotKeep},
 		warmcache.Fill{Key: newer, Entry: present(9, `"v9"`), Keep: hotKeep},
 		warmcache.Fill{Key: batchOlder, Entry: present(1, `"v1"`), Keep: hotKeep})
@@ -93,6 +97,9 @@ func hotReplaceOnly(t *testing.T, h *hotTier) {
 		warmcache.Fill{Key: batchOlder, Entry: absent(4), Keep: hotKeep, Replace: true})
 	h.expectMiss(t, batchEmpty)
 	h.expect(t, batchOlder, absent(4))
+	h.expect(t, readAbsent, absent(0))
+	h.fill(t, warmcache.Fill{Key: readAbsent, Entry: present(5, `"v5"`), Keep: hotKeep, Replace: true})
+	h.expectMiss(t, readAbsent)
 }
 
 // hotBatchNewest runs the rule "a batch's fills of one key keep the newest".
