@@ -366,88 +366,36 @@ func TestLateWriteUpdateAfterRestartIsDoubted(t *testing.T) {
 	}
 }
 
-// lookHeldHot is a hot tier whose updates can be made to fail, and whose
-// next look at its count of servers, once armed, waits for release.
-type lookHeldHot struct {
+// retryHeldHot is a hot tier whose updates can be made to fail, and which holds
+// one call, once armed, until release: the next look at its count of
+// servers (armedLook), or the next update, which then fails as a Redis
+// past its deadline does (armedFill).
+type retryHeldHot struct {
 	*memtier.Hot
-	servers atomic.Uint64
-	fail    atomic.Bool
-	armed   atomic.Bool
-	looked  chan struct{} // closed when the held look begins
-	release chan struct{}
+	servers   atomic.Uint64
+	fail      atomic.Bool
+	armedLook atomic.Bool
+	armedFill atomic.Bool
+	held      chan struct{} // closed when the held call begins
+	release   chan struct{}
 }
 
-func (h *lookHeldHot) Servers() uint64 {
-	if h.armed.CompareAndSwap(true, false) {
-		close(h.looked)
+func newRetryHeldHot() *retryHeldHot {
+	h := &retryHeldHot{Hot: memtier.NewHot(nil), held: make(chan struct{}), release: make(chan struct{})}
+	h.servers.Store(1)
+	return h
+}
+
+func (h *retryHeldHot) Servers() uint64 {
+	if h.armedLook.CompareAndSwap(true, false) {
+		close(h.held)
 		<-h.release
 	}
 	return h.servers.Load()
 }
 
-func (h *lookHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
-	if h.fail.Load() {
-		return errors.New("hot tier: connection reset")
-	}
-	return h.Hot.FillMany(ctx, ns, fills)
-}
-
-// TestRepairAfterNewerWriteAndRestartIsDropped checks that the retry of a
-// write's failed hot-tier update cannot land, trusted, in a Redis that
-// restarted empty after a newer write's update landed: the retry takes
-// the count of servers before it looks at the key's doubt, so a newer
-// write and a restart that come between the two leave the next reads to
-// the warehouse, which answers the newer write.
-func TestRepairAfterNewerWriteAndRestartIsDropped(t *testing.T) {
-	hot := &lookHeldHot{Hot: memtier.NewHot(nil), looked: make(chan struct{}), release: make(chan struct{})}
-	hot.servers.Store(1)
-	svc := newService(t, hot, memtier.NewWarm())
-	ctx := context.Background()
-	hot.fail.Store(true)
-	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hot.fail.Store(false)
-	hot.armed.Store(true) // the retry's next look waits
-	<-hot.looked
-	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hot.Forget() // Redis restarts empty: the newer write's update is lost
-	hot.servers.Add(1)
-	close(hot.release)
-	// Give the retry the time to land, if it is to land at all.
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, ok := hot.Peek("widgets", "7"); ok {
-			break
-		}
-	}
-	for range 3 {
-		it, err := svc.Get(ctx, "widgets", "7")
-		if err != nil || it.Entry.Version != newer.Entry.Version {
-			t.Fatalf("a read after both writes answered %+v, %v; want version %d, not the retried version %d: the retry in a restarted Redis was trusted",
-				it, err, newer.Entry.Version, first.Entry.Version)
-		}
-	}
-}
-
-// fillHeldHot is a hot tier whose next update, once armed, waits for
-// release and then fails, as a Redis past its deadline does.
-type fillHeldHot struct {
-	*memtier.Hot
-	servers atomic.Uint64
-	fail    atomic.Bool
-	armed   atomic.Bool
-	held    chan struct{} // closed when the held update begins
-	release chan struct{}
-}
-
-func (h *fillHeldHot) Servers() uint64 { return h.servers.Load() }
-
-func (h *fillHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
-	if h.armed.CompareAndSwap(true, false) {
+func (h *retryHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	if h.armedFill.CompareAndSwap(true, false) {
 		close(h.held)
 		<-h.release
 		return errors.New("hot tier: i/o timeout")
@@ -458,33 +406,18 @@ func (h *fillHeldHot) FillMany(ctx context.Context, ns *warmcache.Namespace, fil
 	return h.Hot.FillMany(ctx, ns, fills)
 }
 
-// TestRepairCreatesNothingInARestartedRedis checks that the retry of a
-// write's failed hot-tier update only replaces what Redis holds: a newer
-// write lands while a retry is under way, the retry fails (putting the
-// key back in doubt at the old version), Redis restarts empty and the
-// restart is noticed; the next retry must not store the old version in
-// the empty Redis, where reads would take it for the latest.
-func TestRepairCreatesNothingInARestartedRedis(t *testing.T) {
-	hot := &fillHeldHot{Hot: memtier.NewHot(nil), held: make(chan struct{}), release: make(chan struct{})}
-	hot.servers.Store(1)
-	svc := newService(t, hot, memtier.NewWarm())
+// restart empties the tier and counts a new server, noticed at once.
+func (h *retryHeldHot) restart() {
+	h.Forget()
+	h.servers.Add(1)
+}
+
+// expectNewerAfterRetry gives a write's retry the time to land, if it is
+// to land at all, and then expects reads of widgets/7 to answer newer, not
+// the retried first; why says what it means if they do not.
+func expectNewerAfterRetry(t *testing.T, svc *warmcache.Service, hot *retryHeldHot, first, newer warmcache.Item, why string) {
+	t.Helper()
 	ctx := context.Background()
-	hot.fail.Store(true)
-	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hot.armed.Store(true) // the first retry waits, then fails
-	hot.fail.Store(false)
-	<-hot.held
-	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	close(hot.release)
-	hot.Forget() // Redis restarts empty: the newer write's update is lost
-	hot.servers.Add(1)
-	// Give the next retry the time to land, if it is to land at all.
 	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if _, ok := hot.Peek("widgets", "7"); ok {
 			break
@@ -493,8 +426,62 @@ func TestRepairCreatesNothingInARestartedRedis(t *testing.T) {
 	for range 3 {
 		it, err := svc.Get(ctx, "widgets", "7")
 		if err != nil || it.Entry.Version != newer.Entry.Version {
-			t.Fatalf("a read after both writes answered %+v, %v; want version %d, not the retried version %d: the retry created an entry in a restarted Redis",
-				it, err, newer.Entry.Version, first.Entry.Version)
+			t.Fatalf("a read after both writes answered %+v, %v; want version %d, not the retried version %d: %s",
+				it, err, newer.Entry.Version, first.Entry.Version, why)
 		}
 	}
+}
+
+// TestRepairAfterNewerWriteAndRestartIsDropped checks that the retry of a
+// write's failed hot-tier update cannot land, trusted, in a Redis that
+// restarted empty after a newer write's update landed: the retry takes
+// the count of servers before it looks at the key's doubt, so a newer
+// write and a restart that come between the two leave the next reads to
+// the warehouse, which answers the newer write.
+func TestRepairAfterNewerWriteAndRestartIsDropped(t *testing.T) {
+	hot := newRetryHeldHot()
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	hot.fail.Store(true)
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.fail.Store(false)
+	hot.armedLook.Store(true) // the retry's next look waits
+	<-hot.held
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.restart() // the newer write's update is lost
+	close(hot.release)
+	expectNewerAfterRetry(t, svc, hot, first, newer, "the retry in a restarted Redis was trusted")
+}
+
+// TestRepairCreatesNothingInARestartedRedis checks that the retry of a
+// write's failed hot-tier update only replaces what Redis holds: a newer
+// write lands while a retry is under way, the retry fails (putting the
+// key back in doubt at the old version), Redis restarts empty and the
+// restart is noticed; the next retry must not store the old version in
+// the empty Redis, where reads would take it for the latest.
+func TestRepairCreatesNothingInARestartedRedis(t *testing.T) {
+	hot := newRetryHeldHot()
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	hot.fail.Store(true)
+	first, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.armedFill.Store(true) // the first retry waits, then fails
+	hot.fail.Store(false)
+	<-hot.held
+	newer, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(hot.release)
+	hot.restart() // the newer write's update is lost
+	expectNewerAfterRetry(t, svc, hot, first, newer, "the retry created an entry in a restarted Redis")
 }
