@@ -414,6 +414,14 @@ func TestFillAfterScriptFlush(t *testing.T) {
 			return f.cache.FillMany(ctx, ns, []warmcache.Fill{{Key: key, Entry: e, Keep: testKeep, Cached: true},
 				{Key: warmcache.Key{Text: key.Text + "-2"}, Entry: e, Keep: testKeep}})
 		}},
+		{"FillPublish", func(ctx context.Context, key warmcache.Key, e warmcache.Entry) error {
+			inv, err := rediscache.NewInvalidations(f.cache, nil, nil)
+			if err != nil {
+				return err
+			}
+			fillErr, publishErr := inv.FillPublish(ctx, ns, []warmcache.Fill{{Key: key, Entry: e, Keep: testKeep, Cached: true}})
+			return errors.Join(fillErr, publishErr)
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,10 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-var _ warmcache.Invalidations = (*Invalidations)(nil)
+var (
+	_ warmcache.Invalidations = (*Invalidations)(nil)
+	_ warmcache.FillPublisher = (*Invalidations)(nil)
+)
 
 // Invalidations carries near-cache invalidations between the instances of
 // the service over Redis pub/sub, on the channel <prefix>invalidate. Each
@@ -31,6 +34,7 @@ var _ warmcache.Invalidations = (*Invalidations)(nil)
 //
 // An Invalidations is safe for concurrent use.
 type Invalidations struct {
+	cache   *Cache
 	client  redis.UniversalClient
 	channel string
 	log     *slog.Logger
@@ -49,6 +53,7 @@ func NewInvalidations(c *Cache, reg prometheus.Registerer, log *slog.Logger) (*I
 		log = slog.New(slog.DiscardHandler)
 	}
 	inv := &Invalidations{
+		cache:   c,
 		client:  c.client,
 		channel: c.prefix + "invalidate",
 		log:     log,
@@ -85,18 +90,79 @@ func (inv *Invalidations) Channel() string { return inv.channel }
 // Publish tells every subscribed instance that a write replaced key in ns at
 // version. Errors are Redis and context errors, wrapped.
 func (inv *Invalidations) Publish(ctx context.Context, ns *warmcache.Namespace, key warmcache.Key, version int64) error {
+	return inv.count(key, inv.client.Publish(ctx, inv.channel, message(ns, key, version)).Err())
+}
+
+// message is the invalidation of key in ns at version.
+func message(ns *warmcache.Namespace, key warmcache.Key, version int64) []byte {
 	msg := make([]byte, 0, len(ns.Name)+len(key.Text)+22)
 	msg = append(msg, ns.Name...)
 	msg = append(msg, 0)
 	msg = append(msg, key.Text...)
 	msg = append(msg, 0)
-	msg = strconv.AppendInt(msg, version, 10)
-	if err := inv.client.Publish(ctx, inv.channel, msg).Err(); err != nil {
+	return strconv.AppendInt(msg, version, 10)
+}
+
+// count counts the result of publishing key's invalidation and wraps its
+// error.
+func (inv *Invalidations) count(key warmcache.Key, err error) error {
+	if err != nil {
 		inv.published.WithLabelValues("error").Inc()
 		return fmt.Errorf("rediscache: publish invalidation of %q: %w", key.Text, err)
 	}
 	inv.published.WithLabelValues("ok").Inc()
 	return nil
+}
+
+// FillPublish implements warmcache.FillPublisher on the Cache the
+// invalidations were made from: a fill of one key whose entry the cache
+// likely holds (a write's) runs the fill script and publishes the key's
+// invalidation in one pipeline, one round trip where FillMany and Publish
+// take two. Other fills are FillMany's, and their invalidations go out in
+// one pipeline after it.
+func (inv *Invalidations) FillPublish(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) (fillErr, publishErr error) {
+	if len(fills) != 1 || !(fills[0].Cached || fills[0].Replace) {
+		fillErr = inv.cache.FillMany(ctx, ns, fills)
+		return fillErr, inv.publishMany(ctx, ns, fills)
+	}
+	c, f := inv.cache, fills[0]
+	v, err := c.encodeFill(ns, f.Entry)
+	if err != nil {
+		return fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, err), inv.publishMany(ctx, ns, fills)
+	}
+	rk, px := c.key(ns, f.Key), max(f.Keep.Milliseconds(), 1)
+	start := time.Now()
+	pipe := inv.client.Pipeline()
+	fill := c.fill.EvalSha(ctx, pipe, []string{rk}, v, px, replaceArg(f.Replace))
+	pub := pipe.Publish(ctx, inv.channel, message(ns, f.Key, f.Entry.Version))
+	_, _ = pipe.Exec(ctx)
+	fillErr = fill.Err()
+	if noScript(fillErr) {
+		fillErr = c.fill.Eval(ctx, inv.client, []string{rk}, v, px, replaceArg(f.Replace)).Err()
+	}
+	c.observe(opFill, start, fillErr)
+	if fillErr != nil {
+		fillErr = fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, fillErr)
+	}
+	return fillErr, inv.count(f.Key, pub.Err())
+}
+
+// publishMany publishes the invalidations of fills in one pipeline and
+// returns the first error.
+func (inv *Invalidations) publishMany(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) error {
+	pipe := inv.client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(fills))
+	for i, f := range fills {
+		cmds[i] = pipe.Publish(ctx, inv.channel, message(ns, f.Key, f.Entry.Version))
+	}
+	_, _ = pipe.Exec(ctx)
+	var first error
+	for i, cmd := range cmds {
+		if err := inv.count(fills[i].Key, cmd.Err()); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Subscribe listens to the channel until ctx ends. It calls onInvalidate for

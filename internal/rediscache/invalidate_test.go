@@ -206,3 +206,47 @@ func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
 	tb.Fatalf("no series %s", name)
 	return 0
 }
+
+// TestFillPublish checks that a write's fill and its invalidation go out
+// together: the fill under the version rules, the invalidation whether the
+// fill stored anything or not, and, for several keys, each key's.
+func TestFillPublish(t *testing.T) {
+	f := newFixture(t, rediscache.Options{})
+	reg := prometheus.NewRegistry()
+	inv := newInvalidations(t, f, reg)
+	sub := subscribe(t, inv)
+	ns := &warmcache.Namespace{Name: "widgets"}
+	ctx := testContext(t)
+	f.fill(t, ns, "7", present(5, `"v5"`))
+
+	publish := func(fills ...warmcache.Fill) {
+		t.Helper()
+		if fillErr, publishErr := inv.FillPublish(ctx, ns, fills); fillErr != nil || publishErr != nil {
+			t.Fatalf("FillPublish = %v, %v", fillErr, publishErr)
+		}
+		for _, fl := range fills {
+			want := invalidation{ns.Name, fl.Key.Text, fl.Entry.Version}
+			if got := sub.next(t); got != want {
+				t.Fatalf("delivered %+v, want %+v", got, want)
+			}
+		}
+	}
+	publish(warmcache.Fill{Key: warmcache.Key{Text: "7"}, Entry: present(6, `"v6"`), Keep: testKeep, Cached: true})
+	if got, hit := f.get(t, ns, "7"); !hit || !sameEntry(got, present(6, `"v6"`)) {
+		t.Fatalf("after a newer write's fill: Get = %+v, %v; want version 6", got, hit)
+	}
+	publish(warmcache.Fill{Key: warmcache.Key{Text: "7"}, Entry: present(4, `"v4"`), Keep: testKeep, Cached: true})
+	if got, hit := f.get(t, ns, "7"); !hit || !sameEntry(got, present(6, `"v6"`)) {
+		t.Fatalf("after an older fill: Get = %+v, %v; want version 6 kept", got, hit)
+	}
+	publish(warmcache.Fill{Key: warmcache.Key{Text: "8"}, Entry: present(9, `"v9"`), Keep: testKeep},
+		warmcache.Fill{Key: warmcache.Key{Text: "9"}, Entry: present(10, `"v10"`), Keep: testKeep, Cached: true})
+	for key, want := range map[string]warmcache.Entry{"8": present(9, `"v9"`), "9": present(10, `"v10"`)} {
+		if got, hit := f.get(t, ns, key); !hit || !sameEntry(got, want) {
+			t.Errorf("key %s: Get = %+v, %v; want %+v", key, got, hit, want)
+		}
+	}
+	if n := metric(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
+		t.Errorf("published ok = %v, want 4", n)
+	}
+}

@@ -96,6 +96,13 @@ func (s *Service) fillHot(ctx context.Context, ns *Namespace, reason string, tim
 // read or write, so that a server met by any connection meanwhile, or
 // between it and the fill, counts.
 func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark, servers uint64) error {
+	return s.fillHotBy(ctx, ns, reason, timeout, fills, readMark, servers, s.hot.FillMany)
+}
+
+// fillHotBy is fillHotMark with fill in place of the hot tier's FillMany,
+// such as a FillPublisher's fill that publishes the invalidations too.
+func (s *Service) fillHotBy(ctx context.Context, ns *Namespace, reason string, timeout time.Duration, fills []Fill, readMark, servers uint64,
+	fill func(context.Context, *Namespace, []Fill) error) error {
 	if len(fills) == 0 {
 		return nil
 	}
@@ -103,7 +110,7 @@ func (s *Service) fillHotMark(ctx context.Context, ns *Namespace, reason string,
 		servers = s.hotServers()
 	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	err := s.hot.FillMany(hctx, ns, fills)
+	err := fill(hctx, ns, fills)
 	cancel()
 	result := "ok"
 	now := s.opts.Now()

@@ -126,3 +126,15 @@ type Near interface {
 type Invalidations interface {
 	Publish(ctx context.Context, ns *Namespace, key Key, version int64) error
 }
+
+// FillPublisher is Invalidations carried by the hot tier's own server,
+// which can store fills and publish their invalidations together, in fewer
+// round trips than FillMany and a Publish of each. The core updates the
+// caches through it when Options.Invalidations is one.
+type FillPublisher interface {
+	// FillPublish is the hot tier's FillMany of fills, and Publish of each
+	// fill's key at its version: fillErr is FillMany's error, publishErr
+	// the first Publish's. The invalidations are published even when the
+	// fills fail.
+	FillPublish(ctx context.Context, ns *Namespace, fills []Fill) (fillErr, publishErr error)
+}

@@ -204,11 +204,16 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	for i := range fills {
 		fills[i].Cached = true // a write usually replaces a cached key
 	}
-	if err := s.retireFrom(ctx, ns, retireWrite, fills, servers); err != nil {
+	told, err := s.retireFrom(ctx, ns, retireWrite, fills, servers)
+	if err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", string(retireWrite)), slog.Any("err", err))
 		s.hotFence.Add(1)
 		s.repair(ctx, ns, fills)
+		return
+	}
+	if told {
+		s.own.record(ns, fk, fe)
 	}
 }
 
@@ -310,15 +315,17 @@ const invalidateAll = 1 << 62
 // invalidations. The near caches are updated even when the hot tier's
 // update fails, whose error retire returns.
 func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill) error {
-	return s.retireFrom(ctx, ns, reason, fills, 0)
+	_, err := s.retireFrom(ctx, ns, reason, fills, 0)
+	return err
 }
 
 // retireFrom is retire for changes whose hot-tier update is trusted only
 // if the hot tier met no new server since it had met servers (zero: since
-// the update went out; see fillHotMark).
-func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill, servers uint64) error {
+// the update went out; see fillHotMark). told reports that every other
+// instance was told of the changes, or that none needs telling.
+func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill, servers uint64) (told bool, err error) {
 	if len(fills) == 0 {
-		return nil
+		return true, nil
 	}
 	timeout := s.opts.HotTimeout
 	if reason != retireWrite {
@@ -332,12 +339,24 @@ func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireRe
 			fills[i].Replace = true
 		}
 	}
-	err := s.fillHotMark(ctx, ns, string(reason), timeout, fills, 0, servers)
+	// Where the invalidations travel with the hot tier's updates, one
+	// round trip carries both.
+	fill := s.hot.FillMany
+	var published error
+	fp, together := s.opts.Invalidations.(FillPublisher)
+	together = together && ns.NearTTL > 0
+	if together {
+		fill = func(ctx context.Context, ns *Namespace, fills []Fill) (err error) {
+			err, published = fp.FillPublish(ctx, ns, fills)
+			return err
+		}
+	}
+	err = s.fillHotBy(ctx, ns, string(reason), timeout, fills, 0, servers, fill)
 	if err != nil {
 		err = fmt.Errorf("%w: hot tier update of %d keys of %q: %w", ErrUnavailable, len(fills), ns.Name, err)
 	}
 	if ns.NearTTL <= 0 {
-		return err
+		return true, err
 	}
 	if near := s.near(ns); near != nil {
 		for _, f := range fills {
@@ -354,18 +373,23 @@ func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireRe
 			}
 		}
 	}
-	if s.opts.Invalidations != nil {
+	switch {
+	case together && published != nil:
+		s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
+			slog.String("namespace", ns.Name), slog.Any("err", published))
+		return false, err
+	case !together && s.opts.Invalidations != nil:
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
 		for _, f := range fills {
 			if perr := s.opts.Invalidations.Publish(pctx, ns, f.Key, f.Entry.Version); perr != nil {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
 					slog.String("namespace", ns.Name), slog.Any("err", perr))
-				break
+				return false, err
 			}
 		}
 	}
-	return err
+	return true, err
 }
 
 // GetLatest reads one key from the warehouse, the source of truth, past
