@@ -64,6 +64,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	defer h.dropCaptureSlot()
 	defer r.close()
 	if err := h.pinAll(); err != nil {
 		return err
@@ -147,7 +148,7 @@ func (h *harness) begin(start time.Time) error {
 	h.report = bench.Report{
 		Env: bench.Environment{
 			Start: start, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), Rows: o.Rows, FloorBytes: o.FloorBytes,
-			Workers: o.Workers, Duration: o.Duration, Warmup: o.Warmup, ViaPgBouncer: o.ViaPgBouncer,
+			Workers: o.Workers, Duration: o.Duration, Warmup: o.Warmup, ViaPgBouncer: o.ViaPgBouncer, Capture: o.Capture,
 			NearCacheEnv: o.NearEnv, ZipfS: o.ZipfS, MGetBatch: o.MGetBatch, Command: o.Command,
 			PGAddr: o.PGHost, PgBouncerAddr: o.PGBouncer, GRPCConns: o.GRPCConns,
 		},
@@ -261,6 +262,12 @@ func (h *harness) startService(ctx context.Context, name string, extra []string)
 		"WARMCACHE_GRPC_ADDR="+grpcAddr,
 		"WARMCACHE_LOG_LEVEL=warn",
 	)
+	if o.Capture {
+		// As the local stack deploys it: replication does not pass
+		// PgBouncer. Every service of the run shares the slot, as the
+		// instances of one deployment do.
+		env = append(env, "WARMCACHE_REPLICATION_DSN="+dsn(o.PGHost, o.Database), "WARMCACHE_REPLICATION_SLOT="+captureSlot)
+	}
 	env = append(env, extra...)
 	h.logf("starting %s on %s (pprof %s) %s", name, addr, pprofAddr, strings.Join(extra, " "))
 	p, err := h.startProcess(name, o.Bin, []string{"serve"}, env)

@@ -23,6 +23,7 @@ type options struct {
 	PGHost       string        // PostgreSQL host:port (direct)
 	PGBouncer    string        // PgBouncer host:port
 	ViaPgBouncer bool          // the service reaches the warehouse through PgBouncer
+	Capture      bool          // the service follows changes by change capture, else by polling
 	RedisAddr    string        // Redis host:port
 	RedisPrefix  string        // the service's key prefix during the run
 	Rows         int64         // widget rows
@@ -74,6 +75,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.StringVar(&o.PGHost, "postgres", stack.PostgresAddr(), "PostgreSQL host:port (user postgres, trust); default: the local stack's")
 	fs.StringVar(&o.PGBouncer, "pgbouncer", stack.PgBouncerAddr(), "PgBouncer host:port; default: the local stack's")
 	fs.BoolVar(&o.ViaPgBouncer, "via-pgbouncer", true, "the service reaches PostgreSQL through PgBouncer, as deployed")
+	fs.BoolVar(&o.Capture, "capture", true, "the service follows the table's changes by change capture over a direct replication connection, as the local stack deploys it, in a slot of the harness's own (dropped at the end); false: by polling")
 	fs.StringVar(&o.RedisAddr, "redis", stack.RedisAddr(), "Redis host:port; default: the local stack's")
 	fs.StringVar(&o.RedisPrefix, "redis-prefix", "wcbench:", "Redis key prefix of the service under test (flushed by the harness)")
 	fs.Int64Var(&o.Rows, "rows", 1_000_000, "widget rows in the table")

@@ -290,3 +290,34 @@ func (p *process) waitReady(ctx context.Context, url string) error {
 		}
 	}
 }
+
+// captureSlot is the replication slot of the services the harness starts
+// with change capture (see options.Capture).
+const captureSlot = "warmcache_loadtest"
+
+// dropCaptureSlot drops the services' replication slot once they have
+// stopped, so that it holds back no WAL after the run.
+func (h *harness) dropCaptureSlot() {
+	if !h.opts.Capture {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
+	if err != nil {
+		h.note("replication slot %s not dropped: %v", captureSlot, err)
+		return
+	}
+	defer conn.Close(ctx)
+	// The last holder's walsender may take a moment to end.
+	for try := 0; ; try++ {
+		_, err = conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", captureSlot)
+		if err == nil || try == 20 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
+		h.note("replication slot %s not dropped: %v", captureSlot, err)
+	}
+}

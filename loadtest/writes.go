@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -24,6 +25,15 @@ import (
 const upsertScript = `\set k random(1, %[1]d)
 INSERT INTO widgets (key, value, version) VALUES (:k, %[2]s::jsonb, nextval('warmcache_version_seq'))
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version;
+`
+
+// writeFunctionScript calls the table's write function as the service
+// does for a PUT of a uniformly random key: its table lock, its key's write
+// lock, its row lock, its version draw and the upsert in one statement.
+// The advisory locks' values stand for the service's hashes of the table
+// and the key (%[3]s is the function's name).
+const writeFunctionScript = `\set k random(1, %[1]d)
+SELECT * FROM %[3]s(:k, %[2]s, NULL, false, NULL, false, 1, ARRAY[:k]::bigint[], ARRAY[:k]::bigint[]);
 `
 
 // peerUpsertScript is the upsert a user would write on a table of their
@@ -162,18 +172,28 @@ func (r *benchRun) upsertBaselines(ctx context.Context) error {
 		return err
 	}
 	literal := "'" + strings.ReplaceAll(r.sample, "'", "''") + "'"
+	fn, err := r.writeFunction(ctx)
+	if err != nil {
+		return err
+	}
 	for _, b := range []struct {
 		name, file, script string
+		modes              []string
 		into               *[]*bench.Baseline
 	}{
-		{"upsert", "pgbench-upsert.sql", upsertScript, &r.report.Upsert},
-		{"peer's upsert", "pgbench-peer-upsert.sql", peerUpsertScript, &r.report.PeerUpsert},
+		{"upsert", "pgbench-upsert.sql", upsertScript, []string{"extended", "simple"}, &r.report.Upsert},
+		{"write function", "pgbench-write-function.sql", writeFunctionScript, []string{"extended"}, &r.report.WriteFunction},
+		{"peer's upsert", "pgbench-peer-upsert.sql", peerUpsertScript, []string{"extended", "simple"}, &r.report.PeerUpsert},
 	} {
+		if b.into == &r.report.WriteFunction && fn == "" {
+			r.note("no write function on widgets: its pgbench reference is left out")
+			continue
+		}
 		script := filepath.Join(o.ArtifactDir, b.file)
-		if err := os.WriteFile(script, fmt.Appendf(nil, b.script, o.Rows, literal), 0o644); err != nil {
+		if err := os.WriteFile(script, fmt.Appendf(nil, b.script, o.Rows, literal, fn), 0o644); err != nil {
 			return fmt.Errorf("pgbench script: %w", err)
 		}
-		for _, mode := range []string{"extended", "simple"} {
+		for _, mode := range b.modes {
 			r.logf("baseline: pgbench %s -M %s through PgBouncer, %d clients, %s", b.name, mode, o.WriteWorkers, o.Duration)
 			res, err := r.pgbenchScript(ctx, o.PGBouncer, mode, o.WriteWorkers, script)
 			if err != nil {
@@ -186,6 +206,26 @@ func (r *benchRun) upsertBaselines(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// writeFunction returns the name of the widgets table's write function,
+// the newest one the service created; empty when there is none.
+func (r *benchRun) writeFunction(ctx context.Context) (string, error) {
+	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var name string
+	err = conn.QueryRow(ctx, `SELECT p.oid::regproc::text FROM pg_proc p
+WHERE p.proname LIKE 'warmcache\_write\_%' AND p.prosrc LIKE '%FROM "widgets" AS t%' ORDER BY p.oid DESC LIMIT 1`).Scan(&name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("find the write function: %w", err)
+	}
+	return name, nil
 }
 
 // preparePeerTable creates the peer's own table, a copy of widgets

@@ -204,6 +204,9 @@ type Environment struct {
 	Duration     time.Duration
 	Warmup       time.Duration
 	ViaPgBouncer bool
+	// Capture says the service followed the table's changes by change
+	// capture, as the local stack deploys it, rather than by polling.
+	Capture      bool
 	NearCacheEnv []string
 	ZipfS        float64
 	HotKeys      int
@@ -241,9 +244,13 @@ type Report struct {
 	// write path's reference; PeerUpsert the same of the peer's upsert on
 	// a table of its own, without versions.
 	Upsert, PeerUpsert []*Baseline
-	RedisGet           *Baseline
-	Stampede           *StampedeRun
-	Profiles           []Profile
+	// WriteFunction holds pgbench of the table's write function, called as
+	// the service calls it for a PUT: the warehouse's share of a PUT, with
+	// the locks and the version draw that order its writes.
+	WriteFunction []*Baseline
+	RedisGet      *Baseline
+	Stampede      *StampedeRun
+	Profiles      []Profile
 	// Notes are remarks from the run (skipped steps, failures).
 	Notes []string
 	// Dapr is the dapr scenario's section of the report, rendered by the
@@ -727,11 +734,15 @@ func (r *Report) writeSetup(p func(string, ...any)) {
 		via = "through PgBouncer (transaction pooling, 127.0.0.1:6432)"
 	}
 	p("- table: `widgets`, %s rows, bigint keys, packed JSONB widget documents (%d bytes as served), 8 hash partitions\n", FormatRate(float64(e.Rows)), e.ValueBytes)
-	p("- service: `bin/warmcache serve`, warehouse %s, its own Redis key prefix\n", via)
+	follow := "by polling (`--freshness poll`)"
+	if e.Capture {
+		follow = "by change capture over a direct replication connection (`--replication-dsn`), as the local stack deploys it"
+	}
+	p("- service: `bin/warmcache serve`, warehouse %s, its own Redis key prefix, following the table's changes %s\n", via, follow)
 	p("- keys: `hot`, `l1`, `mixed` and `mget`: Zipf (s = %g) over all rows, %d distinct keys pre-warmed; `miss`: each key at most once, in a scattered order over all rows, after the prefix is flushed\n", e.ZipfS, e.HotKeys)
 	p("- `mixed`: 90%% GET, 10%% PUT of the same keys; `mget`: %d keys per request\n", e.MGetBatch)
 	if _, ok := r.Saturation[Put]; ok {
-		p("- `put`: PUTs of the widget document on uniformly random keys of all rows (rows that exist: upserts that update); `put-if-match`: PUTs with `If-Match` at the key's version, read just before, each key once; `delete`: DELETEs, each key once (the rows are put back after); these keys come from the end of the cold keys' order, which no read reaches. Each write attack runs with %d workers, as many as the clients of its pgbench references: the same upsert on the same table (with `nextval` for the version), and the upsert a user would write on a table of their own without versions (`peer_widgets`, a copy of the rows), both through the same PgBouncer. The round trips of a write are counted by the client in `TestWriteFunction` (internal/pgstore), not here: PgBouncer's `SHOW STATS` totals move once per `stats_period` (60 s), too coarse for one attack\n", r.writeWorkers())
+		p("- `put`: PUTs of the widget document on uniformly random keys of all rows (rows that exist: upserts that update); `put-if-match`: PUTs with `If-Match` at the key's version, read just before, each key once; `delete`: DELETEs, each key once (the rows are put back after); these keys come from the end of the cold keys' order, which no read reaches. Each write attack runs with %d workers, as many as the clients of its pgbench references: the same upsert on the same table (with `nextval` for the version), and the upsert a user would write on a table of their own without versions (`peer_widgets`, a copy of the rows), both through the same PgBouncer; and pgbench of the table's write function, called as the service calls it for a PUT (its locks, its version draw and the upsert in one statement), the warehouse's share of a PUT. The round trips of a write are counted by the client in `TestWriteFunction` (internal/pgstore), not here: PgBouncer's `SHOW STATS` totals move once per `stats_period` (60 s), too coarse for one attack\n", r.writeWorkers())
 	}
 	nc := "none"
 	if len(e.NearCacheEnv) > 0 {
@@ -815,7 +826,7 @@ func (r *Report) baselines() []*Baseline {
 	if r.PgbenchSat != nil {
 		out = append(out, r.PgbenchSat)
 	}
-	for _, b := range slices.Concat(r.Pooler, r.Upsert, r.PeerUpsert) {
+	for _, b := range slices.Concat(r.Pooler, r.Upsert, r.WriteFunction, r.PeerUpsert) {
 		if b != nil {
 			out = append(out, b)
 		}
