@@ -330,6 +330,17 @@ func (p sqlParts) lookups(ns *warmcache.Namespace) StatementSet {
 	}
 }
 
+// atVersion is the condition that row t is at the version of parameter
+// param. The version is compared as an expression, which no index
+// matches, so that the planner reaches the row by the key's index, as
+// every other write does: on Greenplum the key's condition in the chosen
+// index is what sends a statement to the key's segment alone, and a
+// conditional write that took the version's index went to every segment
+// and committed in two phases.
+func (p sqlParts) atVersion(param string) string {
+	return fmt.Sprintf("t.%s + 0 = %s::bigint", p.version, param)
+}
+
 // deletes sets the deletes of one key in s, and the row lock when the
 // table is not append-optimized.
 func (p sqlParts) deletes(s *StatementSet, appendOptimized bool) {
@@ -337,8 +348,8 @@ func (p sqlParts) deletes(s *StatementSet, appendOptimized bool) {
 	if appendOptimized {
 		s.Retire = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s%s RETURNING t.%s",
 			table, version, p.newVersion("$2"), byKey, p.liveInWrite("t."), version)
-		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND t.%s = $2::bigint%s RETURNING t.%s",
-			table, version, p.newVersion("$3"), byKey, version, p.liveInWrite("t."), version)
+		s.RetireIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s = %s WHERE t.%s AND %s%s RETURNING t.%s",
+			table, version, p.newVersion("$3"), byKey, p.atVersion("$2"), p.liveInWrite("t."), version)
 		s.Remove = fmt.Sprintf("DELETE FROM %s WHERE %s", table, byKey)
 		return
 	}
@@ -346,8 +357,8 @@ func (p sqlParts) deletes(s *StatementSet, appendOptimized bool) {
 		table, byKey)
 	s.Delete = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s%s RETURNING %s",
 		table, byKey, p.liveInWrite("t."), p.newVersion("$2"))
-	s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND t.%s = $2::bigint%s RETURNING %s",
-		table, byKey, version, p.liveInWrite("t."), p.newVersion("$3"))
+	s.DeleteIfMatch = fmt.Sprintf("DELETE FROM %s AS t WHERE t.%s AND %s%s RETURNING %s",
+		table, byKey, p.atVersion("$2"), p.liveInWrite("t."), p.newVersion("$3"))
 }
 
 // expiryStatements sets in s the statements that find and delete rows past
@@ -386,8 +397,8 @@ func (p sqlParts) writes(s *StatementSet, ns *warmcache.Namespace, appendOptimiz
 	case warmcache.LayoutColumns:
 		insertInto, set, from = p.columnsWrite(s, ns)
 	}
-	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s AND t.%s = $3::bigint%s RETURNING %s, t.%s%s",
-		table, set, version, p.newVersion("$4"), p.setExp("$5"), from, p.byKey, version, p.liveInWrite("t."), valueExpr(ns, "t."), version, p.expiry("t."))
+	s.UpdateIfMatch = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s AND %s%s RETURNING %s, t.%s%s",
+		table, set, version, p.newVersion("$4"), p.setExp("$5"), from, p.byKey, p.atVersion("$3"), p.liveInWrite("t."), valueExpr(ns, "t."), version, p.expiry("t."))
 	if appendOptimized {
 		s.Upsert = ""
 		s.Update = fmt.Sprintf("UPDATE %s AS t SET %s, %s = %s%s%s WHERE t.%s RETURNING %s, t.%s%s",
