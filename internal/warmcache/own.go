@@ -19,21 +19,30 @@ const maxOwnWrites = 1 << 15
 // instead of reading the row again (polling) and storing it again in the
 // hot tier and telling every instance again. The caches already follow
 // the write: the hot tier holds its version or a newer one (or, after an
-// eviction, an expiry or a restart, nothing, where a change only replaces),
-// and every near cache was told. A key in doubt is never skipped, since the
-// change is what settles its doubt. The oldest writes are forgotten first;
-// a forgotten write's change is applied, as any change is.
+// eviction or an expiry, nothing, where a change only replaces), and every
+// near cache was told. Once the hot tier meets a new server, a Redis that
+// may have restarted empty, nothing is skipped: there a command sent
+// before the restart and delivered after it can have stored an older
+// version, which the change replaces. A key in doubt is never skipped,
+// since the change is what settles its doubt. The oldest writes are
+// forgotten first; a forgotten write's change is applied, as any change is.
 type ownWrites struct {
 	mu      sync.Mutex
-	version map[string]int64 // namespace \x00 key -> the highest version written
-	ring    []string         // the keys of version, oldest first from next
+	version map[string]ownWrite // namespace \x00 key -> the highest version written
+	ring    []string            // the keys of version, oldest first from next
 	next    int
 	skipped *prometheus.CounterVec
 }
 
+// ownWrite is the highest version of a key that a write of this instance
+// stored, and the hot tier's count of servers met when it landed.
+type ownWrite struct {
+	version, servers uint64
+}
+
 func newOwnWrites() *ownWrites {
 	return &ownWrites{
-		version: make(map[string]int64),
+		version: make(map[string]ownWrite),
 		ring:    make([]string, 0, maxOwnWrites),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_own_changes_skipped_total",
@@ -45,14 +54,18 @@ func newOwnWrites() *ownWrites {
 func ownKey(ns *Namespace, key Key) string { return ns.Name + "\x00" + key.Text }
 
 // record remembers that the cache updates of keys at the versions of
-// entries landed.
-func (o *ownWrites) record(ns *Namespace, keys []Key, entries []Entry) {
+// entries landed, when the hot tier had met servers servers.
+func (o *ownWrites) record(ns *Namespace, keys []Key, entries []Entry, servers uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for i, key := range keys {
 		k := ownKey(ns, key)
+		w := ownWrite{version: uint64(entries[i].Version), servers: servers}
 		if v, ok := o.version[k]; ok {
-			o.version[k] = max(v, entries[i].Version)
+			if v.version > w.version && v.servers == servers {
+				w.version = v.version
+			}
+			o.version[k] = w
 			continue
 		}
 		if len(o.ring) < cap(o.ring) {
@@ -64,23 +77,24 @@ func (o *ownWrites) record(ns *Namespace, keys []Key, entries []Entry) {
 			o.ring[o.next] = k
 			o.next = (o.next + 1) % len(o.ring)
 		}
-		o.version[k] = entries[i].Version
+		o.version[k] = w
 	}
 }
 
 // covers reports whether a change of key at version is one of this
-// instance's writes whose update landed, or older than one. A change at
-// exactly the write's version is the write coming back, and the write is
-// forgotten.
-func (o *ownWrites) covers(ns *Namespace, key Key, version int64) bool {
+// instance's writes whose update landed, or older than one, while the hot
+// tier has met servers servers, as many as when the write landed. A change
+// at exactly the write's version is the write coming back, and the write
+// is forgotten.
+func (o *ownWrites) covers(ns *Namespace, key Key, version int64, servers uint64) bool {
 	k := ownKey(ns, key)
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	v, ok := o.version[k]
-	if !ok || v < version {
+	w, ok := o.version[k]
+	if !ok || w.servers != servers || version < 0 || w.version < uint64(version) {
 		return false
 	}
-	if v == version {
+	if w.version == uint64(version) {
 		delete(o.version, k)
 	}
 	return true
@@ -90,10 +104,11 @@ func (o *ownWrites) covers(ns *Namespace, key Key, version int64) bool {
 // cover (see ownWrites), counting them.
 func (s *Service) ownChanges(ns *Namespace, changes []Change) []Change {
 	now := s.opts.Now()
+	servers := s.hotServers()
 	kept := changes[:0:0]
 	skipped := 0
 	for _, c := range changes {
-		if s.own.covers(ns, c.Key, c.Entry.Version) && !s.doubts.has(ns, c.Key, now) {
+		if s.own.covers(ns, c.Key, c.Entry.Version, servers) && !s.doubts.has(ns, c.Key, now) {
 			skipped++
 			continue
 		}

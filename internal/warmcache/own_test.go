@@ -179,3 +179,43 @@ func TestWriteFillsAndPublishesTogether(t *testing.T) {
 		t.Fatalf("applying the change published %d times, want once", n)
 	}
 }
+
+// TestOwnWriteAfterRestartIsApplied checks that once the hot tier met a new
+// server, the change of a write that had landed is applied when it comes
+// back: a command sent before the restart and delivered after it may have
+// stored an older version there, which the change replaces.
+func TestOwnWriteAfterRestartIsApplied(t *testing.T) {
+	hot := &restartingHot{Hot: memtier.NewHot(nil)}
+	hot.servers.Store(1)
+	svc := newService(t, hot, memtier.NewWarm())
+	ctx := context.Background()
+	older, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":2}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot.Forget()
+	hot.servers.Add(1) // a restart, noticed
+	ns, err := svc.Namespace("widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ns.ParseKey("7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := warmcache.Fill{Key: key, Entry: older.Entry, Keep: time.Minute}
+	if err := hot.FillMany(ctx, ns, []warmcache.Fill{late}); err != nil {
+		t.Fatal(err)
+	}
+	change := warmcache.Change{Key: key, Entry: warmcache.Entry{Version: mine.Entry.Version}, Refresh: true}
+	if err := svc.Apply(ctx, ns, []warmcache.Change{change}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := hot.Peek("widgets", "7"); e.Version != mine.Entry.Version {
+		t.Fatalf("after the restart the hot tier holds version %d, want the write's %d: its change was skipped", e.Version, mine.Entry.Version)
+	}
+}

@@ -213,7 +213,7 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 		return
 	}
 	if told {
-		s.own.record(ns, fk, fe)
+		s.own.record(ns, fk, fe, servers)
 	}
 }
 
