@@ -36,10 +36,8 @@ func (w *readCounting) LookupMany(ctx context.Context, ns *warmcache.Namespace, 
 	return w.Warm.LookupMany(ctx, ns, keys)
 }
 
-// applied applies one change of key 7 at version, as polling reports it
-// (the value unknown), and returns the hot-tier fills and warehouse reads
-// it cost.
-func applied(t *testing.T, svc *warmcache.Service, hot *fillCounting, warm *readCounting, version int64) (fills, reads int64) {
+// key7 returns svc's namespace widgets and its key 7.
+func key7(t *testing.T, svc *warmcache.Service) (*warmcache.Namespace, warmcache.Key) {
 	t.Helper()
 	ns, err := svc.Namespace("widgets")
 	if err != nil {
@@ -49,6 +47,15 @@ func applied(t *testing.T, svc *warmcache.Service, hot *fillCounting, warm *read
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ns, key
+}
+
+// applied applies one change of key 7 at version, as polling reports it
+// (the value unknown), and returns the hot-tier fills and warehouse reads
+// it cost.
+func applied(t *testing.T, svc *warmcache.Service, hot *fillCounting, warm *readCounting, version int64) (fills, reads int64) {
+	t.Helper()
+	ns, key := key7(t, svc)
 	f0, r0 := hot.fills.Load(), warm.reads.Load()
 	change := warmcache.Change{Key: key, Entry: warmcache.Entry{Version: version}, Refresh: true}
 	if err := svc.Apply(context.Background(), ns, []warmcache.Change{change}); err != nil {
@@ -199,14 +206,7 @@ func TestOwnWriteAfterRestartIsApplied(t *testing.T) {
 	}
 	hot.Forget()
 	hot.servers.Add(1) // a restart, noticed
-	ns, err := svc.Namespace("widgets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ns.ParseKey("7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns, key := key7(t, svc)
 	late := warmcache.Fill{Key: key, Entry: older.Entry, Keep: time.Minute}
 	if err := hot.FillMany(ctx, ns, []warmcache.Fill{late}); err != nil {
 		t.Fatal(err)
