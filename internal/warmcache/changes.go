@@ -54,7 +54,6 @@ const (
 // may be applied and others not, and the caller applies them all again.
 // Apply is safe for concurrent use.
 func (s *Service) Apply(ctx context.Context, ns *Namespace, changes []Change) error {
-	changes = s.ownChanges(ns, changes)
 	for start := 0; start < len(changes); start += applyChunkKeys {
 		if err := s.applyChunk(ctx, ns, changes[start:min(start+applyChunkKeys, len(changes))]); err != nil {
 			return err

@@ -26,8 +26,7 @@
 //   - write.go: the write path (Transact, Put, Delete) and GetLatest.
 //   - doubt.go: keys in doubt, read past the caches until a repair lands.
 //   - changes.go: writes that bypassed the service, applied (Apply), and
-//     invalidation; own.go: this instance's recent writes, whose changes
-//     capture and polling bring back are not applied again.
+//     invalidation.
 //   - load.go: bulk loads, validated and spooled (spool.go) before the
 //     warehouse loads them; query.go: the non-key query and its cursor.
 //   - sweep.go: the sweeper of expired rows.

@@ -43,9 +43,6 @@ type Service struct {
 	// repairs bounds the background retries of failed hot-tier updates
 	// of writes (see repair).
 	repairs chan struct{}
-	// own are this instance's recent writes, whose changes capture and
-	// polling bring back need no applying (see ownWrites).
-	own *ownWrites
 
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
@@ -72,7 +69,6 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		opts:       opts.withDefaults(),
 		log:        log,
 		doubts:     newDoubts(),
-		own:        newOwnWrites(),
 	}
 	s.cursorKey = s.opts.CursorKey
 	if len(s.cursorKey) == 0 {
@@ -136,7 +132,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		return 0
 	})
 	s.sweeps = newSweepMetrics()
-	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys, s.own.skipped}, append(s.sweeps.collectors(), s.doubts.collectors()...)...)...)
+	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, append(s.sweeps.collectors(), s.doubts.collectors()...)...)...)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into

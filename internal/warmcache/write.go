@@ -204,16 +204,11 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	for i := range fills {
 		fills[i].Cached = true // a write usually replaces a cached key
 	}
-	told, err := s.retireFrom(ctx, ns, retireWrite, fills, servers)
-	if err != nil {
+	if err := s.retireFrom(ctx, ns, retireWrite, fills, servers); err != nil {
 		s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier fill failed",
 			slog.String("namespace", ns.Name), slog.String("reason", string(retireWrite)), slog.Any("err", err))
 		s.hotFence.Add(1)
 		s.repair(ctx, ns, fills)
-		return
-	}
-	if told {
-		s.own.record(ns, fk, fe, servers)
 	}
 }
 
@@ -315,17 +310,15 @@ const invalidateAll = 1 << 62
 // invalidations. The near caches are updated even when the hot tier's
 // update fails, whose error retire returns.
 func (s *Service) retire(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill) error {
-	_, err := s.retireFrom(ctx, ns, reason, fills, 0)
-	return err
+	return s.retireFrom(ctx, ns, reason, fills, 0)
 }
 
 // retireFrom is retire for changes whose hot-tier update is trusted only
 // if the hot tier met no new server since it had met servers (zero: since
-// the update went out; see fillHotMark). told reports that every other
-// instance was told of the changes, or that none needs telling.
-func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill, servers uint64) (told bool, err error) {
+// the update went out; see fillHotMark).
+func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireReason, fills []Fill, servers uint64) error {
 	if len(fills) == 0 {
-		return true, nil
+		return nil
 	}
 	timeout := s.opts.HotTimeout
 	if reason != retireWrite {
@@ -351,12 +344,12 @@ func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireRe
 			return err
 		}
 	}
-	err = s.fillHotBy(ctx, ns, string(reason), timeout, fills, 0, servers, fill)
+	err := s.fillHotBy(ctx, ns, string(reason), timeout, fills, 0, servers, fill)
 	if err != nil {
 		err = fmt.Errorf("%w: hot tier update of %d keys of %q: %w", ErrUnavailable, len(fills), ns.Name, err)
 	}
 	if ns.NearTTL <= 0 {
-		return true, err
+		return err
 	}
 	if near := s.near(ns); near != nil {
 		for _, f := range fills {
@@ -377,7 +370,6 @@ func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireRe
 	case together && published != nil:
 		s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
 			slog.String("namespace", ns.Name), slog.Any("err", published))
-		return false, err
 	case !together && s.opts.Invalidations != nil:
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 		defer cancel()
@@ -385,11 +377,11 @@ func (s *Service) retireFrom(ctx context.Context, ns *Namespace, reason retireRe
 			if perr := s.opts.Invalidations.Publish(pctx, ns, f.Key, f.Entry.Version); perr != nil {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "near-cache invalidation not published",
 					slog.String("namespace", ns.Name), slog.Any("err", perr))
-				return false, err
+				break
 			}
 		}
 	}
-	return true, err
+	return err
 }
 
 // GetLatest reads one key from the warehouse, the source of truth, past
