@@ -52,9 +52,9 @@ func (h *harness) prepareDatabase(ctx context.Context) (string, error) {
 	if err := h.migrate(ctx); err != nil {
 		return "", err
 	}
-	conn, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
+	conn, err := h.database(ctx)
 	if err != nil {
-		return "", fmt.Errorf("connect to %s: %w", h.opts.Database, err)
+		return "", err
 	}
 	defer func() {
 		// Publish this session's statistics now (PostgreSQL 15 and later
@@ -303,7 +303,7 @@ func (h *harness) dropCaptureSlot() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
+	conn, err := h.database(ctx)
 	if err != nil {
 		h.note("replication slot %s not dropped: %v", captureSlot, err)
 		return
@@ -320,4 +320,14 @@ func (h *harness) dropCaptureSlot() {
 	if err != nil {
 		h.note("replication slot %s not dropped: %v", captureSlot, err)
 	}
+}
+
+// database opens a connection to the harness's own database; the caller
+// closes it.
+func (h *harness) database(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", h.opts.Database, err)
+	}
+	return conn, nil
 }

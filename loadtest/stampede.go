@@ -18,9 +18,9 @@ import (
 // one barrier. It counts the warehouse queries twice: the service's own
 // counter and PostgreSQL's idx_scan over the table.
 func (h *harness) stampede(ctx context.Context, ts targetSet, metricsURL string, n int, key int64) (*bench.StampedeRun, error) {
-	stats, err := pgx.Connect(ctx, dsn(h.opts.PGHost, h.opts.Database))
+	stats, err := h.database(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("stampede: connect: %w", err)
+		return nil, fmt.Errorf("stampede: %w", err)
 	}
 	defer stats.Close(context.WithoutCancel(ctx))
 

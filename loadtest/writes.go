@@ -130,7 +130,7 @@ func (r *benchRun) writeAttack(ctx context.Context, name string, spec func() att
 
 // versions reads the version of each key.
 func (r *benchRun) versions(ctx context.Context, keys []int64) (map[int64]int64, error) {
-	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	conn, err := r.database(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +147,7 @@ func (r *benchRun) versions(ctx context.Context, keys []int64) (map[int64]int64,
 
 // restoreRows puts back the widget rows of keys that are missing.
 func (r *benchRun) restoreRows(ctx context.Context, keys []int64) error {
-	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	conn, err := r.database(ctx)
 	if err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func (r *benchRun) upsertBaselines(ctx context.Context) error {
 // writeFunction returns the name of the widgets table's write function,
 // the newest one the service created; empty when there is none.
 func (r *benchRun) writeFunction(ctx context.Context) (string, error) {
-	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	conn, err := r.database(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -231,7 +231,7 @@ WHERE p.proname LIKE 'warmcache\_write\_%' AND p.prosrc LIKE '%FROM "widgets" AS
 // preparePeerTable creates the peer's own table, a copy of widgets
 // without versions, unless it is there with every row.
 func (r *benchRun) preparePeerTable(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, dsn(r.opts.PGHost, r.opts.Database))
+	conn, err := r.database(ctx)
 	if err != nil {
 		return err
 	}

@@ -446,11 +446,10 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	values := make([][]byte, len(fills))
 	pxs := make([]int64, len(fills))
 	for i, f := range fills {
-		v, err := c.encodeFill(ns, f.Entry)
-		if err != nil {
-			return fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, err)
+		var err error
+		if values[i], pxs[i], err = c.fillArgs(ns, f); err != nil {
+			return err
 		}
-		values[i], pxs[i] = v, max(f.Keep.Milliseconds(), 1)
 	}
 	start := time.Now()
 	if len(fills) == 1 {
@@ -572,6 +571,16 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 // have the script cached.
 func noScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT")
+}
+
+// fillArgs returns what a fill of f stores, and for how many milliseconds
+// (at least one).
+func (c *Cache) fillArgs(ns *warmcache.Namespace, f warmcache.Fill) ([]byte, int64, error) {
+	v, err := c.encodeFill(ns, f.Entry)
+	if err != nil {
+		return nil, 0, fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, err)
+	}
+	return v, max(f.Keep.Milliseconds(), 1), nil
 }
 
 // encodeFill returns the stored form of e, with the freshness the core

@@ -126,11 +126,11 @@ func (inv *Invalidations) FillPublish(ctx context.Context, ns *warmcache.Namespa
 		return fillErr, inv.publishMany(ctx, ns, fills)
 	}
 	c, f := inv.cache, fills[0]
-	v, err := c.encodeFill(ns, f.Entry)
+	v, px, err := c.fillArgs(ns, f)
 	if err != nil {
-		return fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, err), inv.publishMany(ctx, ns, fills)
+		return err, inv.publishMany(ctx, ns, fills)
 	}
-	rk, px := c.key(ns, f.Key), max(f.Keep.Milliseconds(), 1)
+	rk := c.key(ns, f.Key)
 	start := time.Now()
 	pipe := inv.client.Pipeline()
 	fill := c.fill.EvalSha(ctx, pipe, []string{rk}, v, px, replaceArg(f.Replace))
