@@ -209,12 +209,12 @@ type Postgres struct {
 	// function of each table on PostgreSQL, created when missing
 	// (--pg-lookup-function). The other commands use one that exists and
 	// create none.
-	LookupFunction pgstore.LookupFunction
+	LookupFunction pgstore.FunctionMode
 	// WriteFunction says whether `serve` writes on PostgreSQL through a
 	// PL/pgSQL function of each writable table, one round trip per write,
 	// created when missing (--pg-write-function). The other commands use
 	// one that exists and create none.
-	WriteFunction pgstore.LookupFunction
+	WriteFunction pgstore.FunctionMode
 	// MaxConns bounds the pool of `serve` (--pg-max-conns). Commands use
 	// two connections.
 	MaxConns int
@@ -638,9 +638,9 @@ func (p *Postgres) registerDSN(s *settings) {
 
 func (p *Postgres) registerPool(s *settings) {
 	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
-	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
+	s.enum(enumOf(&p.LookupFunction, pgstore.ParseFunctionMode), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
 		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
-	s.enum(enumOf(&p.WriteFunction, pgstore.ParseLookupFunction), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
+	s.enum(enumOf(&p.WriteFunction, pgstore.ParseFunctionMode), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
 		"write on PostgreSQL through a PL/pgSQL function of each writable table that locks, versions and writes in one round trip: auto (create it when missing), use (one that exists) or off")
 }
 
