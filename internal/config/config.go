@@ -24,7 +24,6 @@ import (
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
-	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -96,8 +95,8 @@ type Config struct {
 	Loads    Loads
 	Server   Server
 	// Tracing is read by `serve` from the OTEL_* variables (see
-	// tracing.FromEnv); the OpenTelemetry SDK reads the rest of them.
-	Tracing tracing.Config
+	// TracingFromEnv); the OpenTelemetry SDK reads the rest of them.
+	Tracing Tracing
 	// LogLevel is debug, info, warn or error (--log-level).
 	LogLevel string
 	// NamespacesFile is the YAML file that declares namespaces
@@ -503,7 +502,7 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 		if err := c.checkOpenAccess(); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
-		if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
+		if c.Tracing, err = TracingFromEnv(getenv); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}

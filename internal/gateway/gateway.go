@@ -312,7 +312,7 @@ func (g *Gateway) startTracing(ctx context.Context) error {
 		return nil
 	}
 	tcfg := g.cfg.Tracing
-	tp, err := tracing.Start(ctx, tcfg, buildVersion())
+	tp, err := tracing.Start(ctx, tcfg.Protocol, buildVersion())
 	if err != nil {
 		return err
 	}
