@@ -43,7 +43,7 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/dapr/pluggable"
-	daprruntime "github.com/warmcache/warmcache/internal/dapr/runtime"
+	"github.com/warmcache/warmcache/internal/dapr/stateapi"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/httpapi"
@@ -405,8 +405,8 @@ func (g *Gateway) buildTransports() error {
 	if err != nil {
 		return err
 	}
-	daprGRPC := daprruntime.NewGRPC(g.svc, keys, g.log)
-	daprHTTP := g.tracer.HTTP(daprruntime.NewHTTP(g.svc, g.log, daprruntime.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr")
+	daprGRPC := stateapi.NewGRPC(g.svc, keys, g.log)
+	daprHTTP := g.tracer.HTTP(stateapi.NewHTTP(g.svc, g.log, stateapi.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr")
 	// Up to daprd's own 4 MiB, so that a value over the bound reaches the
 	// core, which refuses it with the bound, rather than gRPC's raw size
 	// error.
