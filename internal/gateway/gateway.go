@@ -274,7 +274,7 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 // namespaces, which runs until Close.
 func (g *Gateway) startCapture(ctx context.Context) error {
 	managed, others := managedNamespaces(g.cfg)
-	if len(others) > 0 && g.cfg.Freshness.Mode != capture.Off {
+	if len(others) > 0 && g.cfg.Capture.Mode != capture.Off {
 		g.log.Info("capture: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
 			slog.Any("namespaces", others))
 	}
@@ -570,12 +570,12 @@ func (g *Gateway) startGenerations(ctx context.Context) (*capture.Generations, e
 // dialect.
 func captureOptions(cfg config.Config, store *pgstore.Store) capture.Options {
 	return capture.Options{
-		Mode:           cfg.Freshness.Mode,
+		Mode:           cfg.Capture.Mode,
 		PostgreSQL:     store.Dialect() == dialect.Postgres,
-		ReplicationDSN: cfg.Freshness.ReplicationDSN,
-		Slot:           cfg.Freshness.ReplicationSlot,
-		PollInterval:   cfg.Freshness.PollInterval,
-		PollOverlap:    cfg.Freshness.PollOverlap,
+		ReplicationDSN: cfg.Capture.ReplicationDSN,
+		Slot:           cfg.Capture.ReplicationSlot,
+		PollInterval:   cfg.Capture.PollInterval,
+		PollOverlap:    cfg.Capture.PollOverlap,
 	}
 }
 
