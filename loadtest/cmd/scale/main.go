@@ -11,7 +11,8 @@
 // measures each path at saturation with the CPU of the service per
 // request. It writes loadtest/scale/SCALE.md and one PNG per curve.
 //
-//	go run ./loadtest/scale -bin bin/warmcache -rows 100000,1000000
+//	make load-tools
+//	bin/scale -bin bin/warmcache -rows 100000,1000000
 package main
 
 import (

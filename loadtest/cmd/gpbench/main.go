@@ -8,7 +8,8 @@
 // widgets data. -lanes runs some of them.
 //
 //	go build -o bin/warmcache ./cmd/warmcache
-//	go run ./loadtest/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
+//	make load-tools
+//	bin/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
 //
 // It creates (and at the end drops) its own database on the cluster.
 package main
@@ -255,7 +256,7 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 // advisor and an end-to-end load, each against its baseline.
 func (r *gpRun) measure(ctx context.Context) error {
 	o := r.o
-	intro := fmt.Sprintf("One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
+	intro := fmt.Sprintf("One run of `bin/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
 		"The service, the peer, the load generator and the cluster share the machine's CPUs (the cluster is a coordinator and three segments of processes of their own): the misses are not pinned; the hits and the writes say how they are.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(r.version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
 	defer func() {
