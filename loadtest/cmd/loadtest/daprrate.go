@@ -40,12 +40,16 @@ type daprStack struct {
 	base, httpAddr string // daprd's HTTP API; warmcache's REST address
 }
 
+// stop stops daprd and warmcache; a second call does nothing (a
+// process's stop waits for its exit, which it reports once).
 func (s *daprStack) stop() {
 	if s.daprd != nil {
 		_ = s.daprd.stop()
+		s.daprd = nil
 	}
 	if s.wc != nil {
 		_ = s.wc.stop()
+		s.wc = nil
 	}
 }
 
