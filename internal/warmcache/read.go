@@ -311,7 +311,7 @@ func (r *reading) check() error {
 type hotCall struct {
 	ctx     context.Context
 	keys    []Key
-	one     [1]Key // backs keys for a read of one key
+	one     [1]Key        // backs keys for a read of one key
 	done    chan struct{} // closed when entries, hits and err are set
 	entries []Entry
 	hits    []bool
