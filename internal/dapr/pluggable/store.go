@@ -39,10 +39,12 @@ import (
 	proto "github.com/dapr/dapr/pkg/proto/components/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/warmcache/warmcache/internal/cowmap"
 	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -106,6 +108,16 @@ type Store struct {
 	maxValue   int
 	log        *slog.Logger
 	calls      *prometheus.CounterVec
+	// series holds the calls' counters by their labels, each taken from
+	// calls once, when first counted: a call is then counted without
+	// looking its labels up. The labels are bounded (see count).
+	series cowmap.Map[callLabels, prometheus.Counter]
+}
+
+// callLabels are the labels of warmcache_dapr_component_requests_total.
+type callLabels struct {
+	component, method string
+	code              codes.Code
 }
 
 var (
@@ -209,8 +221,8 @@ func (s *Store) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if cerr != nil {
 		component = "(unknown)" // a bounded label: not the name daprd sent
 	}
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-	s.calls.WithLabelValues(component, method, status.Code(err).String()).Inc()
+	l := callLabels{component: component, method: info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:], code: status.Code(err)}
+	s.series.LoadOrAdd(l, func() prometheus.Counter { return s.calls.WithLabelValues(l.component, l.method, l.code.String()) }).Inc()
 	return resp, err
 }
 

@@ -114,7 +114,7 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	namespaces, err := filepath.Abs("deploy/dapr/namespaces.yaml")
+	namespaces, err := daprNamespaces(dir, o.DaprNearTTL)
 	if err != nil {
 		return err
 	}
@@ -123,49 +123,13 @@ func (h *harness) daprScenario(ctx context.Context) error {
 	if out, err := migrate.CombinedOutput(); err != nil {
 		return fmt.Errorf("dapr: migrate: %v\n%s", err, out)
 	}
-
-	// warmcache, serving the component on a socket folder of its own.
-	sockets := filepath.Join(dir, "sockets")
-	httpAddr, _ := freeAddr()
-	pprofAddr, _ := freeAddr()
-	pg, pooler := dsn(o.PGHost, database), "none"
-	if o.ViaPgBouncer {
-		pg, pooler = dsn(o.PGBouncer, database), "pgbouncer"
-	}
-	env := append(cleanEnv(), "WARMCACHE_HTTP_ADDR="+httpAddr, "WARMCACHE_GRPC_ADDR=", "WARMCACHE_POSTGRES_DSN="+pg,
-		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+o.RedisAddr, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
-		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore", "WARMCACHE_FRESHNESS=poll",
-		"WARMCACHE_PPROF_ADDR="+pprofAddr, "WARMCACHE_LOG_LEVEL=warn", "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets)
-	wc, err := h.startProcess("dapr-warmcache", o.Bin, []string{"serve"}, env)
+	loop := daprServers{redis: o.RedisAddr, postgres: o.PGHost, pgbouncer: o.PGBouncer}
+	st, err := h.startDapr(ctx, daprdBin, filepath.Join(dir, "loopback"), namespaces, database, loop)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = wc.stop() }()
-	if err := wc.waitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
-		return err
-	}
-
-	// daprd, with deploy/dapr's YAMLs pointed at the harness's servers.
-	resources := filepath.Join(dir, "resources")
-	if err := writeDaprResources(resources, dsn(o.PGHost, database), o.RedisAddr); err != nil {
-		return err
-	}
-	daprHTTP, _ := freeAddr()
-	daprGRPC, _ := freeAddr()
-	internal, _ := freeAddr()
-	port := func(a string) string { return a[strings.LastIndexByte(a, ':')+1:] }
-	daprd, err := h.startProcess("daprd", daprdBin, []string{"--app-id", daprAppID, "--resources-path", resources,
-		"--dapr-http-port", port(daprHTTP), "--dapr-grpc-port", port(daprGRPC), "--dapr-internal-grpc-port", port(internal),
-		"--dapr-listen-addresses", "127.0.0.1", "--dapr-internal-grpc-listen-address", "127.0.0.1",
-		"--enable-metrics=false", "--log-level", "warn"}, append(cleanEnv(), "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets))
-	if err != nil {
-		return err
-	}
-	defer func() { _ = daprd.stop() }()
-	base := "http://" + daprHTTP
-	if err := waitStatus(ctx, daprd, base+"/v1.0/healthz", http.StatusNoContent); err != nil {
-		return err
-	}
+	defer st.stop()
+	wc, daprd, base, httpAddr := st.wc, st.daprd, st.base, st.httpAddr
 	defer flushDaprRedis(context.WithoutCancel(ctx), h, o.RedisAddr)
 
 	client := newAttackClient(4 * daprClients)
@@ -173,7 +137,7 @@ func (h *harness) daprScenario(ctx context.Context) error {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("order-%d", i)
 	}
-	for _, store := range daprStores {
+	for _, store := range append(slices.Clone(daprStores), daprNearStore) {
 		if err := daprPrefill(ctx, client, base, store, keys); err != nil {
 			return err
 		}
@@ -231,7 +195,20 @@ func (h *harness) daprScenario(ctx context.Context) error {
 			return http.NewRequestWithContext(ctx, http.MethodGet, rest+url.PathEscape(daprAppID+"||"+keys[i%daprKeys]), nil)
 		})
 	}
-	h.report.Dapr = daprMarkdown(phases, o.ViaPgBouncer, h.pin.String())
+	var measured string
+	rated, err := h.daprAtRates(ctx, client, st, keys, "loopback")
+	if err != nil {
+		return err
+	}
+	st.stop()
+	if o.DaprHop > 0 {
+		hop, m, err := h.daprOneHop(ctx, daprdBin, filepath.Join(dir, "hop"), namespaces, database, loop, client, keys)
+		if err != nil {
+			return err
+		}
+		rated, measured = append(rated, hop...), m
+	}
+	h.report.Dapr = daprMarkdown(phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, measured)
 	fmt.Fprint(h.out, h.report.Dapr)
 	return nil
 }
@@ -292,6 +269,7 @@ func writeDaprResources(dir, pgDSN, redisAddr string) error {
 	}
 	for _, f := range []struct{ src, old, new string }{
 		{"deploy/dapr/components/statestore.yaml", "", ""},
+		{"deploy/dapr/components/statestore.yaml", "statestore", daprNearStore},
 		{"deploy/dapr/builtin/postgresql.yaml", `"host=127.0.0.1 port=55432 user=postgres dbname=warmcache sslmode=disable"`, `"` + pgDSN + `"`},
 		{"deploy/dapr/builtin/redis.yaml", `"127.0.0.1:6379"`, `"` + redisAddr + `"`},
 	} {
@@ -305,7 +283,11 @@ func writeDaprResources(dir, pgDSN, redisAddr string) error {
 			}
 			raw = bytes.ReplaceAll(raw, []byte(f.old), []byte(f.new))
 		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f.src)), raw, 0o644); err != nil {
+		name := filepath.Base(f.src)
+		if f.new == daprNearStore {
+			name = daprNearStore + ".yaml"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
 			return err
 		}
 	}
