@@ -226,7 +226,7 @@ func TestZeroOptionsAreTheFlagDefaults(t *testing.T) {
 		flag      string
 		zero, def any
 	}{
-		{"freshness", defaultMode, config.DefaultFreshness},
+		{"freshness", defaultMode, config.DefaultCaptureMode},
 		{"poll-interval", defaultPollInterval, config.DefaultPollInterval},
 		{"poll-overlap", defaultPollOverlap, config.DefaultPollOverlap},
 	} {

@@ -31,8 +31,8 @@ func TestApplicationName(t *testing.T) {
 			if c.Postgres.DSN != tt.want {
 				t.Errorf("DSN = %q, want %q", c.Postgres.DSN, tt.want)
 			}
-			if c.Freshness.ReplicationDSN != tt.want { // pooler none: capture takes the warehouse DSN
-				t.Errorf("replication DSN = %q, want %q", c.Freshness.ReplicationDSN, tt.want)
+			if c.Capture.ReplicationDSN != tt.want { // pooler none: capture takes the warehouse DSN
+				t.Errorf("replication DSN = %q, want %q", c.Capture.ReplicationDSN, tt.want)
 			}
 		})
 	}
@@ -40,7 +40,7 @@ func TestApplicationName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "postgres://u@h/db?application_name=warmcache"; c.Freshness.ReplicationDSN != want {
-		t.Errorf("replication DSN = %q, want %q", c.Freshness.ReplicationDSN, want)
+	if want := "postgres://u@h/db?application_name=warmcache"; c.Capture.ReplicationDSN != want {
+		t.Errorf("replication DSN = %q, want %q", c.Capture.ReplicationDSN, want)
 	}
 }

@@ -55,11 +55,11 @@ func logDoctor(ctx context.Context, cfg config.Config, store *pgstore.Store, log
 // plain connection to the warehouse (PostgreSQL with a replication DSN, in
 // a mode that captures).
 func ConnectionOptions(cfg config.Config, store *pgstore.Store) doctor.ConnectionOptions {
-	mode := cfg.Freshness.Mode
+	mode := cfg.Capture.Mode
 	return doctor.ConnectionOptions{
 		PoolSize: cfg.Postgres.MaxConns,
 		Pooler:   cfg.Postgres.Pooler,
-		Capture: store.Dialect() == dialect.Postgres && cfg.Freshness.ReplicationDSN != "" &&
+		Capture: store.Dialect() == dialect.Postgres && cfg.Capture.ReplicationDSN != "" &&
 			(mode == capture.Auto || mode == capture.Capture),
 	}
 }
