@@ -196,7 +196,8 @@ type Access struct {
 // Postgres is the warehouse.
 type Postgres struct {
 	// DSN reaches the warehouse, directly or through PgBouncer
-	// (--postgres-dsn).
+	// (--postgres-dsn). Load adds application_name=warmcache
+	// (ApplicationName) when neither it nor PGAPPNAME names one.
 	DSN string
 	// ExecMode is pgx's exec mode; auto picks one per dialect
 	// (--pg-exec-mode).
@@ -416,7 +417,9 @@ func (cmd Command) groups() []func(*Config, *settings) {
 			(*Config).registerNamespaces,
 		}
 	case DoctorCommand:
-		return []func(*Config, *settings){warehouse, func(c *Config, s *settings) { c.Redis.register(s) }, (*Config).registerNamespaces}
+		return []func(*Config, *settings){warehouse, func(c *Config, s *settings) { c.Postgres.registerPoolSize(s) },
+			func(c *Config, s *settings) { c.Capture.registerConn(s) },
+			func(c *Config, s *settings) { c.Redis.register(s) }, (*Config).registerNamespaces}
 	case AdviseCommand:
 		return []func(*Config, *settings){warehouse, (*Config).registerNamespaces}
 	case LoadCommand, InvalidateCommand:
@@ -478,6 +481,8 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 		return Config{}, err
 	}
 	c.Args = fs.Args()
+	c.Postgres.DSN = withApplicationName(c.Postgres.DSN, getenv)
+	c.Capture.ReplicationDSN = withApplicationName(c.Capture.ReplicationDSN, getenv)
 	if c.Capture.ReplicationDSN == "" && c.Postgres.Pooler == pgstore.PoolerNone {
 		c.Capture.ReplicationDSN = c.Postgres.DSN
 	}
@@ -636,11 +641,17 @@ func (p *Postgres) registerDSN(s *settings) {
 }
 
 func (p *Postgres) registerPool(s *settings) {
-	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
+	p.registerPoolSize(s)
 	s.enum(enumOf(&p.LookupFunction, pgstore.ParseFunctionMode), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
 		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
 	s.enum(enumOf(&p.WriteFunction, pgstore.ParseFunctionMode), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
 		"write on PostgreSQL through a PL/pgSQL function of each writable table that locks, versions and writes in one round trip: auto (create it when missing), use (one that exists) or off")
+}
+
+// registerPoolSize registers --pg-max-conns: serve's pool, which the
+// doctor's connection budget counts too.
+func (p *Postgres) registerPoolSize(s *settings) {
+	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
 }
 
 func (p *Postgres) registerDialect(s *settings) {
@@ -669,9 +680,15 @@ func (n *Near) register(s *settings) {
 	s.check(func() error { return oneOf("near-cache-tracking", n.Tracking, "bcast", "off") })
 }
 
-func (f *Capture) register(s *settings) {
+// registerConn registers whether and where change capture connects,
+// which the doctor's connection budget counts too.
+func (f *Capture) registerConn(s *settings) {
 	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", DefaultCaptureMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
+}
+
+func (f *Capture) register(s *settings) {
+	f.registerConn(s)
 	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "",
 		"replication slot of this deployment, shared by its instances; default warmcache_ and a hash of the database's name, the Redis addresses and the Redis prefix")
 	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", DefaultPollInterval, "time between two polls for writes that bypass the cache")

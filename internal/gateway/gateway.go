@@ -212,7 +212,7 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	}
 	g.log.Info("warehouse connected", "dialect", g.store.Dialect().String(), "exec_mode", g.store.ExecMode(), "pooler", cfg.Postgres.Pooler)
 	if !g.opts.SkipDoctor {
-		logDoctor(startCtx, g.store, g.log)
+		logDoctor(startCtx, cfg, g.store, g.log)
 	}
 	var err error
 	if g.near, err = startNear(cfg, g.cache, g.reg, g.log); err != nil {
