@@ -106,7 +106,7 @@ func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit i
 	r := &reading{s: s, ns: ns, items: items, limit: limit, near: s.near(ns)}
 	// Keys in doubt (see doubts) skip the caches and read the warehouse.
 	skip := make([]bool, len(items))
-	doubted, bypass := s.doubts.check(ns, items, skip, s.opts.Now())
+	doubted, bypass := s.trust.doubts.check(ns, items, skip, s.opts.Now())
 	probe := r.fromNear(ctx, skip)
 	if err := r.check(); err != nil {
 		return err
@@ -168,12 +168,12 @@ func (r *reading) fromNear(ctx context.Context, skip []bool) []int {
 		}
 		it := &r.items[i]
 		if e, ok := r.near.Get(r.ns, it.Key); ok && !r.s.pastExpiry(e) {
-			r.s.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()
+			r.s.metrics.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()
 			it.Entry, it.Source = e, SourceNear
 			r.size += len(e.Value)
 			continue
 		}
-		r.s.lookups.WithLabelValues(r.ns.Name, "near", "miss").Inc()
+		r.s.metrics.lookups.WithLabelValues(r.ns.Name, "near", "miss").Inc()
 		probe = append(probe, i)
 	}
 	if len(probe) == 0 {
@@ -336,7 +336,7 @@ func (s *Service) runHotReads(ns *Namespace, calls []*hotCall) {
 	if len(live) == 0 {
 		return
 	}
-	s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
+	s.metrics.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
 	parent := context.Background()
 	if s.opts.Tracer != nil {
 		parent = context.WithoutCancel(live[0].ctx)
@@ -367,7 +367,7 @@ func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
 	case hit:
 		result = "negative"
 	}
-	s.lookups.WithLabelValues(ns.Name, "redis", result).Inc()
+	s.metrics.lookups.WithLabelValues(ns.Name, "redis", result).Inc()
 }
 
 // nearResult is the lookup result of a near-cache entry.
@@ -388,7 +388,7 @@ func (s *Service) serveStale(ns *Namespace, key Key, e Entry) {
 	} else {
 		s.revalidate(ns, key, e)
 	}
-	s.stale.WithLabelValues(ns.Name, reason).Inc()
+	s.metrics.stale.WithLabelValues(ns.Name, reason).Inc()
 }
 
 // revalidate starts one background read of key, unless one is under way or
