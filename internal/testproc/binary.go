@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 )
 
 // WarmcachePackage is the import path of the service's binary.
@@ -32,11 +31,8 @@ func mainWithBinary(suite string, run func(bin string) int) int {
 		return 1
 	}
 	bin := filepath.Join(dir, "warmcache")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	if out, err := exec.Command(goTool, "build", "-o", bin, WarmcachePackage).CombinedOutput(); err != nil {
+	// go test puts the go command of its own toolchain first on PATH.
+	if out, err := exec.Command("go", "build", "-o", bin, WarmcachePackage).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: build warmcache: %v\n%s", suite, err, out)
 		return 1
 	}
