@@ -28,7 +28,7 @@ TAGS ?= daprd
 # failure (golang/go#75804).
 FUZZ_EXECS ?= 50000x
 
-.PHONY: build run run-dapr unit test soak vet clean proto localstack install stack-up stack-down bench bench-scale
+.PHONY: build run run-dapr unit test soak vet clean proto localstack install stack-up stack-down bench bench-scale load-tools
 
 build:
 	$(GO) build -o $(BIN) ./cmd/warmcache
@@ -67,16 +67,21 @@ run: localstack
 # The tests that need no server, and nothing but Go: a newcomer's first
 # command. They are the packages whose tests reach neither internal/testenv
 # nor internal/testproc (nor testcontainers), as go list reports them, so a
-# package whose tests start to use a server leaves the list by itself. It
-# installs nothing and starts nothing; `make test` runs these too.
+# package whose tests start to use a server leaves the list by itself; the
+# same of the load tools' module, loadtest/ (which ./... of this module
+# leaves out). It installs nothing and starts nothing; `make test` runs
+# these too.
 unit:
-	@mod="$$($(GO) list -m)" && \
+	@for dir in . loadtest; do \
+		cd "$(CURDIR)/$$dir" && \
+		mod="$$($(GO) list -m)" && \
 		deps="$$($(GO) list -test -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./...)" && \
 		pkgs="$$(printf '%s\n' "$$deps" | awk -v mod="$$mod" \
 			'$$1 ~ /\.test$$/ && !/ [^ ]*\/internal\/(testenv|testproc)( |$$)|testcontainers/ { \
 				p = substr($$1, 1, length($$1) - 5); print (p == mod ? "." : "." substr(p, length(mod) + 1)) }')" && \
-		echo "$(GO) test -count=1 $(TESTFLAGS)" $$pkgs && \
-		$(GO) test -count=1 $(TESTFLAGS) $$pkgs
+		echo "(cd $$dir && $(GO) test -count=1 $(TESTFLAGS)" $$pkgs")" && \
+		$(GO) test -count=1 $(TESTFLAGS) $$pkgs || exit 1; \
+	done
 
 # Serve warmcache as daprd's pluggable state store on the local stack: the
 # socket warmcache.sock in $DAPR_COMPONENTS_SOCKETS_FOLDER (default
@@ -118,6 +123,8 @@ test: install
 		$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' $(TESTFLAGS) $$rest && \
 		echo "$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' -p 1 $(TESTFLAGS) $(ALONE)" && \
 		$(GO) test -race -count=1 -timeout 15m -tags '$(TAGS)' -p 1 $(TESTFLAGS) $(ALONE) && \
+		echo "cd loadtest && $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./..." && \
+		(cd loadtest && $(GO) test -race -count=1 -timeout 15m $(TESTFLAGS) ./...) && \
 		for target in warmcache:FuzzParseKey warmcache:FuzzCheckValue warmcache:FuzzCheckMatch loadfmt:FuzzCSVReader \
 			httpapi:FuzzPathKey httpapi:FuzzDecodeMGet; do \
 			echo "$(GO) test ./internal/$${target%%:*} -run '^$$' -fuzz '^$${target#*:}$$' -fuzztime=$(FUZZ_EXECS)" && \
@@ -148,6 +155,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.7.0
 vet:
 	$(GO) vet -tags '$(TAGS)' ./...
 	$(GO) run $(STATICCHECK) -tags '$(TAGS)' ./...
+	cd loadtest && $(GO) vet ./...
 	@unformatted="$$(find . -name '*.go' -not -path './.local/*' -not -path './vendor/*' -print0 | \
 		xargs -0 -r "$$($(GO) env GOROOT)/bin/gofmt" -l)"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt -w needed on:"; echo "$$unformatted"; exit 1; fi
@@ -162,6 +170,14 @@ proto:
 	@command -v protoc >/dev/null || { echo 'protoc missing: apt-get install protobuf-compiler libprotobuf-dev'; exit 1; }
 	internal/grpcapi/proto/gen.sh
 
+# The load tools of loadtest/ (a module of its own, see loadtest/go.mod),
+# built into bin/ and run from here, where their default paths point:
+# bin/loadtest (make bench), bin/scale (make bench-scale), bin/gpbench
+# (Greenplum) and bin/storagechart (docs/storage.md).
+LOAD_TOOLS := loadtest scale gpbench storagechart
+load-tools:
+	cd loadtest && for tool in $(LOAD_TOOLS); do $(GO) build -o ../bin/$$tool ./cmd/$$tool || exit 1; done
+
 # Load test: prepares its own 1M-row database (warmcache_bench) on the local
 # stack, starts the service and a floor server on free loopback ports, runs the vegeta
 # scenarios and the pgbench/redis-benchmark baselines, and writes
@@ -169,7 +185,7 @@ proto:
 bench: localstack
 	$(STACK) up
 	$(GO) build -o $(BIN) ./cmd/warmcache
-	$(GO) build -o bin/loadtest ./loadtest
+	cd loadtest && $(GO) build -o ../bin/loadtest ./cmd/loadtest
 	bin/loadtest -bin $(BIN) $(BENCHFLAGS)
 
 # Cost curves (not in CI): misses, hits and writes at 100k and 1M rows and at
@@ -181,7 +197,8 @@ bench: localstack
 bench-scale: localstack
 	$(STACK) up
 	$(GO) build -o $(BIN) ./cmd/warmcache
-	$(GO) run ./loadtest/scale -bin $(BIN) $(SCALEFLAGS)
+	cd loadtest && $(GO) build -o ../bin/scale ./cmd/scale
+	bin/scale -bin $(BIN) $(SCALEFLAGS)
 
 stack-up: localstack
 	$(STACK) up

@@ -48,7 +48,7 @@ const maxColumns = 50
 //     with nextval() in VALUES was far slower than SELECT nextval() on the
 //     coordinator followed by the upsert with the version as a parameter,
 //     which is direct-dispatched to the key's segment
-//     (docs/warehouse.md#greenplum-measured, from loadtest/gpbench).
+//     (docs/warehouse.md#greenplum-measured, from loadtest/cmd/gpbench).
 //     KeyLock and NextVersion read no table, so they run on the coordinator
 //     alone.
 type StatementSet struct {

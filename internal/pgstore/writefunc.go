@@ -146,8 +146,8 @@ func (s StatementSet) WriteSignature() string { return s.writeSignature }
 // useWriteFunction decides whether a table writes through its write
 // function, as useLookupFunction decides for lookups, and leaves stmts
 // without it when not.
-func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, rowLocks bool, log *slog.Logger) {
-	if setting == LookupFunctionOff || !ns.Writable {
+func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting FunctionMode, rowLocks bool, log *slog.Logger) {
+	if setting == FunctionOff || !ns.Writable {
 		stmts.dropWriteFunction()
 		return
 	}
@@ -157,7 +157,7 @@ func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Nam
 	}
 	fn := tableFunction{kind: "write", flag: "pg-write-function", without: "each write takes a transaction of its own",
 		signature: stmts.writeSignature, body: stmts.writeBody, create: stmts.WriteFunction}
-	if !fn.serves(ctx, conn, ns, setting == LookupFunctionAuto, log) {
+	if !fn.serves(ctx, conn, ns, setting == FunctionAuto, log) {
 		stmts.dropWriteFunction()
 	}
 }

@@ -4,7 +4,7 @@
 // It has none of warmcache's guarantees (no versions, no stampede
 // protection, no negative caching, no breaker); it is the reference that
 // warmcache's hits and misses are held against, by the harness in
-// loadtest/ (PostgreSQL) and by loadtest/gpbench (Greenplum).
+// loadtest/cmd/loadtest (PostgreSQL) and by loadtest/cmd/gpbench (Greenplum).
 package peer
 
 import (

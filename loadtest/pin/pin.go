@@ -1,7 +1,7 @@
 // Package pin places the servers of a benchmark on one set of CPUs and its
 // load generators on another, with taskset, where the machine has two or
 // more: so that a load generator's own CPU stays out of the servers'
-// throughput. `make bench` (loadtest/) and loadtest/gpbench use it.
+// throughput. `make bench` (loadtest/cmd/loadtest) and loadtest/cmd/gpbench use it.
 package pin
 
 import (

@@ -3,7 +3,7 @@
 // generator has a core of its own it is the servers, not the generator,
 // that bound a saturation attack. Its Lua script takes the request paths
 // in turn and counts the answers by X-Cache (or by status when not 2xx).
-// The harness in loadtest/ and loadtest/gpbench use it.
+// The harness in loadtest/cmd/loadtest and loadtest/cmd/gpbench use it.
 package wrk
 
 import (

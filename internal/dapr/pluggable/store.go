@@ -121,7 +121,7 @@ var (
 // metric, warmcache_dapr_component_requests_total, is registered with reg.
 func New(svc *warmcache.Service, components []Component, o Options, reg prometheus.Registerer, log *slog.Logger) (*Store, error) {
 	if len(components) == 0 {
-		return nil, errors.New("daprstore: no component to serve")
+		return nil, errors.New("pluggable: no component to serve")
 	}
 	if o.MaxValueBytes == 0 {
 		o.MaxValueBytes = defaultMaxValueBytes
@@ -130,17 +130,17 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		maxValue: o.MaxValueBytes, log: log}
 	for _, c := range components {
 		if c.Name == "" {
-			return nil, fmt.Errorf("daprstore: component of namespace %q has no name", c.Namespace)
+			return nil, fmt.Errorf("pluggable: component of namespace %q has no name", c.Namespace)
 		}
 		if _, dup := s.components[c.Name]; dup {
-			return nil, fmt.Errorf("daprstore: component %q is named twice", c.Name)
+			return nil, fmt.Errorf("pluggable: component %q is named twice", c.Name)
 		}
 		ns, err := svc.Namespace(c.Namespace)
 		if err != nil {
-			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+			return nil, fmt.Errorf("pluggable: component %q: %w", c.Name, err)
 		}
 		if err := servable(ns); err != nil {
-			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+			return nil, fmt.Errorf("pluggable: component %q: %w", c.Name, err)
 		}
 		s.components[c.Name] = c.Namespace
 	}
@@ -148,7 +148,7 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		Name: "warmcache_dapr_component_requests_total",
 		Help: "Calls of daprd to the pluggable state store, by component, method and gRPC code.",
 	}, []string{"component", "method", "code"})
-	if err := promreg.Register(reg, "daprstore", s.calls); err != nil {
+	if err := promreg.Register(reg, "pluggable", s.calls); err != nil {
 		return nil, err
 	}
 	return s, nil

@@ -1,18 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// clockTick is the unit of the CPU times of /proc/<pid>/stat (USER_HZ,
-// 100 on Linux).
-const clockTick = 10 * time.Millisecond
+	"github.com/warmcache/warmcache/loadtest/bench"
+)
 
 // clusterProcs are the processes of the Greenplum cluster on this machine:
 // each postmaster (found by its gp_role, dispatch for the coordinator,
@@ -45,8 +42,8 @@ func findCluster() clusterProcs {
 				}
 			}
 		}
-		if st, err := readStat(pid); err == nil {
-			parents[pid] = st.ppid
+		if st, err := bench.ReadProcStat(pid); err == nil {
+			parents[pid] = st.PPID
 		}
 	}
 	for pid, ppid := range parents {
@@ -74,40 +71,16 @@ func (c clusterProcs) pids() []int {
 func (c clusterProcs) cpu() map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for pid, role := range c.postmasters {
-		if st, err := readStat(pid); err == nil {
-			out[role] += st.self + st.children
+		if st, err := bench.ReadProcStat(pid); err == nil {
+			out[role] += st.CPU + st.Children
 		}
 	}
 	for pid, role := range c.children {
-		if st, err := readStat(pid); err == nil {
-			out[role] += st.self
+		if st, err := bench.ReadProcStat(pid); err == nil {
+			out[role] += st.CPU
 		}
 	}
 	return out
-}
-
-// procStat is what the budget reads of /proc/<pid>/stat.
-type procStat struct {
-	ppid           int
-	self, children time.Duration // utime+stime; cutime+cstime
-}
-
-func readStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 > len(s) {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	f := strings.Fields(s[i+2:]) // state ppid ... utime(11) stime cutime cstime
-	if len(f) < 15 {
-		return procStat{}, fmt.Errorf("/proc/%d/stat: %q", pid, s)
-	}
-	n := func(i int) int64 { v, _ := strconv.ParseInt(f[i], 10, 64); return v }
-	return procStat{ppid: int(n(1)), self: time.Duration(n(11)+n(12)) * clockTick, children: time.Duration(n(13)+n(14)) * clockTick}, nil
 }
 
 // budget is the CPU of each process of a measured window.
@@ -118,14 +91,14 @@ type budget map[string]time.Duration
 // window: start it, run, then call the function it returns.
 func meter(svcPID int) func() budget {
 	c0 := findCluster().cpu()
-	svc0, _ := readStat(svcPID)
+	svc0, _ := bench.ReadProcStat(svcPID)
 	self0, kids0 := rusage()
 	return func() budget {
 		c1 := findCluster().cpu()
-		svc1, _ := readStat(svcPID)
+		svc1, _ := bench.ReadProcStat(svcPID)
 		self1, kids1 := rusage()
 		return budget{
-			"warmcache":   svc1.self - svc0.self,
+			"warmcache":   svc1.CPU - svc0.CPU,
 			"coordinator": c1["coordinator"] - c0["coordinator"],
 			"segments":    c1["segments"] - c0["segments"],
 			"gpbench":     self1 - self0,

@@ -11,7 +11,8 @@
 // measures each path at saturation with the CPU of the service per
 // request. It writes loadtest/scale/SCALE.md and one PNG per curve.
 //
-//	go run ./loadtest/scale -bin bin/warmcache -rows 100000,1000000
+//	make load-tools
+//	bin/scale -bin bin/warmcache -rows 100000,1000000
 package main
 
 import (
@@ -44,6 +45,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/warmcache/warmcache/internal/localstack"
+	"github.com/warmcache/warmcache/loadtest/bench"
 	"github.com/warmcache/warmcache/loadtest/pin"
 )
 
@@ -445,7 +447,7 @@ func pointEnv(o options, w warehouse, db string) (string, []string, error) {
 		return "", nil, err
 	}
 	ns := filepath.Join(dir, "namespaces.yaml")
-	if err := os.WriteFile(ns, []byte(namespacesYAML+w.storage), 0o644); err != nil {
+	if err := os.WriteFile(ns, bench.Namespaces(w.storage, ""), 0o644); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, err
 	}
@@ -507,18 +509,6 @@ func command(ctx context.Context, env []string, name string, args ...string) *ex
 // and the CPU µs of process pid per request.
 func attack(ctx context.Context, client *http.Client, pid int, o options, next func() *http.Request) (float64, float64) {
 	return attackN(ctx, client, []int{pid}, o, next)
-}
-
-// processCPU returns the user and system CPU time of process pid.
-func processCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 func freeAddr() (string, error) {

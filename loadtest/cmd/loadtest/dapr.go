@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -239,46 +238,20 @@ func (h *harness) daprScenario(ctx context.Context) error {
 
 // daprRun sends n requests from daprClients clients and measures them.
 func daprRun(ctx context.Context, client *http.Client, n int, req func(i int) (*http.Request, error)) daprPhase {
-	var next atomic.Int64
-	var errs atomic.Int64
-	lat := make([]time.Duration, n)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for range daprClients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n || ctx.Err() != nil {
-					return
-				}
-				r, err := req(i)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				t := time.Now()
-				resp, err := client.Do(r)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode >= 300 {
-						err = fmt.Errorf("%d", resp.StatusCode)
-					}
-				}
-				lat[i] = time.Since(t)
-				if err != nil {
-					errs.Add(1)
-				}
+	var next, unbuilt atomic.Int64
+	res := bench.ClosedLoop(ctx, client, daprClients, 0, func() *http.Request {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= n {
+				return nil
 			}
-		}()
-	}
-	wg.Wait()
-	p := daprPhase{n: n, errors: errs.Load(), wall: time.Since(start)}
-	slices.Sort(lat)
-	p.p50, p.p99 = lat[n/2], lat[n*99/100]
-	return p
+			if r, err := req(i); err == nil {
+				return r
+			}
+			unbuilt.Add(1)
+		}
+	})
+	return daprPhase{n: n, errors: int64(res.Errors) + unbuilt.Load(), wall: res.Took, p50: res.Quantile(0.5), p99: res.Quantile(0.99)}
 }
 
 // daprPrefill saves keys in store, 100 a request.

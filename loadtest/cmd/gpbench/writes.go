@@ -116,15 +116,15 @@ func (r *gpRun) serviceWrites(ctx context.Context, suffix, kv string, pid int, i
 	o := r.o
 	service := func(name string, next func() *http.Request) writeRun {
 		stop := meter(pid)
-		res := attack(r.client, o.writeWorkers, o.duration, func() (*http.Request, string) { return next(), "" })
-		return writeRun{name: name + suffix, clients: o.writeWorkers, rate: res.rate(), p50: res.p(0.5), p99: res.p(0.99), errs: res.errs, cpu: stop(), writes: float64(len(res.lat))}
+		res := attack(r.client, o.writeWorkers, o.duration, next)
+		return writeRun{name: name + suffix, clients: o.writeWorkers, rate: res.Rate(), p50: res.Quantile(0.5), p99: res.Quantile(0.99), errs: res.Errors, cpu: stop(), writes: float64(len(res.Latencies))}
 	}
 	put := func() *http.Request {
 		req, _ := http.NewRequest(http.MethodPut, kv+strconv.Itoa(1+mathrand.IntN(o.rows)), strings.NewReader(writeDoc))
 		return req
 	}
 	// A second unmeasured opens the service's connections and clients'.
-	_ = attack(r.client, o.writeWorkers, time.Second, func() (*http.Request, string) { return put(), "" })
+	_ = attack(r.client, o.writeWorkers, time.Second, put)
 	runs := []writeRun{service("service `PUT`, random keys", put)}
 	versions, err := r.versions(ctx, ifMatchKeys)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -19,14 +18,19 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
-// benchNamespaces declares the benchmark's table: the widgets namespace of
-// the local stack without the GIN index, which the point lookups measured
-// here never use and which would slow the 1M-row load.
-//
-//go:embed namespaces.yaml
-var benchNamespaces []byte
+// benchNamespaces declares the benchmark's table: the load tools' widgets
+// namespace, with 8 hash partitions compressed with lz4, and a near TTL
+// for the l1 scenario (the only one with the near cache on).
+var benchNamespaces = bench.Namespaces(`    near_ttl: 30s
+    ttl_jitter: 0.1
+    storage:
+      partitions: 8
+      compression: lz4
+`, "")
 
 // widgetDoc is the sample widget document of deploy/local/sample-widgets.sql.
 const widgetDoc = `{"widget": {

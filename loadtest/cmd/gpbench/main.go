@@ -8,7 +8,8 @@
 // widgets data. -lanes runs some of them.
 //
 //	go build -o bin/warmcache ./cmd/warmcache
-//	go run ./loadtest/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
+//	make load-tools
+//	bin/gpbench -dsn "$(../shared/greenplum/up.sh | tail -n1)"
 //
 // It creates (and at the end drops) its own database on the cluster.
 package main
@@ -36,7 +37,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -225,7 +225,7 @@ func (r *gpRun) createDatabase(ctx context.Context, admin *pgx.Conn) error {
 func (r *gpRun) seed(ctx context.Context) error {
 	o := r.o
 	r.nsFile = filepath.Join(r.dir, "namespaces.yaml")
-	if err := os.WriteFile(r.nsFile, []byte(namespacesYAML), 0o644); err != nil {
+	if err := os.WriteFile(r.nsFile, bench.Namespaces("", loadNamespaces), 0o644); err != nil {
 		return err
 	}
 	r.env = append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+r.dsn, "WARMCACHE_REDIS_ADDRS="+o.redis,
@@ -255,7 +255,7 @@ FROM generate_series(1, $1::int) g`, o.rows); err != nil {
 // advisor and an end-to-end load, each against its baseline.
 func (r *gpRun) measure(ctx context.Context) error {
 	o := r.o
-	intro := fmt.Sprintf("One run of `go run ./loadtest/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
+	intro := fmt.Sprintf("One run of `bin/gpbench` on %s UTC: %s; %d widget rows, %d clients, %s per measurement. Load average %s at the start. "+
 		"The service, the peer, the load generator and the cluster share the machine's CPUs (the cluster is a coordinator and three segments of processes of their own): the misses are not pinned; the hits and the writes say how they are.\n\n",
 		time.Now().UTC().Format("2006-01-02 15:04"), strings.SplitN(r.version, " compiled", 2)[0], o.rows, o.workers, o.duration, loadAvg())
 	defer func() {
@@ -291,14 +291,14 @@ func (r *gpRun) misses() error {
 	o := r.o
 	keys := mathrand.Perm(o.rows)
 	var next atomic.Int64
-	cold := func(base string) func() (*http.Request, string) {
-		return func() (*http.Request, string) {
+	cold := func(base string) func() *http.Request {
+		return func() *http.Request {
 			i := next.Add(1) - 1
 			if int(i) >= len(keys) {
-				return nil, ""
+				return nil
 			}
 			req, _ := http.NewRequest("GET", base+strconv.Itoa(keys[i]+1), nil)
-			return req, "miss"
+			return req
 		}
 	}
 	miss := attack(r.client, o.workers, o.duration, cold(r.kv))
@@ -315,14 +315,14 @@ func (r *gpRun) misses() error {
 	}
 	fmt.Fprintf(&r.b, "| path | req/s | p50 | p99 | ratio | baseline |\n|---|---:|---:|---:|---:|---|\n")
 	fmt.Fprintf(&r.b, "| service miss (`GET`, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
-		miss.tags(), num(miss.rate()), ms(miss.p(0.5)), ms(miss.p(0.99)), miss.rate()/simple.tps)
+		tags(miss), num(miss.Rate()), ms(miss.Quantile(0.5)), ms(miss.Quantile(0.99)), miss.Rate()/simple.tps)
 	fmt.Fprintf(&r.b, "| `pgbench -M simple`, the same lookup | %s | | | 1.00 | |\n", num(simple.tps))
 	fmt.Fprintf(&r.b, "| `pgbench -M prepared`, the same lookup | %s | | | %.2f | `pgbench -M simple` |\n", num(prepared.tps), prepared.tps/simple.tps)
 	fmt.Fprintf(&r.b, "| peer miss (the hand-written cache-aside, cold key, %s) | %s | %s | %s | %.2f | `pgbench -M simple` lookups/s |\n",
-		peerMiss.tags(), num(peerMiss.rate()), ms(peerMiss.p(0.5)), ms(peerMiss.p(0.99)), peerMiss.rate()/simple.tps)
+		tags(peerMiss), num(peerMiss.Rate()), ms(peerMiss.Quantile(0.5)), ms(peerMiss.Quantile(0.99)), peerMiss.Rate()/simple.tps)
 	r.targets = append(r.targets,
-		target("misses", "≥ 1.0 × `pgbench -M simple` of the same lookup", miss.rate()/simple.tps, 1.0),
-		target("misses", "≥ 1.5 × the peer's misses", miss.rate()/peerMiss.rate(), 1.5))
+		target("misses", "≥ 1.0 × `pgbench -M simple` of the same lookup", miss.Rate()/simple.tps, 1.0),
+		target("misses", "≥ 1.5 × the peer's misses", miss.Rate()/peerMiss.Rate(), 1.5))
 	return nil
 }
 
@@ -335,9 +335,9 @@ func (r *gpRun) hits() error {
 			res.Body.Close()
 		}
 	}
-	hit := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+	hit := attack(r.client, o.workers, o.duration, func() *http.Request {
 		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
-		return req, "hit"
+		return req
 	})
 	for i := 1; i <= 1000; i++ {
 		if res, err := r.client.Get(r.peer + strconv.Itoa(i)); err == nil {
@@ -345,31 +345,31 @@ func (r *gpRun) hits() error {
 			res.Body.Close()
 		}
 	}
-	peerHit := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+	peerHit := attack(r.client, o.workers, o.duration, func() *http.Request {
 		req, _ := http.NewRequest("GET", r.peer+strconv.Itoa(1+mathrand.IntN(1000)), nil)
-		return req, "hit"
+		return req
 	})
 	floorURL, closeFloor, err := startFloor(460)
 	if err != nil {
 		return err
 	}
-	floor := attack(r.client, o.workers, o.duration, func() (*http.Request, string) {
+	floor := attack(r.client, o.workers, o.duration, func() *http.Request {
 		req, _ := http.NewRequest("GET", floorURL, nil)
-		return req, ""
+		return req
 	})
 	closeFloor()
 	fmt.Fprintf(&r.b, "| service hit (`GET`, 1,000 hot keys, %s) | %s | %s | %s | %.2f | floor req/s |\n",
-		hit.tags(), num(hit.rate()), ms(hit.p(0.5)), ms(hit.p(0.99)), hit.rate()/floor.rate())
-	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n", num(floor.rate()), ms(floor.p(0.5)), ms(floor.p(0.99)))
+		tags(hit), num(hit.Rate()), ms(hit.Quantile(0.5)), ms(hit.Quantile(0.99)), hit.Rate()/floor.Rate())
+	fmt.Fprintf(&r.b, "| floor (constant 460-byte body, same client) | %s | %s | %s | 1.00 | |\n", num(floor.Rate()), ms(floor.Quantile(0.5)), ms(floor.Quantile(0.99)))
 	fmt.Fprintf(&r.b, "| peer hit (the hand-written cache-aside, the same 1,000 keys, %s) | %s | %s | %s | %.2f | floor req/s |\n\n",
-		peerHit.tags(), num(peerHit.rate()), ms(peerHit.p(0.5)), ms(peerHit.p(0.99)), peerHit.rate()/floor.rate())
+		tags(peerHit), num(peerHit.Rate()), ms(peerHit.Quantile(0.5)), ms(peerHit.Quantile(0.99)), peerHit.Rate()/floor.Rate())
 	pinned, why, err := r.pinnedHits()
 	switch {
 	case err != nil:
 		return err
 	case pinned == nil:
 		fmt.Fprintf(&r.b, "The hits were not measured pinned: %s; the target holds the unpinned ones.\n\n", why)
-		r.targets = append(r.targets, target("hits (unpinned)", "≥ 1.3 × the peer's hits", hit.rate()/peerHit.rate(), 1.3))
+		r.targets = append(r.targets, target("hits (unpinned)", "≥ 1.3 × the peer's hits", hit.Rate()/peerHit.Rate(), 1.3))
 	default:
 		fmt.Fprintf(&r.b, "Pinned (%s), wrk with %d connections, %s each:\n\n", pinned.placement, o.workers, o.duration)
 		fmt.Fprintf(&r.b, "| path | req/s | p50 | p99 | X-Cache |\n|---|---:|---:|---:|---|\n")
@@ -547,18 +547,6 @@ func (r *gpRun) loadEndToEnd() error {
 	return nil
 }
 
-const namespacesYAML = `namespaces:
-  - name: widgets
-    table: widgets
-    key: {column: key, type: bigint}
-    value: {layout: packed, column: value}
-    version_column: version
-    ttl: 10m
-    negative_ttl: 30s
-    writable: true
-    managed: true
-` + loadNamespaces
-
 // loadVariants are the namespaces the bulk loads go to.
 var loadVariants = []struct {
 	name, label string
@@ -645,90 +633,27 @@ func writeNDJSON(path string, n int, columns bool, tag string) error {
 	return f.Close()
 }
 
-// result is one measurement: latencies of successful requests and the
-// X-Cache values seen.
-type result struct {
-	lat  []time.Duration
-	took time.Duration
-	tag  map[string]int
-	errs int
-}
-
-func (r *result) rate() float64 { return float64(len(r.lat)) / r.took.Seconds() }
-
-func (r *result) p(q float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(r.lat)))) - 1
-	return r.lat[max(0, min(i, len(r.lat)-1))]
-}
-
-func (r *result) mean() time.Duration {
-	var sum time.Duration
-	for _, l := range r.lat {
-		sum += l
-	}
-	return sum / time.Duration(max(len(r.lat), 1))
-}
-
-func (r *result) tags() string {
+// tags returns the X-Cache values r saw, as shares of its answers, and
+// its errors.
+func tags(r bench.Closed) string {
 	var parts []string
-	for k, v := range r.tag {
+	for k, v := range r.Tags {
 		if k == "" {
 			k = "none"
 		}
-		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*float64(v)/float64(max(len(r.lat), 1))))
+		parts = append(parts, fmt.Sprintf("%s %.0f%%", k, 100*float64(v)/float64(max(len(r.Latencies), 1))))
 	}
 	slices.Sort(parts)
-	if r.errs > 0 {
-		parts = append(parts, fmt.Sprintf("%d errors", r.errs))
+	if r.Errors > 0 {
+		parts = append(parts, fmt.Sprintf("%d errors", r.Errors))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // attack runs workers clients, each sending next's request when the last
 // one is answered, for d or until next returns nil.
-func attack(client *http.Client, workers int, d time.Duration, next func() (*http.Request, string)) *result {
-	var mu sync.Mutex
-	res := &result{tag: map[string]int{}}
-	deadline := time.Now().Add(d)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				req, _ := next()
-				if req == nil {
-					return
-				}
-				t0 := time.Now()
-				r, err := client.Do(req)
-				ok := err == nil && r.StatusCode < 300
-				tag := ""
-				if err == nil {
-					tag = r.Header.Get("X-Cache")
-					_, _ = io.Copy(io.Discard, r.Body)
-					r.Body.Close()
-				}
-				l := time.Since(t0)
-				mu.Lock()
-				if ok {
-					res.lat = append(res.lat, l)
-					res.tag[tag]++
-				} else {
-					res.errs++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	res.took = time.Since(start)
-	slices.Sort(res.lat)
-	return res
+func attack(client *http.Client, workers int, d time.Duration, next func() *http.Request) bench.Closed {
+	return bench.ClosedLoop(context.Background(), client, workers, d, next)
 }
 
 // pgbenchResult is what pgbench reported.

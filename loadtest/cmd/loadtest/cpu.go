@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,50 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/warmcache/warmcache/loadtest/bench"
 )
-
-// clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on every Linux architecture the harness runs on).
-const clockTick = 10 * time.Millisecond
-
-// procStat is what the meter reads of one /proc/<pid>/stat.
-type procStat struct {
-	ppid int
-	// cpu is utime + stime: the CPU time the process (all its threads)
-	// has used so far.
-	cpu time.Duration
-}
-
-// readProcStat parses /proc/<pid>/stat.
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(b)
-}
-
-// parseProcStat parses the text of /proc/<pid>/stat: "pid (comm) state
-// ppid ... utime stime ...". The command name may hold spaces and
-// parentheses, so fields are counted from its last ')'.
-func parseProcStat(b []byte) (procStat, error) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, errors.New("proc stat: no ')'")
-	}
-	f := strings.Fields(string(b[i+1:]))
-	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
-	if len(f) < 13 {
-		return procStat{}, fmt.Errorf("proc stat: %d fields after the command name", len(f))
-	}
-	ppid, err1 := strconv.Atoi(f[1])
-	utime, err2 := strconv.ParseUint(f[11], 10, 64)
-	stime, err3 := strconv.ParseUint(f[12], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return procStat{}, fmt.Errorf("proc stat: %w", err)
-	}
-	return procStat{ppid: ppid, cpu: time.Duration(utime+stime) * clockTick}, nil
-}
 
 // listenerPID returns the process that listens on TCP host:port (a
 // loopback address), found through the socket's inode in /proc/net/tcp
@@ -199,7 +157,7 @@ func childPIDs(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if st, err := readProcStat(n); err == nil && st.ppid == pid {
+		if st, err := bench.ReadProcStat(n); err == nil && st.PPID == pid {
 			out = append(out, n)
 		}
 	}
@@ -258,19 +216,19 @@ func (w *cpuWindow) sample(first bool) {
 			w.seen[g.name] = seen
 		}
 		for _, pid := range g.pids() {
-			st, err := readProcStat(pid)
+			st, err := bench.ReadProcStat(pid)
 			if err != nil {
 				continue // exited since it was listed
 			}
 			if s, ok := seen[pid]; ok {
-				s[1] = max(s[1], st.cpu)
+				s[1] = max(s[1], st.CPU)
 				continue
 			}
 			base := time.Duration(0) // a process that started inside the window
 			if first {
-				base = st.cpu
+				base = st.CPU
 			}
-			seen[pid] = &[2]time.Duration{base, st.cpu}
+			seen[pid] = &[2]time.Duration{base, st.CPU}
 		}
 	}
 }

@@ -2,7 +2,8 @@
 // one PNG: size on disk and point-lookup p50 of each candidate storage,
 // one bar per report, side by side.
 //
-//	go run ./cmd/storagechart -o docs/storage/storage.png docs/storage/widgets.json docs/storage/orders.json
+//	make load-tools
+//	bin/storagechart -o docs/storage/storage.png docs/storage/widgets.json docs/storage/orders.json
 package main
 
 import (

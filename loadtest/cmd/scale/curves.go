@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/nearcache"
 	"github.com/warmcache/warmcache/internal/warmcache"
+	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
 // curves are every curve of one run.
@@ -165,20 +165,6 @@ func instanceCurve(ctx context.Context, o options, w warehouse, db string, rows 
 	return out, nil
 }
 
-// namespacesYAML is the widgets namespace of every point, without its
-// storage options.
-const namespacesYAML = `namespaces:
-  - name: widgets
-    table: widgets
-    key: {column: key, type: bigint}
-    value: {layout: packed, column: value}
-    version_column: version
-    ttl: 10m
-    negative_ttl: 30s
-    writable: true
-    managed: true
-`
-
 // nearCurve measures the near cache's Go heap per entry: for each value
 // size and entry count, the live heap after a collection, with the cache
 // full of distinct values, against the heap before it was made.
@@ -222,43 +208,10 @@ func liveHeap() int64 {
 // o.workers workers for o.duration, and the CPU of every pid per
 // successful request.
 func attackN(ctx context.Context, client *http.Client, pids []int, o options, next func() *http.Request) (float64, float64) {
-	var ok atomic.Int64
-	var cpu0 time.Duration
-	for _, pid := range pids {
-		cpu0 += processCPU(pid)
-	}
-	began := time.Now()
-	deadline := began.Add(o.duration)
-	var wg sync.WaitGroup
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) && ctx.Err() == nil {
-				req := next()
-				if req == nil {
-					return
-				}
-				resp, err := client.Do(req.WithContext(ctx))
-				if err != nil {
-					continue
-				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode < 300 {
-					ok.Add(1)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	took := time.Since(began).Seconds()
-	var cpu1 time.Duration
-	for _, pid := range pids {
-		cpu1 += processCPU(pid)
-	}
-	n := float64(ok.Load())
-	return n / took, (cpu1 - cpu0).Seconds() * 1e6 / max(n, 1)
+	cpu0 := bench.ProcessCPU(pids...)
+	res := bench.ClosedLoop(ctx, client, o.workers, o.duration, next)
+	n := float64(len(res.Latencies))
+	return res.Rate(), (bench.ProcessCPU(pids...) - cpu0).Seconds() * 1e6 / max(n, 1)
 }
 
 // draw writes the PNGs of the batch, fleet and near-cache curves.

@@ -19,22 +19,6 @@ import (
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
-func TestParseProcStat(t *testing.T) {
-	// The command name holds a space and a parenthesis, as a process title
-	// may; utime 150 and stime 50 ticks are 2s of CPU.
-	line := "4242 (my (odd) name) S 17 4242 4242 0 -1 4194560 100 0 0 0 150 50 7 3 20 0 4 0 12345 0 0\n"
-	st, err := parseProcStat([]byte(line))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.ppid != 17 || st.cpu != 2*time.Second {
-		t.Errorf("parseProcStat = %+v, want ppid 17, cpu 2s", st)
-	}
-	if _, err := parseProcStat([]byte("4242 (x) S 1")); err == nil {
-		t.Error("a truncated line parsed")
-	}
-}
-
 func TestListeningInodes(t *testing.T) {
 	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:18EB 00000000:0000 0A 00000000:00000000 00:00000000 00000000   999        0 1111 1 0000000000000000 100 0 0 10 0
@@ -109,7 +93,7 @@ func TestCPUMeterCountsWorkInTheWindow(t *testing.T) {
 		_ = idle.Wait()
 	}()
 	m := &cpuMeter{interval: 10 * time.Millisecond, groups: []cpuGroup{pidGroup("self", os.Getpid()), pidGroup("idle", idle.Process.Pid)}}
-	before, err := readProcStat(os.Getpid())
+	before, err := bench.ReadProcStat(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +102,7 @@ func TestCPUMeterCountsWorkInTheWindow(t *testing.T) {
 	for i := 0; i < 1e10; i++ {
 		x = x*6364136223846793005 + 1442695040888963407
 		if i%(1<<20) == 0 {
-			if st, err := readProcStat(os.Getpid()); err == nil && st.cpu-before.cpu >= 50*time.Millisecond {
+			if st, err := bench.ReadProcStat(os.Getpid()); err == nil && st.CPU-before.CPU >= 50*time.Millisecond {
 				break
 			}
 		}
