@@ -141,6 +141,7 @@ const (
 	DefaultHotLanes         = 2
 	DefaultWriteFold        = 64
 	DefaultWriteLanes       = 2
+	DefaultWriteFoldWait    = time.Duration(0)
 	defaultMaxValueDepth    = 64
 	defaultMaxRefreshes     = 8
 	defaultMaxBatchFold     = 64
