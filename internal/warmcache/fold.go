@@ -109,14 +109,14 @@ func (s *Service) runWrites(ns *Namespace, f Folder, calls []*writeCall) {
 		}
 		return
 	}
-	var unknown, doneKeys []Key
+	var unknown []Key
 	var doneWrites []Write
 	var doneEntries []Entry
 	for i, c := range calls {
 		e := errs[i]
 		switch {
 		case e == nil:
-			doneKeys, doneWrites, doneEntries = append(doneKeys, keys[i]), append(doneWrites, writes[i]), append(doneEntries, entries[i])
+			doneWrites, doneEntries = append(doneWrites, writes[i]), append(doneEntries, entries[i])
 			c.item = ns.item(keys[i])
 			c.item.Entry, c.item.Source = entries[i], SourceWarm
 		case refused(e):
