@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,7 +146,7 @@ func TestDaprdFlows(t *testing.T) {
 
 	t.Run("cmd/dapr-example through daprd", func(t *testing.T) {
 		bin := filepath.Join(t.TempDir(), "dapr-example")
-		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../cmd/dapr-example")
+		build := exec.Command("go", "build", "-o", bin, "../../cmd/dapr-example")
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("go build ./cmd/dapr-example: %v\n%s", err, out)
 		}

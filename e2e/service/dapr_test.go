@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -338,7 +337,7 @@ func TestDaprJavaScriptSDKOverHTTP(t *testing.T) {
 // their sidecar.
 func TestDaprExampleProgram(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "dapr-example")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../cmd/dapr-example")
+	build := exec.Command("go", "build", "-o", bin, "../../cmd/dapr-example")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/dapr-example: %v\n%s", err, out)
 	}
