@@ -39,7 +39,6 @@ type trial struct {
 	key      int
 	put, del answer
 	value    string // the PUT's write id
-	ended    time.Time
 	// The warehouse's row once both writes answered.
 	sqlValue   string
 	sqlVersion int64

@@ -121,15 +121,6 @@ func row(ctx context.Context, conn *pgx.Conn, key int) (value string, version in
 	return value, version, err == nil, err
 }
 
-// terminateSessions ends every session of the service on the database,
-// its change capture's included, and returns how many it ended.
-func terminateSessions(ctx context.Context, conn *pgx.Conn, database string) (int, error) {
-	var n int
-	err := conn.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_backend_pid() AND coalesce(application_name, '') <> $2`, database, adminApp).Scan(&n)
-	return n, err
-}
-
 // runConfig is what a run varies in the service.
 type runConfig struct {
 	capture bool // --freshness capture, else off (or auto on Greenplum, which polls)

@@ -134,7 +134,7 @@ func collect(t *testing.T, exp *tracetest.InMemoryExporter, parent trace.SpanCon
 	}
 	for _, s := range spans {
 		for _, a := range s.Attributes {
-			if strings.Contains(a.Value.Emit(), secret) {
+			if strings.Contains(a.Value.String(), secret) {
 				t.Errorf("span %q attribute %s carries a stored value", s.Name, a.Key)
 			}
 		}
@@ -153,7 +153,7 @@ func names(spans tracetest.SpanStubs) string {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""

@@ -294,6 +294,15 @@ type Tiers struct {
 	// HotLanes bounds the folded Redis reads of a namespace at once
 	// (--hot-lanes).
 	HotLanes int
+	// WriteFold bounds the single writes that go to the warehouse in one
+	// round trip and one commit (--write-fold).
+	WriteFold int
+	// WriteLanes bounds the folded writes of a namespace at once
+	// (--write-lanes).
+	WriteLanes int
+	// WriteFoldWait is how long a write lane waits for company while
+	// another lane's writes are in the warehouse (--write-fold-wait).
+	WriteFoldWait time.Duration
 	// SweepInterval is how often the rows past their expiry are deleted
 	// (--sweep-interval).
 	SweepInterval time.Duration
@@ -720,6 +729,9 @@ func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", warmcache.DefaultMaxWarmInflight, "concurrent warehouse reads")
 	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", warmcache.DefaultWarmLanes, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
+	s.positive(&t.WriteFold, "write-fold", "WARMCACHE_WRITE_FOLD", warmcache.DefaultWriteFold, "most single writes of distinct keys that go to PostgreSQL together, in one round trip and one commit; 1 sends every write alone")
+	s.positive(&t.WriteLanes, "write-lanes", "WARMCACHE_WRITE_LANES", warmcache.DefaultWriteLanes, "folded writes of a namespace at once; writes that arrive meanwhile go together in the next transaction")
+	s.duration(&t.WriteFoldWait, "write-fold-wait", "WARMCACHE_WRITE_FOLD_WAIT", warmcache.DefaultWriteFoldWait, "how long a write lane waits for company while another lane's writes are in the warehouse; 0 never waits")
 	s.duration(&t.SweepInterval, "sweep-interval", "WARMCACHE_SWEEP_INTERVAL", warmcache.DefaultSweepInterval, "how often rows past their expiry (a TTL) are deleted")
 	s.positive(&t.SweepBatch, "sweep-batch", "WARMCACHE_SWEEP_BATCH", warmcache.DefaultSweepBatch, "most expired rows one sweep transaction deletes")
 	s.nonNegative(&t.ConsistencySamples, "consistency-samples", "WARMCACHE_CONSISTENCY_SAMPLES", DefaultConsistencySamples, "hot-tier updates in a million that the consistency monitor checks against the warehouse 1s, 10s and 60s later; 0 turns it off")

@@ -89,18 +89,12 @@ func (s StatementSet) LookupSignature() string { return s.lookupSignature }
 // and may not be created.
 var errLookupFunctionMissing = errors.New("the function does not exist")
 
-// checkLookupFunction reports whether the lookup function of stmts exists,
-// is the one the store would create, and may be run by the session's role.
-// A function of that name with another definition (another body, SECURITY
-// DEFINER, its own settings) is refused rather than run or replaced: the
-// store runs only the code it would have written.
-func checkLookupFunction(ctx context.Context, conn *pgxpool.Conn, stmts StatementSet) (exists bool, err error) {
-	return checkFunction(ctx, conn, stmts.lookupSignature, stmts.lookupBody)
-}
-
 // checkFunction reports whether the function of signature exists with
 // body, in PL/pgSQL, without settings of its own or SECURITY DEFINER, and
-// may be run by the session's role, as checkLookupFunction describes.
+// may be run by the session's role. A function of that name with another
+// definition (another body, SECURITY DEFINER, its own settings) is refused
+// rather than run or replaced: the store runs only the code it would have
+// written.
 func checkFunction(ctx context.Context, conn *pgxpool.Conn, signature, body string) (exists bool, err error) {
 	var same, executable bool
 	err = conn.QueryRow(ctx, `SELECT p.prosrc = $2 AND l.lanname = 'plpgsql' AND NOT p.prosecdef AND p.proconfig IS NULL,

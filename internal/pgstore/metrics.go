@@ -18,6 +18,7 @@ const (
 	opQuery
 	opLoad
 	opTransaction
+	opFold
 	numOps
 )
 
@@ -35,6 +36,8 @@ func (o op) String() string {
 		return "load"
 	case opTransaction:
 		return "transaction"
+	case opFold:
+		return "fold"
 	default:
 		return "delete"
 	}
@@ -50,7 +53,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "warmcache_sql_queries_total",
-			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete, transaction, query, load) and result: ok, including answers " +
+			Help: "Warehouse operations by namespace, op (lookup, lookup_many, put, delete, transaction, fold: independent writes in one transaction, query, load) and result: ok, including answers " +
 				"about the request such as a failed If-Match, or error when the warehouse failed.",
 		}, []string{"namespace", "op", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

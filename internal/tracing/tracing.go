@@ -151,8 +151,7 @@ func (p *Provider) PGTracer() pgx.QueryTracer {
 	}
 	return otelpgx.NewTracer(
 		otelpgx.WithTracerProvider(p.tp),
-		otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()),
-		otelpgx.WithTrimSQLInSpanName(),
+		otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), // span names are the trimmed SQL, otelpgx's default
 	)
 }
 

@@ -59,6 +59,6 @@ func (s *Service) Audit(ctx context.Context, namespace, rawKey string) (Audit, e
 			a.Near, a.NearHit = Entry{}, false
 		}
 	}
-	a.Doubted = s.doubts.has(ns, key, s.opts.Now())
+	a.Doubted = s.trust.doubts.has(ns, key, s.opts.Now())
 	return a, nil
 }

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"time"
 )
 
 // batcher folds concurrent groups of work into batches: a group is what one
@@ -25,11 +26,23 @@ type batcher[G comparable] struct {
 	// run answers a batch. It runs to its end whoever is waiting, and
 	// delivers each group's answer itself.
 	run func(batch []G)
+	// key, when set, names what a group changes: a group whose key is
+	// already in the forming batch waits for the next one, behind which
+	// every later group of its key waits too (a key's groups run in
+	// arrival order, never together).
+	key func(G) string
+	// linger, when positive, is how long a lane that is free while
+	// another lane's batch runs waits for its batch to fill to maxBatch
+	// before taking it; with no other batch running it never waits.
+	linger time.Duration
 
 	mu      sync.Mutex
 	queue   []G
 	queued  int // keys in queue
 	running int
+	// full, when not nil, is closed once queued reaches maxBatch: a
+	// lingering lane waits on it.
+	full chan struct{}
 }
 
 // submit queues g and returns. When a lane is free, it starts one in a new
@@ -66,6 +79,7 @@ func (b *batcher[G]) runHere(g G) {
 	// lanes of their own, one round trip each. When nothing else is ready
 	// it returns at once.
 	runtime.Gosched()
+	b.wait()
 	for {
 		batch, mine := b.next(g)
 		if batch == nil {
@@ -93,6 +107,10 @@ func (b *batcher[G]) enqueue(g G) bool {
 	defer b.mu.Unlock()
 	b.queue = append(b.queue, g)
 	b.queued += b.size(g)
+	if b.full != nil && b.queued >= b.maxBatch {
+		close(b.full)
+		b.full = nil
+	}
 	if b.running < b.lanes {
 		b.running++
 		return true
@@ -110,6 +128,9 @@ func (b *batcher[G]) next(mine G) ([]G, bool) {
 		b.running--
 		return nil, false
 	}
+	if b.key != nil {
+		return b.nextByKey(mine)
+	}
 	n, keys := 0, 0
 	for n < len(b.queue) && (n == 0 || keys+b.size(b.queue[n]) <= b.maxBatch) {
 		keys += b.size(b.queue[n])
@@ -123,10 +144,62 @@ func (b *batcher[G]) next(mine G) ([]G, bool) {
 	return batch, slices.Contains(batch, mine)
 }
 
+// nextByKey is next for groups with keys: it takes the queued groups in
+// order, up to maxBatch keys, passing over those whose key the batch
+// already holds, which keep their places. b.mu must be held.
+func (b *batcher[G]) nextByKey(mine G) ([]G, bool) {
+	var batch []G
+	taken := make(map[string]bool)
+	keys := 0
+	rest := b.queue[:0]
+	for i, g := range b.queue {
+		k, n := b.key(g), b.size(g)
+		switch {
+		case taken[k]:
+			rest = append(rest, g)
+		case len(batch) > 0 && keys+n > b.maxBatch:
+			rest = append(rest, b.queue[i:]...)
+			clear(b.queue[len(rest):])
+			b.queue, b.queued = rest, b.queued-keys
+			return batch, slices.Contains(batch, mine)
+		default:
+			batch, keys, taken[k] = append(batch, g), keys+n, true
+		}
+	}
+	clear(b.queue[len(rest):])
+	b.queue, b.queued = rest, b.queued-keys
+	return batch, slices.Contains(batch, mine)
+}
+
+// wait holds a lane that is free while another lane's batch runs, for
+// at most linger, until maxBatch keys are queued.
+func (b *batcher[G]) wait() {
+	if b.linger <= 0 {
+		return
+	}
+	b.mu.Lock()
+	if b.running < 2 || b.queued >= b.maxBatch {
+		b.mu.Unlock()
+		return
+	}
+	if b.full == nil {
+		b.full = make(chan struct{})
+	}
+	full := b.full
+	b.mu.Unlock()
+	t := time.NewTimer(b.linger)
+	defer t.Stop()
+	select {
+	case <-full:
+	case <-t.C:
+	}
+}
+
 // loop runs batches until nothing waits.
 func (b *batcher[G]) loop() {
 	var none G
 	for {
+		b.wait()
 		batch, _ := b.next(none)
 		if batch == nil {
 			return

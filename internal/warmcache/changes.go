@@ -73,7 +73,7 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 		}
 		keys, entries = append(keys, c.Key), append(entries, c.Entry)
 	}
-	if err := s.retire(ctx, ns, retireChange, s.fills(ns, keys, entries)); err != nil {
+	if err := s.retire(ctx, ns, updateChange, s.fills(ns, keys, entries), stamp{}); err != nil {
 		return err
 	}
 	// Changed keys whose values are unknown are read from the warehouse in
@@ -98,7 +98,7 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 				found, values = append(found, part[i]), append(values, e)
 			}
 		}
-		if err := s.retire(ctx, ns, retireChange, s.fills(ns, found, values)); err != nil {
+		if err := s.retire(ctx, ns, updateChange, s.fills(ns, found, values), stamp{}); err != nil {
 			return err
 		}
 		n = max(1, min(applyChunkKeys, refreshBytes/(size/len(part)+1)))
@@ -168,7 +168,7 @@ func (s *Service) Invalidate(ctx context.Context, namespace string, rawKeys []st
 			entries[i] = Entry{Version: cached[i].Version}
 		}
 	}
-	if err := s.retire(ctx, ns, retireInvalidate, s.fills(ns, keys, entries)); err != nil {
+	if err := s.retire(ctx, ns, updateInvalidate, s.fills(ns, keys, entries), stamp{}); err != nil {
 		return 0, err
 	}
 	return len(keys), nil

@@ -148,8 +148,7 @@ func (d *doubts) end(ns *Namespace, keys []Key) {
 
 // raise puts the fills' keys in doubt: their update may not have landed,
 // or may have landed where a newer one was lost. A fill's doubt is at its
-// version, or above it when above is true (a fill that may have landed in
-// a Redis restarted empty, above the lost update of a newer write).
+// version, or above it when above is true (the restart rule, see stamp).
 func (d *doubts) raise(ns *Namespace, fills []Fill, above bool, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

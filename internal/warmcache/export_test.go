@@ -33,7 +33,7 @@ func NearLife(s *Service, ns *Namespace, e Entry) time.Duration { return s.nearL
 
 // SetMaxDoubts sets the bound on the keys in doubt.
 func SetMaxDoubts(s *Service, n int) {
-	s.doubts.mu.Lock()
-	s.doubts.max = n
-	s.doubts.mu.Unlock()
+	s.trust.doubts.mu.Lock()
+	s.trust.doubts.max = n
+	s.trust.doubts.mu.Unlock()
 }

@@ -123,7 +123,7 @@ func (s *Service) share(ctx context.Context, ns *Namespace, misses []miss, mark 
 	for i, m := range misses {
 		fk := flightKey(ns, m.key)
 		f := g.calls[fk]
-		if f != nil && f.batch != nil && (!f.quiet || s.doubts.stripes.since(fk, f.began)) {
+		if f != nil && f.batch != nil && (!f.quiet || s.trust.doubts.stripes.since(fk, f.began)) {
 			// Its warehouse read may have begun before a write of the
 			// key that this miss must see: start another.
 			f = nil
@@ -139,7 +139,7 @@ func (s *Service) share(ctx context.Context, ns *Namespace, misses []miss, mark 
 	}
 	g.mu.Unlock()
 	if joined := len(misses) - len(led); joined > 0 {
-		s.flightJoin.WithLabelValues(ns.Name).Add(float64(joined))
+		s.metrics.flightJoin.WithLabelValues(ns.Name).Add(float64(joined))
 	}
 	if len(led) > 0 {
 		s.lanes[ns.Name].warm.submit(&loadGroup{flights: led})
@@ -220,7 +220,7 @@ func (s *Service) runLoads(ns *Namespace, groups []*loadGroup) {
 	b := &loadBatch{live: len(flights), cancel: cancel}
 	for _, f := range flights {
 		f.batch = b
-		f.began, f.quiet = s.doubts.stripes.quiet(f.fk)
+		f.began, f.quiet = s.trust.doubts.stripes.quiet(f.fk)
 	}
 	g.mu.Unlock()
 
@@ -251,10 +251,8 @@ func (s *Service) loadFlights(ctx context.Context, ns *Namespace, flights []*fli
 	for i, f := range rest {
 		keys[i] = f.key
 	}
-	s.batchSQL().Observe(float64(len(keys)))
-	fence := s.hotFence.Load()
-	readMark := s.doubts.mark()
-	servers := s.hotServers()
+	s.metrics.batchSQL().Observe(float64(len(keys)))
+	st := s.stamp()
 	entries, err := s.warmRead(ctx, ns, keys)
 	if err != nil {
 		for _, f := range rest {
@@ -277,7 +275,7 @@ func (s *Service) loadFlights(ctx context.Context, ns *Namespace, flights []*fli
 			// version in doubt or below, which the fill would otherwise
 			// leave in place. After a write of unknown outcome that
 			// version is unknown: the key stays in doubt until a write.
-			if v := s.doubts.version(ns, f.key); v != unknownVersion {
+			if v := s.trust.doubts.version(ns, f.key); v != unknownVersion {
 				e.Version = v
 			}
 		}
@@ -285,17 +283,11 @@ func (s *Service) loadFlights(ctx context.Context, ns *Namespace, flights []*fli
 			fillKeys, fillEntries, cached = append(fillKeys, f.key), append(fillEntries, e), append(cached, f.cached || f.stale.Found)
 		}
 	}
-	// A write whose update failed, or a new Redis server (one restarted
-	// empty, which lost a newer write's update), since the read began:
-	// what it read may be older than what the hot tier lost.
-	if s.fenced(fence) || s.newServer(servers) {
-		return
-	}
 	fills := s.fills(ns, fillKeys, fillEntries)
 	for i := range fills {
 		fills[i].Cached = cached[i]
 	}
-	s.fillRead(ctx, ns, "read", fills, readMark+1, servers)
+	s.fillRead(ctx, ns, fills, st)
 }
 
 // recheck reads the hot tier again for the flights that need it, in one
@@ -308,7 +300,7 @@ func (s *Service) recheck(ctx context.Context, ns *Namespace, flights []*flight)
 	var keys []Key
 	now := s.opts.Now()
 	for _, f := range flights {
-		if f.recheck && !s.doubts.has(ns, f.key, now) {
+		if f.recheck && !s.trust.doubts.has(ns, f.key, now) {
 			again, keys = append(again, f), append(keys, f.key)
 		}
 	}

@@ -205,10 +205,10 @@ func (s *Service) Load(ctx context.Context, namespace string, src RecordReader) 
 		return LoadResult{}, fmt.Errorf("%w: the warehouse does not take bulk loads", ErrUnavailable)
 	}
 	select {
-	case s.loadSlots <- struct{}{}:
-		defer func() { <-s.loadSlots }()
+	case s.loads.slots <- struct{}{}:
+		defer func() { <-s.loads.slots }()
 	default:
-		return LoadResult{}, fmt.Errorf("%w: more than %d loads in progress", ErrOverloaded, cap(s.loadSlots))
+		return LoadResult{}, fmt.Errorf("%w: more than %d loads in progress", ErrOverloaded, cap(s.loads.slots))
 	}
 	rows := &checkedRows{svc: s, ns: ns, src: src}
 	var source LoadRows = rows
@@ -221,8 +221,8 @@ func (s *Service) Load(ctx context.Context, namespace string, src RecordReader) 
 		source = sp
 	}
 	select {
-	case s.loadWrites <- struct{}{}:
-		defer func() { <-s.loadWrites }()
+	case s.loads.writes <- struct{}{}:
+		defer func() { <-s.loads.writes }()
 	case <-ctx.Done():
 		return LoadResult{Lines: rows.lines}, ctx.Err()
 	}
@@ -306,7 +306,7 @@ func (s *Service) refreshOnce(ctx context.Context, ns *Namespace, keys []Key) er
 	if err != nil {
 		return fmt.Errorf("read back %d keys: %w", len(keys), err)
 	}
-	return s.retire(ctx, ns, retireLoad, s.fills(ns, keys, entries))
+	return s.retire(ctx, ns, updateLoad, s.fills(ns, keys, entries), stamp{})
 }
 
 // checkedRows validates the records of a source as LoadRows.

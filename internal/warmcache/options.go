@@ -90,6 +90,20 @@ type Options struct {
 	// needs more, since a lane reads at most MaxBatchFold keys per query.
 	// Zero means 1.
 	WarmLanes int
+	// WriteFold bounds how many concurrent single writes of distinct keys
+	// go to the warehouse together, in one round trip and one commit (see
+	// Folder). Zero means 64; one turns folding off, so that every write
+	// makes its own round trip and commit.
+	WriteFold int
+	// WriteLanes bounds the folded writes a namespace runs at once; writes
+	// that arrive while all lanes are busy wait and go together in the
+	// next one. Zero means 2.
+	WriteLanes int
+	// WriteFoldWait, when positive, is how long a write lane that is free
+	// while another one's writes are in the warehouse waits for WriteFold
+	// writes before it sends what it has. With no other write in the
+	// warehouse a write never waits. Zero means no wait.
+	WriteFoldWait time.Duration
 	// HotLanes bounds the folded hot-tier reads a namespace runs at once;
 	// reads that arrive while all lanes are busy wait and go together in
 	// the next pipeline. Zero means 2.
@@ -125,6 +139,9 @@ const (
 	DefaultMaxLoadBytes     = 64 << 20
 	DefaultWarmLanes        = 1
 	DefaultHotLanes         = 2
+	DefaultWriteFold        = 64
+	DefaultWriteLanes       = 2
+	DefaultWriteFoldWait    = time.Duration(0)
 	defaultMaxValueDepth    = 64
 	defaultMaxRefreshes     = 8
 	defaultMaxBatchFold     = 64
@@ -159,6 +176,8 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxBatchFold, defaultMaxBatchFold)
 	def(&o.WarmLanes, DefaultWarmLanes)
 	def(&o.HotLanes, DefaultHotLanes)
+	def(&o.WriteFold, DefaultWriteFold)
+	def(&o.WriteLanes, DefaultWriteLanes)
 	def(&o.MaxLoads, DefaultMaxLoads)
 	def(&o.MaxLoadWrites, defaultMaxLoadWrites)
 	if o.MaxLoadBytes == 0 {

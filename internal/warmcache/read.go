@@ -109,7 +109,7 @@ func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit i
 	if len(items) != 1 {
 		skip = make([]bool, len(items))
 	}
-	doubted, bypass := s.doubts.check(ns, items, skip, s.opts.Now())
+	doubted, bypass := s.trust.doubts.check(ns, items, skip, s.opts.Now())
 	probe := r.fromNear(ctx, skip)
 	if err := r.check(); err != nil {
 		return err
@@ -357,7 +357,7 @@ func (s *Service) runHotReads(ns *Namespace, calls []*hotCall) {
 	if len(live) == 0 {
 		return
 	}
-	s.batchRedis().Observe(float64(len(keys)))
+	s.metrics.batchRedis().Observe(float64(len(keys)))
 	parent := context.Background()
 	if s.opts.Tracer != nil {
 		parent = context.WithoutCancel(live[0].ctx)
@@ -408,7 +408,7 @@ func (s *Service) serveStale(ns *Namespace, key Key, e Entry) {
 	} else {
 		s.revalidate(ns, key, e)
 	}
-	s.stale.WithLabelValues(ns.Name, reason).Inc()
+	s.metrics.stale.WithLabelValues(ns.Name, reason).Inc()
 }
 
 // revalidate starts one background read of key, unless one is under way or

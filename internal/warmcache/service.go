@@ -23,27 +23,42 @@ type Service struct {
 	namespaces map[string]*Namespace
 	opts       Options
 	log        *slog.Logger
-	flights    flightGroup
-	warmSlots  chan struct{}
 	breaker    *breaker
-	refreshing sync.Map // key -> struct{}: revalidations under way
-	refreshes  chan struct{}
-	lanes      map[string]*nsLanes
 	ready      readiness
 	cursorKey  []byte
-	loadSlots  chan struct{}
-	loadWrites chan struct{}
-	// hotFence counts the writes whose hot-tier update failed: a read that
-	// began before one of them may hold a value that write replaced, so it
-	// does not fill the hot tier (see fenced).
-	hotFence atomic.Uint64
-	// doubts are the keys whose cached entries are not trusted (see
-	// doubts).
-	doubts *doubts
-	// repairs bounds the background retries of failed hot-tier updates
-	// of writes (see repair).
-	repairs chan struct{}
 
+	// Reads: the shared warehouse reads, the lanes that fold them, their
+	// bound, and the revalidations under way.
+	flights    flightGroup
+	lanes      map[string]*nsLanes
+	warmSlots  chan struct{}
+	refreshing sync.Map // key -> struct{}: revalidations under way
+	refreshes  chan struct{}
+
+	trust   trust
+	loads   loadLimits
+	sweep   sweeper
+	metrics serviceMetrics
+}
+
+// loadLimits bound the bulk loads under way and their writes.
+type loadLimits struct {
+	slots  chan struct{}
+	writes chan struct{}
+}
+
+// sweeper is the state of RunSweeper: wake tells it that a write set an
+// expiry; due holds, by namespace, the earliest instant such a write's
+// row expires (at most one entry per namespace), under mu.
+type sweeper struct {
+	wake    chan struct{}
+	mu      sync.Mutex
+	due     map[string]time.Time
+	metrics sweepMetrics
+}
+
+// serviceMetrics are the metrics of the read and write paths.
+type serviceMetrics struct {
 	lookups    *prometheus.CounterVec
 	hotWrites  *prometheus.CounterVec
 	flightJoin *prometheus.CounterVec
@@ -52,13 +67,7 @@ type Service struct {
 	// batchRedis and batchSQL return batchKeys' series, taken once.
 	batchRedis func() prometheus.Observer
 	batchSQL   func() prometheus.Observer
-	sweeps     sweepMetrics
-	// sweepWake tells RunSweeper that a write set an expiry; sweepDue
-	// holds, by namespace, the earliest instant such a write's row
-	// expires (at most one entry per namespace), under sweepMu.
-	sweepWake chan struct{}
-	sweepMu   sync.Mutex
-	sweepDue  map[string]time.Time
+	foldWrites prometheus.Histogram
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -71,8 +80,8 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		lanes:      make(map[string]*nsLanes, len(namespaces)),
 		opts:       opts.withDefaults(),
 		log:        log,
-		doubts:     newDoubts(),
 	}
+	s.trust.doubts = newDoubts()
 	s.cursorKey = s.opts.CursorKey
 	if len(s.cursorKey) == 0 {
 		s.cursorKey = make([]byte, 32)
@@ -81,12 +90,12 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 		}
 	}
 	s.warmSlots = make(chan struct{}, s.opts.MaxWarmInflight)
-	s.loadSlots = make(chan struct{}, s.opts.MaxLoads)
-	s.loadWrites = make(chan struct{}, s.opts.MaxLoadWrites)
-	s.repairs = make(chan struct{}, maxRepairs)
+	s.loads.slots = make(chan struct{}, s.opts.MaxLoads)
+	s.loads.writes = make(chan struct{}, s.opts.MaxLoadWrites)
+	s.trust.repairs = make(chan struct{}, maxRepairs)
 	s.refreshes = make(chan struct{}, s.opts.MaxRefreshes)
-	s.sweepWake = make(chan struct{}, 1)
-	s.sweepDue = make(map[string]time.Time)
+	s.sweep.wake = make(chan struct{}, 1)
+	s.sweep.due = make(map[string]time.Time)
 	s.breaker = &breaker{threshold: s.opts.BreakerThreshold, cooldown: s.opts.BreakerCooldown,
 		maxCooldown: 30 * s.opts.BreakerCooldown, now: s.opts.Now}
 	for _, ns := range namespaces {
@@ -101,34 +110,39 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 	for _, ns := range namespaces {
 		s.lanes[ns.Name] = s.newLanes(ns)
 	}
-	s.batchRedis = sync.OnceValue(func() prometheus.Observer { return s.batchKeys.WithLabelValues("redis") })
-	s.batchSQL = sync.OnceValue(func() prometheus.Observer { return s.batchKeys.WithLabelValues("sql") })
+	s.metrics.batchRedis = sync.OnceValue(func() prometheus.Observer { return s.metrics.batchKeys.WithLabelValues("redis") })
+	s.metrics.batchSQL = sync.OnceValue(func() prometheus.Observer { return s.metrics.batchKeys.WithLabelValues("sql") })
 	return s, nil
 }
 
 // registerMetrics builds the service's metrics and registers them on reg.
 func (s *Service) registerMetrics(reg prometheus.Registerer) error {
-	s.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s.metrics.lookups = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_lookups_total",
 		Help: "Key lookups by namespace, tier (near, redis, sql) and result (hit, negative, miss, error).",
 	}, []string{"namespace", "tier", "result"})
-	s.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s.metrics.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
 		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write, expire: rows the sweeper deleted) and result (ok, error).",
 	}, []string{"namespace", "reason", "result"})
-	s.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s.metrics.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",
 		Help: "Misses that joined a warehouse read already in flight for the same key.",
 	}, []string{"namespace"})
-	s.stale = prometheus.NewCounterVec(prometheus.CounterOpts{
+	s.metrics.stale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_stale_served_total",
 		Help: "Expired entries served within MaxStale, by reason: revalidate (a refresh runs) or error (the warehouse is failing).",
 	}, []string{"namespace", "reason"})
-	s.batchKeys = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+	s.metrics.batchKeys = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "warmcache_batch_keys",
 		Help:    "Keys per folded read, by tier (redis, sql).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 	}, []string{"tier"})
+	s.metrics.foldWrites = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "warmcache_write_fold_size",
+		Help:    "Writes per folded warehouse write (one round trip and one commit).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+	})
 	breakerOpen := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "warmcache_warehouse_breaker_open",
 		Help: "1 while the warehouse circuit breaker refuses calls, else 0.",
@@ -138,8 +152,8 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		}
 		return 0
 	})
-	s.sweeps = newSweepMetrics()
-	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.lookups, s.hotWrites, s.flightJoin, s.stale, breakerOpen, s.batchKeys}, append(s.sweeps.collectors(), s.doubts.collectors()...)...)...)
+	s.sweep.metrics = newSweepMetrics()
+	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.metrics.lookups, s.metrics.hotWrites, s.metrics.flightJoin, s.metrics.stale, breakerOpen, s.metrics.batchKeys, s.metrics.foldWrites}, append(s.sweep.metrics.collectors(), s.trust.doubts.collectors()...)...)...)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into
@@ -151,6 +165,8 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 type nsLanes struct {
 	hot  *batcher[*hotCall]
 	warm *batcher[*loadGroup]
+	// write folds single writes (see Folder); nil when they do not fold.
+	write *batcher[*writeCall]
 	// lookups are the namespace's warmcache_lookups_total series, by
 	// tier and result.
 	lookups [numLookupTiers][numLookupResults]atomic.Pointer[counter]
@@ -193,7 +209,7 @@ func (s *Service) lookup(ns *Namespace, tier lookupTier, result lookupResult) pr
 	}
 	// Two first lookups may both take the series: they get the same child
 	// of the vector.
-	c := &counter{s.lookups.WithLabelValues(ns.Name, lookupTierLabels[tier], lookupResultLabels[result])}
+	c := &counter{s.metrics.lookups.WithLabelValues(ns.Name, lookupTierLabels[tier], lookupResultLabels[result])}
 	cell.Store(c)
 	return c.Counter
 }
@@ -211,6 +227,7 @@ func (s *Service) newLanes(ns *Namespace) *nsLanes {
 		warm: &batcher[*loadGroup]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
 			size: func(g *loadGroup) int { return len(g.flights) },
 			run:  func(groups []*loadGroup) { s.runLoads(ns, groups) }},
+		write: s.newWriteLane(ns),
 	}
 }
 

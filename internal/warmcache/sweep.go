@@ -116,7 +116,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-		case <-s.sweepWake:
+		case <-s.sweep.wake:
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -167,13 +167,13 @@ func earliest(times ...time.Time) time.Time {
 // expires ttl from now (the soonest of the write's), without waiting.
 func (s *Service) expiryWritten(ns *Namespace, ttl time.Duration) {
 	due := time.Now().Add(ttl)
-	s.sweepMu.Lock()
-	if d, ok := s.sweepDue[ns.Name]; !ok || due.Before(d) {
-		s.sweepDue[ns.Name] = due
+	s.sweep.mu.Lock()
+	if d, ok := s.sweep.due[ns.Name]; !ok || due.Before(d) {
+		s.sweep.due[ns.Name] = due
 	}
-	s.sweepMu.Unlock()
+	s.sweep.mu.Unlock()
 	select {
-	case s.sweepWake <- struct{}{}:
+	case s.sweep.wake <- struct{}{}:
 	default:
 	}
 }
@@ -181,13 +181,13 @@ func (s *Service) expiryWritten(ns *Namespace, ttl time.Duration) {
 // takeSweepDue returns the expiries that writes announced since the last
 // call, by namespace, and forgets them.
 func (s *Service) takeSweepDue() map[string]time.Time {
-	s.sweepMu.Lock()
-	defer s.sweepMu.Unlock()
-	if len(s.sweepDue) == 0 {
+	s.sweep.mu.Lock()
+	defer s.sweep.mu.Unlock()
+	if len(s.sweep.due) == 0 {
 		return nil
 	}
-	due := s.sweepDue
-	s.sweepDue = make(map[string]time.Time, len(due))
+	due := s.sweep.due
+	s.sweep.due = make(map[string]time.Time, len(due))
 	return due
 }
 
@@ -211,18 +211,18 @@ func (s *Service) Sweep(ctx context.Context, namespace string) (int, error) {
 		bctx, cancel := context.WithTimeout(ctx, s.opts.WarmTimeout)
 		keys, entries, err := x.DeleteExpired(bctx, ns, s.opts.SweepBatch)
 		cancel()
-		s.sweeps.duration.WithLabelValues(ns.Name).Observe(time.Since(start).Seconds())
+		s.sweep.metrics.duration.WithLabelValues(ns.Name).Observe(time.Since(start).Seconds())
 		if err != nil {
-			s.sweeps.errors.WithLabelValues(ns.Name).Inc()
+			s.sweep.metrics.errors.WithLabelValues(ns.Name).Inc()
 			return total, fmt.Errorf("warmcache: sweep %q: %w", ns.Name, err)
 		}
 		if len(keys) != len(entries) {
 			return total, fmt.Errorf("warmcache: sweep %q: the warehouse answered %d entries for %d keys", ns.Name, len(entries), len(keys))
 		}
 		total += len(keys)
-		s.sweeps.deleted.WithLabelValues(ns.Name).Add(float64(len(keys)))
+		s.sweep.metrics.deleted.WithLabelValues(ns.Name).Add(float64(len(keys)))
 		if len(keys) > 0 {
-			if err := s.retire(ctx, ns, retireExpire, s.fills(ns, keys, entries)); err != nil {
+			if err := s.retire(ctx, ns, updateExpire, s.fills(ns, keys, entries), stamp{}); err != nil {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "hot tier update of expired rows failed",
 					slog.String("namespace", ns.Name), slog.Any("err", err))
 			}

@@ -36,8 +36,8 @@ type Fill struct {
 	Cached bool
 	// Replace makes the fill only replace an entry the tier holds (under
 	// the same version rules): with nothing cached for the key, nothing is
-	// stored. A change read from the warehouse's log is filled so, since it
-	// may be older than a write whose update a restarted tier lost.
+	// stored. A change read from the warehouse's log is filled so (the
+	// core's restart rule).
 	Replace bool
 }
 

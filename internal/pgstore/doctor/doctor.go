@@ -335,17 +335,6 @@ WHERE n <= %[3]d ORDER BY seg, k LIMIT %[4]d`, pgx.Identifier{ns.KeyColumn}.Sani
 	return nil
 }
 
-// explainWrite returns the EXPLAIN of the namespace's write of key, as the
-// service runs it: the upsert, or the UPDATE of an append-optimized table,
-// with the version as a parameter. EXPLAIN without ANALYZE runs nothing.
-func explainWrite(ctx context.Context, tx pgx.Tx, t pgstore.Table, key any) (string, error) {
-	plans, err := explainWrites(ctx, tx, t, key)
-	if err != nil || len(plans) == 0 {
-		return "", err
-	}
-	return plans[0].Plan, nil
-}
-
 // StatementPlan is the EXPLAIN of one statement the service runs.
 type StatementPlan struct {
 	// Name says what the statement does, such as "upsert".

@@ -1,0 +1,87 @@
+package warmcache
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// keyed is a group of a keyed batcher: a key and its arrival number.
+type keyed struct {
+	key string
+	n   int
+}
+
+// TestBatcherKeys checks that a keyed batcher never puts two groups of one
+// key in a batch, runs each key's groups in arrival order, and never makes
+// a batch above maxBatch.
+func TestBatcherKeys(t *testing.T) {
+	b := &batcher[*keyed]{lanes: 1, maxBatch: 3, size: func(*keyed) int { return 1 },
+		key: func(g *keyed) string { return g.key }}
+	for i, k := range []string{"a", "a", "b", "a", "c", "d", "b"} {
+		b.enqueue(&keyed{key: k, n: i})
+	}
+	var batches [][]int
+	for {
+		batch, _ := b.next(nil)
+		if batch == nil {
+			break
+		}
+		var ns []int
+		for _, g := range batch {
+			ns = append(ns, g.n)
+		}
+		batches = append(batches, ns)
+	}
+	want := [][]int{{0, 2, 4}, {1, 5, 6}, {3}}
+	if !slices.EqualFunc(batches, want, slices.Equal) {
+		t.Errorf("batches %v, want %v", batches, want)
+	}
+	if b.waiting() != 0 {
+		t.Errorf("%d groups left waiting", b.waiting())
+	}
+}
+
+// TestBatcherLingerOnlyWhenBusy checks that a lane with linger set does
+// not wait for company when no other batch runs, and waits at most linger,
+// or until the batch is full, when one does.
+func TestBatcherLingerOnlyWhenBusy(t *testing.T) {
+	var mu sync.Mutex
+	var sizes []int
+	hold := make(chan struct{})
+	b := &batcher[*keyed]{lanes: 2, maxBatch: 4, linger: time.Hour, size: func(*keyed) int { return 1 },
+		key: func(g *keyed) string { return g.key },
+		run: func(batch []*keyed) {
+			mu.Lock()
+			sizes = append(sizes, len(batch))
+			mu.Unlock()
+			if batch[0].key == "hold" {
+				<-hold
+			}
+		}}
+	start := time.Now()
+	b.runHere(&keyed{key: "idle"})
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("an idle batcher held a group %v", d)
+	}
+	// One batch runs: the next lane waits until four groups are queued.
+	go b.runHere(&keyed{key: "hold"})
+	for running := 0; running != 1; {
+		time.Sleep(time.Millisecond)
+		b.mu.Lock()
+		running = b.running
+		b.mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for _, k := range []string{"a", "b", "c", "d"} {
+		wg.Go(func() { b.runHere(&keyed{key: k}) })
+	}
+	wg.Wait()
+	close(hold)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 3 || sizes[0] != 1 || sizes[1] != 1 || sizes[2] != 4 {
+		t.Errorf("batch sizes %v, want [1 1 4]: the lingering lane sends a full batch", sizes)
+	}
+}
