@@ -104,8 +104,7 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		h.note("dapr: not run: %v", err)
 		return nil
 	}
-	o := h.opts
-	database := o.Database + "_dapr"
+	database := h.opts.Database + "_dapr"
 	if err := h.createNamedDatabase(ctx, database); err != nil {
 		return err
 	}
@@ -114,18 +113,48 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	namespaces, err := filepath.Abs("deploy/dapr/namespaces.yaml")
+	// warmcache serves the component on a socket folder of its own, where
+	// daprd finds it.
+	sockets := filepath.Join(dir, "sockets")
+	wc, rest, err := h.serveDaprComponent(ctx, database, sockets)
 	if err != nil {
 		return err
 	}
-	migrate := exec.CommandContext(ctx, o.Bin, "migrate", "up", "--namespaces", namespaces)
-	migrate.Env = append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database))
-	if out, err := migrate.CombinedOutput(); err != nil {
-		return fmt.Errorf("dapr: migrate: %v\n%s", err, out)
+	defer func() { _ = wc.stop() }()
+	daprd, base, err := h.startDaprd(ctx, daprdBin, database, filepath.Join(dir, "resources"), sockets)
+	if err != nil {
+		return err
 	}
+	defer func() { _ = daprd.stop() }()
+	defer flushDaprRedis(context.WithoutCancel(ctx), h, h.opts.RedisAddr)
+	d := &daprBench{h: h, client: newAttackClient(4 * daprClients), base: base, database: database, wc: wc, daprd: daprd,
+		keys: make([]string, daprKeys)}
+	for i := range d.keys {
+		d.keys[i] = fmt.Sprintf("order-%d", i)
+	}
+	if err := d.warm(ctx); err != nil {
+		return err
+	}
+	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
+	d.rounds(ctx, rest)
+	h.report.Dapr = daprMarkdown(d.phases, h.opts.ViaPgBouncer, h.pin.String())
+	fmt.Fprint(h.out, h.report.Dapr)
+	return nil
+}
 
-	// warmcache, serving the component on a socket folder of its own.
-	sockets := filepath.Join(dir, "sockets")
+// serveDaprComponent migrates database for deploy/dapr's namespaces and
+// serves it with warmcache, whose pluggable component statestore listens
+// in the folder sockets; it returns the process and its REST base for the
+// statestore namespace.
+func (h *harness) serveDaprComponent(ctx context.Context, database, sockets string) (*process, string, error) {
+	o := h.opts
+	namespaces, err := filepath.Abs("deploy/dapr/namespaces.yaml")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := localstack.Migrate(ctx, o.Bin, append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database)), "--namespaces", namespaces); err != nil {
+		return nil, "", fmt.Errorf("dapr: %w", err)
+	}
 	httpAddr, _ := freeAddr()
 	pprofAddr, _ := freeAddr()
 	pg, pooler := dsn(o.PGHost, database), "none"
@@ -136,104 +165,135 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+o.RedisAddr, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
 		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore", "WARMCACHE_FRESHNESS=poll",
 		"WARMCACHE_PPROF_ADDR="+pprofAddr, "WARMCACHE_LOG_LEVEL=warn", "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets)
-	wc, err := h.startProcess("dapr-warmcache", o.Bin, []string{"serve"}, env)
+	wc, err := h.serve(ctx, "dapr-warmcache", env)
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	defer func() { _ = wc.stop() }()
-	if err := wc.waitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
-		return err
-	}
+	return wc, "http://" + httpAddr + "/v1/kv/statestore/", nil
+}
 
-	// daprd, with deploy/dapr's YAMLs pointed at the harness's servers.
-	resources := filepath.Join(dir, "resources")
-	if err := writeDaprResources(resources, dsn(o.PGHost, database), o.RedisAddr); err != nil {
-		return err
+// startDaprd starts daprd with deploy/dapr's YAMLs, written to resources
+// and pointed at the harness's servers and database, and the pluggable
+// components of the folder sockets; it returns the process and the base
+// URL of its HTTP API, once daprd is healthy.
+func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sockets string) (*process, string, error) {
+	if err := writeDaprResources(resources, dsn(h.opts.PGHost, database), h.opts.RedisAddr); err != nil {
+		return nil, "", err
 	}
 	daprHTTP, _ := freeAddr()
 	daprGRPC, _ := freeAddr()
 	internal, _ := freeAddr()
 	port := func(a string) string { return a[strings.LastIndexByte(a, ':')+1:] }
-	daprd, err := h.startProcess("daprd", daprdBin, []string{"--app-id", daprAppID, "--resources-path", resources,
+	daprd, err := h.startProcess("daprd", bin, []string{"--app-id", daprAppID, "--resources-path", resources,
 		"--dapr-http-port", port(daprHTTP), "--dapr-grpc-port", port(daprGRPC), "--dapr-internal-grpc-port", port(internal),
 		"--dapr-listen-addresses", "127.0.0.1", "--dapr-internal-grpc-listen-address", "127.0.0.1",
 		"--enable-metrics=false", "--log-level", "warn"}, append(cleanEnv(), "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets))
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	defer func() { _ = daprd.stop() }()
 	base := "http://" + daprHTTP
 	if err := waitStatus(ctx, daprd, base+"/v1.0/healthz", http.StatusNoContent); err != nil {
-		return err
+		_ = daprd.stop()
+		return nil, "", err
 	}
-	defer flushDaprRedis(context.WithoutCancel(ctx), h, o.RedisAddr)
+	return daprd, base, nil
+}
 
-	client := newAttackClient(4 * daprClients)
-	keys := make([]string, daprKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("order-%d", i)
-	}
+// daprBench is one run of the dapr scenario's measurements against daprd
+// at base.
+type daprBench struct {
+	h        *harness
+	client   *http.Client
+	base     string // daprd's HTTP API
+	database string
+	keys     []string // the daprKeys keys
+	wc       *process // warmcache
+	daprd    *process
+	phases   []daprPhase
+	saved    atomic.Int64 // the saves so far, which number the values
+}
+
+// key is the key of request i.
+func (d *daprBench) key(i int) string { return d.keys[i%len(d.keys)] }
+
+// warm saves every key in each store, then reads each once, so that
+// warmcache answers from Redis.
+func (d *daprBench) warm(ctx context.Context) error {
 	for _, store := range daprStores {
-		if err := daprPrefill(ctx, client, base, store, keys); err != nil {
+		if err := daprPrefill(ctx, d.client, d.base, store, d.keys); err != nil {
 			return err
 		}
-		// One pass of reads, so that warmcache answers from Redis.
-		daprRun(ctx, client, daprKeys, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%daprKeys], nil)
-		})
+		daprRun(ctx, d.client, daprKeys, d.get(ctx, store))
 	}
-	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
+	return nil
+}
 
-	groups := func() *cpuMeter {
-		m := &cpuMeter{interval: 100 * time.Millisecond, groups: []cpuGroup{
-			pidGroup("warmcache", wc.cmd.Process.Pid), pidGroup("daprd", daprd.cmd.Process.Pid)}}
-		if h.redisPID > 0 {
-			m.groups = append(m.groups, pidGroup(bench.ProcRedis, h.redisPID))
-		}
-		if h.postmasterPID > 0 {
-			m.groups = append(m.groups, backendsGroup(bench.ProcPostgres, h.postmasterPID, database))
-		}
-		if h.pgbouncerPID > 0 {
-			m.groups = append(m.groups, pidGroup(bench.ProcPgBouncer, h.pgbouncerPID))
-		}
-		return m
+// get builds the GET of request i of store through daprd.
+func (d *daprBench) get(ctx context.Context, store string) func(i int) (*http.Request, error) {
+	return func(i int) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/v1.0/state/"+store+"/"+d.key(i), nil)
 	}
-	var phases []daprPhase
-	measure := func(store, op string, round, n int, req func(i int) (*http.Request, error)) {
-		w := groups().start()
-		p := daprRun(ctx, client, n, req)
-		p.cpu, _ = w.stop()
-		p.store, p.op, p.round = store, op, round
-		phases = append(phases, p)
-		h.logf("dapr round %d %-10s %-4s %7.0f/s  p50 %v  p99 %v  errors %d  warmcache %v/op  daprd %v/op", round, store, op,
-			p.perSecond(), p.p50, p.p99, p.errors, p.cpuPerOp("warmcache"), p.cpuPerOp("daprd"))
+}
+
+// save builds the save of request i of store through daprd, each with a
+// value of its own.
+func (d *daprBench) save(ctx context.Context, store string) func(i int) (*http.Request, error) {
+	return func(i int) (*http.Request, error) {
+		body := `[{"key":"` + d.key(i) + `","value":` + daprValue(int(d.saved.Add(1))) + `}]`
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.base+"/v1.0/state/"+store, strings.NewReader(body))
+		if err == nil {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		return r, err
 	}
-	var saved atomic.Int64
+}
+
+// rounds runs daprRounds rounds of GETs then saves of each store, then as
+// many rounds of warmcache's own REST hits of the same keys at rest, for
+// its CPU per hit.
+func (d *daprBench) rounds(ctx context.Context, rest string) {
 	for round := 1; round <= daprRounds; round++ {
 		for _, store := range daprStores {
-			measure(store, "get", round, daprGets, func(i int) (*http.Request, error) {
-				return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%daprKeys], nil)
-			})
-			measure(store, "save", round, daprSaves, func(i int) (*http.Request, error) {
-				body := `[{"key":"` + keys[i%daprKeys] + `","value":` + daprValue(int(saved.Add(1))) + `}]`
-				r, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1.0/state/"+store, strings.NewReader(body))
-				if err == nil {
-					r.Header.Set("Content-Type", "application/json")
-				}
-				return r, err
-			})
+			d.measure(ctx, store, "get", round, daprGets, d.get(ctx, store))
+			d.measure(ctx, store, "save", round, daprSaves, d.save(ctx, store))
 		}
 	}
-	// warmcache's own REST hits of the same keys, for its CPU per hit.
-	rest := "http://" + httpAddr + "/v1/kv/statestore/"
 	for round := 1; round <= daprRounds; round++ {
-		measure("REST", "get", round, daprGets, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, rest+url.PathEscape(daprAppID+"||"+keys[i%daprKeys]), nil)
+		d.measure(ctx, "REST", "get", round, daprGets, func(i int) (*http.Request, error) {
+			return http.NewRequestWithContext(ctx, http.MethodGet, rest+url.PathEscape(daprAppID+"||"+d.key(i)), nil)
 		})
 	}
-	h.report.Dapr = daprMarkdown(phases, o.ViaPgBouncer, h.pin.String())
-	fmt.Fprint(h.out, h.report.Dapr)
-	return nil
+}
+
+// measure runs one phase of n requests with the CPU of every process
+// measured over it, and records it.
+func (d *daprBench) measure(ctx context.Context, store, op string, round, n int, req func(i int) (*http.Request, error)) {
+	w := d.meter().start()
+	p := daprRun(ctx, d.client, n, req)
+	p.cpu, _ = w.stop()
+	p.store, p.op, p.round = store, op, round
+	d.phases = append(d.phases, p)
+	d.h.logf("dapr round %d %-10s %-4s %7.0f/s  p50 %v  p99 %v  errors %d  warmcache %v/op  daprd %v/op", round, store, op,
+		p.perSecond(), p.p50, p.p99, p.errors, p.cpuPerOp("warmcache"), p.cpuPerOp("daprd"))
+}
+
+// meter is the CPU meter of the scenario's processes: warmcache, daprd,
+// and the harness's Redis, PostgreSQL (the database's backends) and
+// PgBouncer where it found them.
+func (d *daprBench) meter() *cpuMeter {
+	h := d.h
+	m := &cpuMeter{interval: 100 * time.Millisecond, groups: []cpuGroup{
+		pidGroup("warmcache", d.wc.Pid()), pidGroup("daprd", d.daprd.Pid())}}
+	if h.redisPID > 0 {
+		m.groups = append(m.groups, pidGroup(bench.ProcRedis, h.redisPID))
+	}
+	if h.postmasterPID > 0 {
+		m.groups = append(m.groups, backendsGroup(bench.ProcPostgres, h.postmasterPID, d.database))
+	}
+	if h.pgbouncerPID > 0 {
+		m.groups = append(m.groups, pidGroup(bench.ProcPgBouncer, h.pgbouncerPID))
+	}
+	return m
 }
 
 // daprRun sends n requests from daprClients clients and measures them.
@@ -325,9 +385,8 @@ func waitStatus(ctx context.Context, p *process, url string, status int) error {
 			}
 		}
 		select {
-		case err := <-p.done:
-			p.done <- err
-			return fmt.Errorf("%s exited (%v); see %s", p.name, err, p.log.Name())
+		case <-p.Exited():
+			return fmt.Errorf("%s exited (%v); see %s", p.name, p.Err(), p.log.Name())
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s; see %s", p.name, url, p.log.Name())
 		case <-time.After(100 * time.Millisecond):
@@ -370,27 +429,7 @@ func (h *harness) createNamedDatabase(ctx context.Context, database string) erro
 func daprMarkdown(phases []daprPhase, viaPgBouncer bool, pinning string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	pick := func(store, op string) []daprPhase {
-		var out []daprPhase
-		for _, ph := range phases {
-			if ph.store == store && ph.op == op {
-				out = append(out, ph)
-			}
-		}
-		return out
-	}
-	span := func(ps []daprPhase, f func(daprPhase) float64, format string) string {
-		if len(ps) == 0 {
-			return "n/a"
-		}
-		lo, hi := f(ps[0]), f(ps[0])
-		for _, ph := range ps[1:] {
-			lo, hi = min(lo, f(ph)), max(hi, f(ph))
-		}
-		return fmt.Sprintf(format+"–"+format, lo, hi)
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	ps := daprPhases(phases)
 	p("\n## Dapr: warmcache through a real daprd\n\n")
 	p("daprd 1.17.0 in standalone mode (the daprd kit), with deploy/dapr's components: `statestore` "+
 		"(warmcache's pluggable component), `redisstate` (state.redis) and `pgstate` (state.postgresql v2) on the same "+
@@ -399,53 +438,98 @@ func daprMarkdown(phases []daprPhase, viaPgBouncer bool, pinning string) string 
 		"Every warmcache GET is a Redis hit. The machine is shared and noisy; compare the ratios of one run. %s.\n\n",
 		daprClients, daprKeys, len(daprValue(0)), daprGets, daprSaves, daprRounds,
 		map[bool]string{true: "through PgBouncer, as deployed", false: "directly"}[viaPgBouncer], pinning)
+	ps.writeStores(p)
+	ps.writeTargets(p)
+	ps.writeCPU(p)
+	return b.String()
+}
+
+// daprPhases are the phases of a run of the scenario.
+type daprPhases []daprPhase
+
+// pick returns the phases of op on store, in the order of the rounds.
+func (ps daprPhases) pick(store, op string) daprPhases {
+	var out daprPhases
+	for _, ph := range ps {
+		if ph.store == store && ph.op == op {
+			out = append(out, ph)
+		}
+	}
+	return out
+}
+
+// span returns the range of f over ps, each end in format.
+func (ps daprPhases) span(f func(daprPhase) float64, format string) string {
+	if len(ps) == 0 {
+		return "n/a"
+	}
+	lo, hi := f(ps[0]), f(ps[0])
+	for _, ph := range ps[1:] {
+		lo, hi = min(lo, f(ph)), max(hi, f(ph))
+	}
+	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+// ratio returns the range over the rounds of f of store against f of
+// other, for op (each round runs the stores back to back).
+func (ps daprPhases) ratio(store, other, op string, f func(daprPhase) float64) string {
+	a, o := ps.pick(store, op), ps.pick(other, op)
+	var rs []float64
+	for i := range min(len(a), len(o)) {
+		rs = append(rs, f(a[i])/f(o[i]))
+	}
+	if len(rs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs))
+}
+
+// writeStores writes the table of rates, latencies and errors per store.
+func (ps daprPhases) writeStores(p func(string, ...any)) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	p50 := func(x daprPhase) float64 { return ms(x.p50) }
+	p99 := func(x daprPhase) float64 { return ms(x.p99) }
 	p("| store | GETs/s | GET p50 / p99 ms | saves/s | save p50 / p99 ms | errors |\n|---|---|---|---|---|---|\n")
 	for _, store := range daprStores {
-		g, s := pick(store, "get"), pick(store, "save")
+		g, s := ps.pick(store, "get"), ps.pick(store, "save")
 		var errs int64
 		for _, ph := range append(g, s...) {
 			errs += ph.errors
 		}
 		p("| %s | %s | %s / %s | %s | %s / %s | %d |\n", store,
-			span(g, daprPhase.perSecond, "%.0f"), span(g, func(x daprPhase) float64 { return ms(x.p50) }, "%.1f"),
-			span(g, func(x daprPhase) float64 { return ms(x.p99) }, "%.1f"),
-			span(s, daprPhase.perSecond, "%.0f"), span(s, func(x daprPhase) float64 { return ms(x.p50) }, "%.1f"),
-			span(s, func(x daprPhase) float64 { return ms(x.p99) }, "%.1f"), errs)
+			g.span(daprPhase.perSecond, "%.0f"), g.span(p50, "%.1f"), g.span(p99, "%.1f"),
+			s.span(daprPhase.perSecond, "%.0f"), s.span(p50, "%.1f"), s.span(p99, "%.1f"), errs)
 	}
-	// Ratios, round by round (each round runs the stores back to back).
-	ratio := func(store, other, op string, f func(daprPhase) float64) string {
-		a, o := pick(store, op), pick(other, op)
-		var rs []float64
-		for i := range min(len(a), len(o)) {
-			rs = append(rs, f(a[i])/f(o[i]))
-		}
-		if len(rs) == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs))
-	}
+}
+
+// writeTargets writes the targets' ratios, round by round.
+func (ps daprPhases) writeTargets(p func(string, ...any)) {
 	p99 := func(x daprPhase) float64 { return float64(x.p99) }
 	wcGet := func(x daprPhase) float64 { return float64(x.cpuPerOp("warmcache")) }
 	p("\n| target | this run (per round) |\n|---|---|\n")
-	p("| GETs/s ≥ 1.0× state.redis's | %s |\n", ratio("statestore", "redisstate", "get", daprPhase.perSecond))
-	p("| GETs/s ≥ 1.2× state.postgresql's | %s |\n", ratio("statestore", "pgstate", "get", daprPhase.perSecond))
-	p("| saves/s ≥ 0.9× state.postgresql's | %s |\n", ratio("statestore", "pgstate", "save", daprPhase.perSecond))
-	p("| GET p99 ≤ state.redis's p99 | %s |\n", ratio("statestore", "redisstate", "get", p99))
-	p("| warmcache CPU per Dapr GET ≤ 1.5× its CPU per REST hit | %s |\n", ratio("statestore", "REST", "get", wcGet))
+	p("| GETs/s ≥ 1.0× state.redis's | %s |\n", ps.ratio("statestore", "redisstate", "get", daprPhase.perSecond))
+	p("| GETs/s ≥ 1.2× state.postgresql's | %s |\n", ps.ratio("statestore", "pgstate", "get", daprPhase.perSecond))
+	p("| saves/s ≥ 0.9× state.postgresql's | %s |\n", ps.ratio("statestore", "pgstate", "save", daprPhase.perSecond))
+	p("| GET p99 ≤ state.redis's p99 | %s |\n", ps.ratio("statestore", "redisstate", "get", p99))
+	p("| warmcache CPU per Dapr GET ≤ 1.5× its CPU per REST hit | %s |\n", ps.ratio("statestore", "REST", "get", wcGet))
+}
+
+// writeCPU writes every process's CPU per operation of each store and op.
+func (ps daprPhases) writeCPU(p func(string, ...any)) {
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	p("\nCPU per operation, µs (the range over the rounds), from /proc:\n\n")
 	p("| store | op | warmcache | daprd | redis | postgres | pgbouncer |\n|---|---|---|---|---|---|---|\n")
 	for _, store := range append(slices.Clone(daprStores), "REST") {
 		for _, op := range []string{"get", "save"} {
-			ps := pick(store, op)
-			if len(ps) == 0 {
+			sel := ps.pick(store, op)
+			if len(sel) == 0 {
 				continue
 			}
 			cell := func(g string) string {
-				return span(ps, func(x daprPhase) float64 { return us(x.cpuPerOp(g)) }, "%.0f")
+				return sel.span(func(x daprPhase) float64 { return us(x.cpuPerOp(g)) }, "%.0f")
 			}
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", store, op, cell("warmcache"), cell("daprd"), cell(bench.ProcRedis),
 				cell(bench.ProcPostgres), cell(bench.ProcPgBouncer))
 		}
 	}
-	return b.String()
 }
