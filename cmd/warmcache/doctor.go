@@ -21,6 +21,7 @@ const doctorTimeout = 2 * time.Minute
 // doctor runs `warmcache doctor [--plans]`: it checks that each tier
 // answers, then shows on stdout, for each namespace, how its key lookup is
 // really executed (see doctor.Diagnose) in plain words, and the
+// warehouse's connection budget (doctor.CheckConnections), and the
 // lookup plans that have a warning, or every plan with --plans. It fails
 // when a tier is down or a namespace has a warning, so that it can gate a
 // deployment.
@@ -47,6 +48,17 @@ func doctor(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer store.Close()
 	fmt.Fprintf(stdout, "%-10s %-5s %s, pooler %s, reads %s, writes %s\n", "warehouse", "ok",
 		store.Dialect(), cfg.Postgres.Pooler, store.ExecMode(), store.WriteExecMode())
+
+	conns, err := pgdoctor.CheckConnections(ctx, store, gateway.ConnectionOptions(cfg, store))
+	if err != nil {
+		return err
+	}
+	for _, f := range conns.Findings() {
+		fmt.Fprintf(stdout, "  %s\n", f)
+		if f.Severity == pgdoctor.SeverityWarn {
+			problems++
+		}
+	}
 
 	diags, err := pgdoctor.Diagnose(ctx, store)
 	for _, d := range diags {

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/e2e/internal/harness"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
@@ -240,30 +241,6 @@ func (in *instance) waitDelivered(t *testing.T, ns *warmcache.Namespace, k int, 
 	})
 }
 
-// received is how many invalidations the instance's subscription has
-// received and applied.
-func (in *instance) received(t *testing.T) int {
-	t.Helper()
-	families, err := in.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n float64
-	for _, mf := range families {
-		if mf.GetName() != "warmcache_invalidations_received_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == "ok" {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return int(n)
-}
-
 // TestTwoInstancesWriteInvalidatesNearCache reads a key through both
 // instances, so that B's near cache holds v1, writes v2 through A, and reads
 // through B again.
@@ -375,7 +352,7 @@ func TestTwoInstancesConverge(t *testing.T) {
 	// Each acknowledged write published one invalidation; wait until B
 	// has applied them all.
 	testproc.Eventually(t, 10*time.Second, fmt.Sprintf("B to receive the %d invalidations", writers*perWriter), func() bool {
-		return b.received(t) >= writers*perWriter
+		return promregtest.Value(t, b.reg, "warmcache_invalidations_received_total", "result", "ok") >= writers*perWriter
 	})
 	for k := range coherenceKeys {
 		want := f.sqlVersion(t, k)

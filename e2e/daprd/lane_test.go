@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -146,11 +144,7 @@ func TestDaprdFlows(t *testing.T) {
 	})
 
 	t.Run("cmd/dapr-example through daprd", func(t *testing.T) {
-		bin := filepath.Join(t.TempDir(), "dapr-example")
-		build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../cmd/dapr-example")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/dapr-example: %v\n%s", err, out)
-		}
+		bin := testproc.Build(t, "github.com/warmcache/warmcache/cmd/dapr-example")
 		cmd := exec.CommandContext(ctx, bin, "-store", store)
 		cmd.Env = append(os.Environ(), "DAPR_GRPC_ENDPOINT="+s.GRPC)
 		out, err := cmd.CombinedOutput()

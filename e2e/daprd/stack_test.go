@@ -67,7 +67,7 @@ type stack struct {
 // components, templated for the test's servers, on free ports. Everything
 // stops when the test ends. Without daprd the test is skipped, saying so
 // (testenv.Daprd).
-func startStack(t *testing.T, serveArgs ...string) *stack {
+func startStack(t testing.TB, serveArgs ...string) *stack {
 	t.Helper()
 	daprdBin := testenv.Daprd(t)
 	dir := harness.SocketDir(t, "wc-daprd-")
@@ -137,7 +137,7 @@ func startStack(t *testing.T, serveArgs ...string) *stack {
 
 // startWarmcache starts (or restarts) warmcache (harness.Spawn) and
 // returns once it serves the pluggable component on its socket.
-func (s *stack) startWarmcache(t *testing.T) {
+func (s *stack) startWarmcache(t testing.TB) {
 	t.Helper()
 	// REST, the pluggable component, and the notice of open access.
 	sv := harness.Spawn(t, warmcacheBin, s.serveEnv, 3, s.serveArgs...)
@@ -151,7 +151,7 @@ func (s *stack) startWarmcache(t *testing.T) {
 // as it is, and Dapr's built-in stores' with the metadata values of
 // values, by component name. Every component gets keyPrefix prefix, so that
 // the test's keys on the shared Redis are its own.
-func writeComponents(t *testing.T, dir, prefix string, values map[string]map[string]string) {
+func writeComponents(t testing.TB, dir, prefix string, values map[string]map[string]string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func writeComponents(t *testing.T, dir, prefix string, values map[string]map[str
 }
 
 // dropRedisKeys deletes the keys of pattern that state.redis left.
-func dropRedisKeys(t *testing.T, addr, pattern string) {
+func dropRedisKeys(t testing.TB, addr, pattern string) {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -259,7 +259,7 @@ func (a answer) message() string {
 
 // call sends method path with body (JSON-encoded unless []byte or nil) and
 // headers to daprd's HTTP API.
-func (s *stack) call(t *testing.T, method, path string, body any, headers ...string) answer {
+func (s *stack) call(t testing.TB, method, path string, body any, headers ...string) answer {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -306,7 +306,7 @@ type item struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-func (s *stack) save(t *testing.T, store string, items ...item) answer {
+func (s *stack) save(t testing.TB, store string, items ...item) answer {
 	t.Helper()
 	return s.call(t, http.MethodPost, "/v1.0/state/"+store, items)
 }

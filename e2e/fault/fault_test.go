@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -201,12 +202,12 @@ type errorCounts struct{ sql, hot float64 }
 func tierErrors(t testing.TB, svc *service) errorCounts {
 	t.Helper()
 	return errorCounts{
-		sql: svc.metric(t, "warmcache_sql_queries_total", "result", "error"),
+		sql: promregtest.Value(t, svc.reg, "warmcache_sql_queries_total", "result", "error"),
 		// A read that overlaps a write of its key through the instance
 		// goes to the warehouse past the caches, as one whose hot-tier
 		// read failed does.
-		hot: svc.metric(t, "warmcache_lookups_total", "tier", "redis", "result", "error") +
-			svc.metric(t, "warmcache_cache_doubt_reads_total"),
+		hot: promregtest.Value(t, svc.reg, "warmcache_lookups_total", "tier", "redis", "result", "error") +
+			promregtest.Value(t, svc.reg, "warmcache_cache_doubt_reads_total"),
 	}
 }
 
@@ -216,7 +217,7 @@ func breakerOpens(svc *service) func(t testing.TB) {
 	return func(t testing.TB) {
 		t.Helper()
 		eventually(t, 15*time.Second, "the warehouse circuit breaker opens", func() bool {
-			return svc.metric(t, "warmcache_warehouse_breaker_open") == 1
+			return promregtest.Value(t, svc.reg, "warmcache_warehouse_breaker_open") == 1
 		})
 	}
 }

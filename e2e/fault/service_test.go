@@ -128,41 +128,6 @@ func (s *service) do(ctx context.Context, method, path string, body []byte) repl
 	return r
 }
 
-// metric returns the sum of the samples of the named metric whose labels
-// include labels (name, value pairs); zero when there are none.
-func (s *service) metric(t testing.TB, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := s.reg.Gather()
-	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	samples:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue samples
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			}
-		}
-	}
-	return sum
-}
-
 // etagVersion returns the version an ETag header carries.
 func etagVersion(h http.Header) (int64, error) {
 	return strconv.ParseInt(strings.Trim(h.Get("ETag"), `"`), 10, 64)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -279,8 +280,8 @@ func TestStampede(t *testing.T) {
 			replies := burst(st.svc, widgetPath(c.key), stampedeSize)
 			took := time.Since(start)
 			sources := checkReplies(t, replies, c.status)
-			hotErrors := st.svc.metric(t, "warmcache_lookups_total", "tier", "redis", "result", "error")
-			fillErrors := st.svc.metric(t, "warmcache_cache_fills_total", "result", "error")
+			hotErrors := promregtest.Value(t, st.svc.reg, "warmcache_lookups_total", "tier", "redis", "result", "error")
+			fillErrors := promregtest.Value(t, st.svc.reg, "warmcache_cache_fills_total", "result", "error")
 			got := st.stopAndCount(t)
 			t.Logf("%d GETs in %v: X-Cache %v; hot-tier read errors %v, fill errors %v; warehouse lookups %d; index scans +%d, seq scans +%d",
 				stampedeSize, took.Round(time.Millisecond), sources, hotErrors, fillErrors, st.warm.lookups.Load(), got.index, got.seq)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/warmcache/warmcache/e2e/internal/harness"
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // daprNamespaces declares a text-keyed namespace called statestore, the
@@ -337,11 +337,7 @@ func TestDaprJavaScriptSDKOverHTTP(t *testing.T) {
 // warmcache, found through DAPR_GRPC_ENDPOINT as Dapr applications find
 // their sidecar.
 func TestDaprExampleProgram(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "dapr-example")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "../../cmd/dapr-example")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/dapr-example: %v\n%s", err, out)
-	}
+	bin := testproc.Build(t, "github.com/warmcache/warmcache/cmd/dapr-example")
 	s := startDapr(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

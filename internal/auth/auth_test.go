@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/warmcache/warmcache/internal/auth"
+	"github.com/warmcache/warmcache/internal/memtier"
 )
 
 func mustHash(t *testing.T, token string) [32]byte {
@@ -23,18 +24,13 @@ func mustHash(t *testing.T, token string) [32]byte {
 	return h
 }
 
-// clock is a manual clock for the rate limiter.
-type clock struct{ t time.Time }
-
-func (c *clock) now() time.Time { return c.t }
-
-func newKeyring(t *testing.T, c *clock) *auth.Keyring {
+func newKeyring(t *testing.T, c *memtier.Clock) *auth.Keyring {
 	t.Helper()
 	kr, err := auth.NewKeyring([]auth.Key{
 		{ID: "reader", Hash: mustHash(t, "read-token"), Scopes: auth.ScopeRead, Namespaces: []string{"widgets"}},
 		{ID: "writer", Hash: mustHash(t, "write-token"), Scopes: auth.ScopeRead | auth.ScopeWrite, Namespaces: []string{"*"}},
 		{ID: "limited", Hash: mustHash(t, "limited-token"), Scopes: auth.ScopeRead, Namespaces: []string{"widgets"}, Rate: 0.5, Burst: 2},
-	}, auth.Options{Now: c.now})
+	}, auth.Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +38,7 @@ func newKeyring(t *testing.T, c *clock) *auth.Keyring {
 }
 
 func TestAuthenticateAndAuthorize(t *testing.T) {
-	kr := newKeyring(t, &clock{t: time.Unix(1000, 0)})
+	kr := newKeyring(t, memtier.NewClockAt(time.Unix(1000, 0)))
 	cases := []struct {
 		name      string
 		token     string
@@ -79,7 +75,7 @@ func TestAuthenticateAndAuthorize(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
+	c := memtier.NewClockAt(time.Unix(1000, 0))
 	kr := newKeyring(t, c)
 	for i := range 2 {
 		if _, err := kr.Authenticate("limited-token"); err != nil {
@@ -97,7 +93,7 @@ func TestRateLimit(t *testing.T) {
 	if _, err := kr.Authenticate("read-token"); err != nil {
 		t.Fatalf("another key is limited too: %v", err)
 	}
-	c.t = c.t.Add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	if _, err := kr.Authenticate("limited-token"); err != nil {
 		t.Fatalf("after the retry delay: %v", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -60,14 +62,14 @@ type captureTest struct {
 	apply        *fakeApplier
 	hot          *hotGenerations
 	genStore     *fakeGenerationStore
-	clock        *testClock
+	clock        *memtier.Clock
 	waits        []time.Duration // the waits between attempts to apply
 	log          *syncBuffer
 }
 
 func newCaptureTest(t *testing.T) *captureTest {
 	t.Helper()
-	ct := &captureTest{apply: &fakeApplier{}, hot: &hotGenerations{}, genStore: &fakeGenerationStore{}, clock: newTestClock(), log: &syncBuffer{}}
+	ct := &captureTest{apply: &fakeApplier{}, hot: &hotGenerations{}, genStore: &fakeGenerationStore{}, clock: memtier.NewClockAt(time.Now()), log: &syncBuffer{}}
 	ct.items, ct.users = testNamespaces()
 	ct.m, ct.reg = testMetrics(t)
 	namespaces := []*warmcache.Namespace{ct.items, ct.users}
@@ -98,7 +100,7 @@ func (ct *captureTest) stream(t *testing.T, src *fakeSource) {
 
 func (ct *captureTest) changes(t *testing.T, ns, kind string) float64 {
 	t.Helper()
-	v, _ := gathered(t, ct.reg, "warmcache_freshness_changes_total", "namespace", ns, "source", "capture", "kind", kind)
+	v, _ := promregtest.Lookup(t, ct.reg, "warmcache_freshness_changes_total", "namespace", ns, "source", "capture", "kind", kind)
 	return v
 }
 
@@ -220,7 +222,7 @@ func TestCaptureConfirmsOnlyWhatIsApplied(t *testing.T) {
 // The periodic status confirms the last position applied too.
 func TestCaptureConfirmsEveryStatusInterval(t *testing.T) {
 	ct := newCaptureTest(t)
-	tick := func() { ct.clock.Add(time.Second) }
+	tick := func() { ct.clock.Advance(time.Second) }
 	src := &fakeSource{steps: script(relations(),
 		txn(0x100, insert(relItems, text("1"), text(`1`), text("1"))),
 		[]step{{err: errIdle, do: tick}},
@@ -494,7 +496,7 @@ func TestCaptureFollowsTheGenerations(t *testing.T) {
 	if g := ct.hot.gen("users"); g != 0 {
 		t.Errorf("users at generation %d, want 0", g)
 	}
-	if got := metricValue(t, ct.reg, "warmcache_namespace_generation", "namespace", "items"); got != 3 {
+	if got := promregtest.Value(t, ct.reg, "warmcache_namespace_generation", "namespace", "items"); got != 3 {
 		t.Errorf("warmcache_namespace_generation{items} = %v, want 3", got)
 	}
 }
@@ -504,11 +506,11 @@ func TestCaptureFollowsTheGenerations(t *testing.T) {
 func TestCaptureReportsWALAndPrunes(t *testing.T) {
 	ct := newCaptureTest(t)
 	var src *fakeSource
-	wait := func(d time.Duration) step { return step{err: errIdle, do: func() { ct.clock.Add(d) }} }
+	wait := func(d time.Duration) step { return step{err: errIdle, do: func() { ct.clock.Advance(d) }} }
 	check := func(want float64, calls int, prunes int) step {
 		return step{err: errIdle, do: func() {
 			t.Helper()
-			if got := metricValue(t, ct.reg, "warmcache_change_capture_wal_retained_bytes"); got != want {
+			if got := promregtest.Value(t, ct.reg, "warmcache_change_capture_wal_retained_bytes"); got != want {
 				t.Errorf("wal_retained_bytes = %v, want %v", got, want)
 			}
 			src.mu.Lock()
@@ -558,7 +560,7 @@ func TestCaptureReportsTheLag(t *testing.T) {
 	lag := func(min, max float64) step {
 		return step{err: errIdle, do: func() {
 			t.Helper()
-			got := metricValue(t, ct.reg, "warmcache_change_capture_lag_seconds")
+			got := promregtest.Value(t, ct.reg, "warmcache_change_capture_lag_seconds")
 			if got < min || got > max {
 				t.Errorf("lag = %v, want in [%v, %v]", got, min, max)
 			}
@@ -567,7 +569,7 @@ func TestCaptureReportsTheLag(t *testing.T) {
 	applied := func(want float64) step {
 		return step{err: errIdle, do: func() {
 			t.Helper()
-			if got := metricValue(t, ct.reg, "warmcache_change_capture_apply_lag_seconds"); got != want {
+			if got := promregtest.Value(t, ct.reg, "warmcache_change_capture_apply_lag_seconds"); got != want {
 				t.Errorf("%v transactions observed in apply_lag_seconds, want %v", got, want)
 			}
 		}}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -30,28 +29,6 @@ func testNamespaces() (items, users *warmcache.Namespace) {
 	users = &warmcache.Namespace{Name: "users", Table: "crm.users", KeyColumn: "id", KeyType: warmcache.KeyText,
 		Layout: warmcache.LayoutColumns, Columns: []warmcache.Column{{Name: "name", Type: "text"}}, VersionColumn: "rev"}
 	return items, users
-}
-
-// testClock is a clock that moves only when the test moves it.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// newTestClock starts at the real time, so that deadlines taken from it
-// are in the future.
-func newTestClock() *testClock { return &testClock{t: time.Now()} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // applyCall is one call of fakeApplier.Apply.
@@ -419,56 +396,4 @@ func testMetrics(t *testing.T) (*metrics, *prometheus.Registry) {
 		t.Fatal(err)
 	}
 	return m, reg
-}
-
-// gathered returns the value of the series of name with labels (a
-// counter's or gauge's value, a histogram's count), and whether it is
-// there.
-func gathered(t *testing.T, reg *prometheus.Registry, name string, labels ...string) (float64, bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			return value(m), true
-		}
-	}
-	return 0, false
-}
-
-func value(m *dto.Metric) float64 {
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	case m.Histogram != nil:
-		return float64(m.Histogram.GetSampleCount())
-	}
-	return 0
-}
-
-// metricValue is gathered for a series that must be there.
-func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	v, ok := gathered(t, reg, name, labels...)
-	if !ok {
-		t.Fatalf("metric %s%v is not exposed", name, labels)
-	}
-	return v
 }

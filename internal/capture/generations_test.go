@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -38,7 +39,7 @@ func newGenerationsTest(t *testing.T) *generationsTest {
 
 func (gt *generationsTest) gauge(t *testing.T, ns string) float64 {
 	t.Helper()
-	return metricValue(t, gt.reg, "warmcache_namespace_generation", "namespace", ns)
+	return promregtest.Value(t, gt.reg, "warmcache_namespace_generation", "namespace", ns)
 }
 
 // Sync moves the namespaces that are behind the warehouse, and only
@@ -60,7 +61,7 @@ func TestGenerationsSyncMovesNamespacesForward(t *testing.T) {
 	if got := gt.gauge(t, "items"); got != 2 {
 		t.Errorf("warmcache_namespace_generation{items} = %v, want 2", got)
 	}
-	if _, ok := gathered(t, gt.reg, "warmcache_namespace_generation", "namespace", "orders"); ok {
+	if _, ok := promregtest.Lookup(t, gt.reg, "warmcache_namespace_generation", "namespace", "orders"); ok {
 		t.Errorf("a generation is exposed for a namespace this instance does not serve")
 	}
 

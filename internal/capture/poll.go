@@ -10,7 +10,7 @@ import (
 )
 
 // PollStore is what the watermark poll reads from the warehouse (see
-// pgstore's FreshnessStatements for the SQL and its indexes).
+// pgstore's ChangeStatements for the SQL and its indexes).
 type PollStore interface {
 	// Changed returns the keys of ns whose version is above after, oldest
 	// first, at most limit of them.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -18,7 +20,7 @@ const testOverlap = 10 * time.Second
 
 // testPoller returns a Poller of namespaces over store and apply, on
 // clock, with an overlap of testOverlap, and its metrics' registry.
-func testPoller(t *testing.T, store PollStore, apply Applier, clock *testClock, namespaces ...*warmcache.Namespace) (*Poller, *prometheus.Registry) {
+func testPoller(t *testing.T, store PollStore, apply Applier, clock *memtier.Clock, namespaces ...*warmcache.Namespace) (*Poller, *prometheus.Registry) {
 	t.Helper()
 	m, reg := testMetrics(t)
 	p := newPoller(store, apply, namespaces, time.Second, testOverlap, m, testLog(nil))
@@ -35,7 +37,7 @@ func round(t *testing.T, p *Poller) {
 
 func TestPollerStartsAtTheNewestVersion(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	store.write("items", "1", 10)
 	store.write("items", "2", 11)
 	store.remove("items", "3", 12)
@@ -44,7 +46,7 @@ func TestPollerStartsAtTheNewestVersion(t *testing.T) {
 	round(t, p)
 	appliedOnce(t, apply, "items")
 
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	store.write("items", "2", 13)
 	store.remove("items", "1", 14)
 	round(t, p)
@@ -53,7 +55,7 @@ func TestPollerStartsAtTheNewestVersion(t *testing.T) {
 
 func TestPollerAppliesEachChangeOnce(t *testing.T) {
 	items, users := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, reg := testPoller(t, store, apply, clock, items, users)
 	round(t, p)
 
@@ -62,21 +64,21 @@ func TestPollerAppliesEachChangeOnce(t *testing.T) {
 	store.write("items", "1", 1)
 	store.write("users", "ann", 2)
 	for range 3 {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		round(t, p)
 	}
 	store.write("items", "1", 3)
 	store.write("items", "2", 4)
 	for range 3 {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		round(t, p)
 	}
 	appliedOnce(t, apply, "items", refresh(items, "1", 1), refresh(items, "1", 3), refresh(items, "2", 4))
 	appliedOnce(t, apply, "users", refresh(users, "ann", 2))
-	if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "upsert"); got != 3 {
+	if got := promregtest.Value(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "upsert"); got != 3 {
 		t.Errorf("changes_total{items,poll,upsert} = %v, want 3", got)
 	}
-	if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", "users", "source", "poll", "kind", "upsert"); got != 1 {
+	if got := promregtest.Value(t, reg, "warmcache_freshness_changes_total", "namespace", "users", "source", "poll", "kind", "upsert"); got != 1 {
 		t.Errorf("changes_total{users,poll,upsert} = %v, want 1", got)
 	}
 }
@@ -98,7 +100,7 @@ func TestPollerAppliesLateCommitsWithinTheOverlap(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			items, _ := testNamespaces()
-			store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+			store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 			store.write("items", "0", 100)
 			p, _ := testPoller(t, store, apply, clock, items)
 			// Key 1 takes version 101 and key 2 version 102; key 2
@@ -113,20 +115,20 @@ func TestPollerAppliesLateCommitsWithinTheOverlap(t *testing.T) {
 			}
 			for i := range tc.rounds {
 				if i > 0 {
-					clock.Add(time.Second)
+					clock.Advance(time.Second)
 				}
 				round(t, p)
 			}
 			if tc.rounds > 0 {
 				store.write("items", "2", 102)
-				clock.Add(time.Second)
+				clock.Advance(time.Second)
 			}
 			round(t, p)
 			// Key 1 commits a few seconds later, within the window.
-			clock.Add(3 * time.Second)
+			clock.Advance(3 * time.Second)
 			store.write("items", "1", 101)
 			round(t, p)
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			round(t, p)
 			appliedOnce(t, apply, "items", refresh(items, "1", 101), refresh(items, "2", 102))
 		})
@@ -138,20 +140,20 @@ func TestPollerAppliesLateCommitsWithinTheOverlap(t *testing.T) {
 // applied and it forgets them.
 func TestPollerForgetsWhatIsOlderThanTheOverlap(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, _ := testPoller(t, store, apply, clock, items)
 	round(t, p)
 	for i := range 5 {
 		store.write("items", strconv.Itoa(i), int64(i+1))
 	}
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	round(t, p)
 	w := p.marks["items"]
 	if len(w.seen) != 5 || w.high != 5 {
 		t.Fatalf("after the round: %d keys seen, high %d; want 5 and 5", len(w.seen), w.high)
 	}
 	for range int(testOverlap/time.Second) + 1 {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		round(t, p)
 	}
 	if len(w.seen) != 0 {
@@ -192,7 +194,7 @@ func TestWatermarkBoundsTheKeysItRemembers(t *testing.T) {
 // the same changes again and applies them, and none is lost.
 func TestPollerAppliesAgainAfterAFailedApply(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, reg := testPoller(t, store, apply, clock, items)
 	round(t, p)
 	store.write("items", "1", 1)
@@ -202,7 +204,7 @@ func TestPollerAppliesAgainAfterAFailedApply(t *testing.T) {
 	errHot := errors.New("hot tier down")
 	apply.setFail(func(int, *warmcache.Namespace, []warmcache.Change) error { return errHot })
 	for range 2 {
-		clock.Add(time.Second)
+		clock.Advance(time.Second)
 		if err := p.Round(context.Background()); !errors.Is(err, errHot) {
 			t.Fatalf("Round = %v, want the Apply error", err)
 		}
@@ -210,20 +212,20 @@ func TestPollerAppliesAgainAfterAFailedApply(t *testing.T) {
 	if w := p.marks["items"]; w.high != 0 || len(w.seen) != 0 {
 		t.Errorf("after failed applies the watermark is at %d with %d keys seen, want 0 and 0", w.high, len(w.seen))
 	}
-	if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "upsert"); got != 0 {
+	if got := promregtest.Value(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "upsert"); got != 0 {
 		t.Errorf("changes_total counts %v changes that were not applied", got)
 	}
 
 	apply.setFail(nil)
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	round(t, p)
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	round(t, p)
 	appliedOnce(t, apply, "items", refresh(items, "1", 1), refresh(items, "2", 2), absent(items, "3", 3))
 	if w := p.marks["items"]; w.high != 2 {
 		t.Errorf("the watermark is at %d after applying, want 2", w.high)
 	}
-	if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "delete"); got != 1 {
+	if got := promregtest.Value(t, reg, "warmcache_freshness_changes_total", "namespace", "items", "source", "poll", "kind", "delete"); got != 1 {
 		t.Errorf("changes_total{delete} = %v, want 1", got)
 	}
 }
@@ -233,7 +235,7 @@ func TestPollerAppliesAgainAfterAFailedApply(t *testing.T) {
 // pages applied and applies the rest in the next round.
 func TestPollerReadsChangesInPages(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, _ := testPoller(t, store, apply, clock, items)
 	round(t, p)
 	n := 2*pollBatch + 10
@@ -252,7 +254,7 @@ func TestPollerReadsChangesInPages(t *testing.T) {
 		return nil
 	})
 	store.afters = nil
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	if err := p.Round(context.Background()); !errors.Is(err, errHot) {
 		t.Fatalf("Round = %v, want the Apply error", err)
 	}
@@ -262,7 +264,7 @@ func TestPollerReadsChangesInPages(t *testing.T) {
 	if got := len(apply.applied("items")); got != pollBatch {
 		t.Errorf("%d changes applied before the failure, want the first page's %d", got, pollBatch)
 	}
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	round(t, p)
 	appliedOnce(t, apply, "items", want...)
 	for _, c := range apply.calls {
@@ -274,7 +276,7 @@ func TestPollerReadsChangesInPages(t *testing.T) {
 
 func TestPollerSkipsKeysItCannotParse(t *testing.T) {
 	items, users := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, reg := testPoller(t, store, apply, clock, items, users)
 	round(t, p)
 	store.write("items", "x1", 1)
@@ -285,12 +287,12 @@ func TestPollerSkipsKeysItCannotParse(t *testing.T) {
 	store.remove("elsewhere", "1", 6)
 	store.remove("items", "8", 7)
 	store.remove("users", "carl", 8)
-	clock.Add(time.Second)
+	clock.Advance(time.Second)
 	round(t, p)
 	appliedOnce(t, apply, "items", refresh(items, "7", 2), absent(items, "8", 7))
 	appliedOnce(t, apply, "users", refresh(users, "bob", 4), absent(users, "carl", 8))
 	for _, ns := range []string{"items", "users"} {
-		if got := metricValue(t, reg, "warmcache_freshness_changes_total", "namespace", ns, "source", "poll", "kind", "delete"); got != 1 {
+		if got := promregtest.Value(t, reg, "warmcache_freshness_changes_total", "namespace", ns, "source", "poll", "kind", "delete"); got != 1 {
 			t.Errorf("changes_total{%s,poll,delete} = %v, want 1", ns, got)
 		}
 	}
@@ -308,7 +310,7 @@ func TestPollerSourceErrors(t *testing.T) {
 	for _, method := range []string{"Newest", "Changed", "NewestDeleted", "Deleted"} {
 		t.Run(method, func(t *testing.T) {
 			items, _ := testNamespaces()
-			store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+			store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 			store.write("items", "1", 1)
 			store.remove("items", "2", 2)
 			p, _ := testPoller(t, store, apply, clock, items)
@@ -318,7 +320,7 @@ func TestPollerSourceErrors(t *testing.T) {
 			store.setErr(method, errWarehouse)
 			store.write("items", "1", 3)
 			store.remove("items", "2", 4)
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			err := p.Round(context.Background())
 			if method == "Newest" || method == "NewestDeleted" {
 				// Only the first round asks for the newest versions.
@@ -332,7 +334,7 @@ func TestPollerSourceErrors(t *testing.T) {
 				t.Fatalf("Round = %v, want the warehouse error", err)
 			}
 			store.setErr(method, nil)
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			round(t, p)
 			appliedOnce(t, apply, "items", refresh(items, "1", 3), absent(items, "2", 4))
 		})
@@ -340,7 +342,7 @@ func TestPollerSourceErrors(t *testing.T) {
 	for _, method := range []string{"Newest", "NewestDeleted"} {
 		t.Run(method+" at the start", func(t *testing.T) {
 			items, _ := testNamespaces()
-			store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+			store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 			store.write("items", "1", 1)
 			store.remove("items", "2", 2)
 			p, _ := testPoller(t, store, apply, clock, items)
@@ -350,11 +352,11 @@ func TestPollerSourceErrors(t *testing.T) {
 				t.Fatalf("Round = %v, want the warehouse error", err)
 			}
 			store.setErr(method, nil)
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			round(t, p)
 			store.write("items", "3", 3)
 			store.remove("items", "1", 4)
-			clock.Add(time.Second)
+			clock.Advance(time.Second)
 			round(t, p)
 			appliedOnce(t, apply, "items", refresh(items, "3", 3), absent(items, "1", 4))
 			if got := store.count(method); got != 2 {
@@ -366,13 +368,13 @@ func TestPollerSourceErrors(t *testing.T) {
 
 func TestPollerPrunesTheDeleteLog(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	p, _ := testPoller(t, store, apply, clock, items)
 	round(t, p)
 	if !slices.Equal(store.prunes, []time.Duration{deleteLogAge}) {
 		t.Fatalf("prunes after the first round: %v, want one of %v", store.prunes, deleteLogAge)
 	}
-	clock.Add(pruneEvery / 2)
+	clock.Advance(pruneEvery / 2)
 	round(t, p)
 	if len(store.prunes) != 1 {
 		t.Errorf("pruned again within %v", pruneEvery)
@@ -380,12 +382,12 @@ func TestPollerPrunesTheDeleteLog(t *testing.T) {
 	// A failed prune does not fail the round; it is tried again a prune
 	// interval later.
 	store.setErr("PruneDeleted", errors.New("lock timeout"))
-	clock.Add(pruneEvery)
+	clock.Advance(pruneEvery)
 	store.remove("items", "5", 1)
 	round(t, p)
 	appliedOnce(t, apply, "items", absent(items, "5", 1))
 	store.setErr("PruneDeleted", nil)
-	clock.Add(pruneEvery + time.Second)
+	clock.Advance(pruneEvery + time.Second)
 	round(t, p)
 	if got := store.count("PruneDeleted"); got != 3 {
 		t.Errorf("PruneDeleted called %d times, want 3", got)
@@ -396,12 +398,12 @@ func TestPollerPrunesTheDeleteLog(t *testing.T) {
 // last round that completed: a failed round does not reset it.
 func TestPollerRunReportsThePollAge(t *testing.T) {
 	items, _ := testNamespaces()
-	store, apply, clock := newFakePollStore(), &fakeApplier{}, newTestClock()
+	store, apply, clock := newFakePollStore(), &fakeApplier{}, memtier.NewClockAt(time.Now())
 	m, reg := testMetrics(t)
 	p := newPoller(store, apply, []*warmcache.Namespace{items}, time.Millisecond, testOverlap, m, testLog(nil))
 	p.now = clock.Now
 
-	if got := metricValue(t, reg, "warmcache_poll_age_seconds"); got != 0 {
+	if got := promregtest.Value(t, reg, "warmcache_poll_age_seconds"); got != 0 {
 		t.Errorf("poll age before polling = %v, want 0", got)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -436,20 +438,20 @@ func TestPollerRunReportsThePollAge(t *testing.T) {
 
 	store.setErr("Changed", errors.New("connection refused"))
 	next() // round 1, which fails
-	clock.Add(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	release <- struct{}{}
 	next() // round 2
-	if got := metricValue(t, reg, "warmcache_poll_age_seconds"); got != 5 {
+	if got := promregtest.Value(t, reg, "warmcache_poll_age_seconds"); got != 5 {
 		t.Errorf("poll age after a failed round = %v, want 5", got)
 	}
 	store.setErr("Changed", nil)
 	release <- struct{}{}
 	next() // round 3
-	if got := metricValue(t, reg, "warmcache_poll_age_seconds"); got != 0 {
+	if got := promregtest.Value(t, reg, "warmcache_poll_age_seconds"); got != 0 {
 		t.Errorf("poll age after a complete round = %v, want 0", got)
 	}
-	clock.Add(2 * time.Second)
-	if got := metricValue(t, reg, "warmcache_poll_age_seconds"); got != 2 {
+	clock.Advance(2 * time.Second)
+	if got := promregtest.Value(t, reg, "warmcache_poll_age_seconds"); got != 2 {
 		t.Errorf("poll age 2s after a complete round = %v, want 2", got)
 	}
 	cancel()

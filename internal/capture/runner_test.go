@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -55,7 +57,7 @@ func (st *startTest) modes(t *testing.T) map[string]float64 {
 	t.Helper()
 	out := map[string]float64{}
 	for _, m := range modes {
-		out[m] = metricValue(t, st.reg, "warmcache_freshness_mode", "mode", m)
+		out[m] = promregtest.Value(t, st.reg, "warmcache_freshness_mode", "mode", m)
 	}
 	return out
 }
@@ -83,7 +85,7 @@ func TestStartOff(t *testing.T) {
 	if n := st.store.count("Newest"); n != 0 {
 		t.Errorf("the warehouse polled %d times with change capture off", n)
 	}
-	if got := metricValue(t, st.reg, "warmcache_poll_age_seconds"); got != 0 {
+	if got := promregtest.Value(t, st.reg, "warmcache_poll_age_seconds"); got != 0 {
 		t.Errorf("poll age = %v when not polling, want 0", got)
 	}
 }
@@ -174,13 +176,16 @@ func TestStartRegistersItsMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		name := f.GetName()
-		if !strings.HasPrefix(name, "warmcache_") {
+		if name := f.GetName(); !strings.HasPrefix(name, "warmcache_") {
 			t.Errorf("metric %s lacks the warmcache_ prefix", name)
 		}
-		if f.GetType().String() == "COUNTER" && !strings.HasSuffix(name, "_total") {
-			t.Errorf("counter %s does not end in _total", name)
-		}
+	}
+	problems, err := testutil.GatherAndLint(st.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
 }
 
@@ -188,7 +193,7 @@ func TestStartRegistersItsMetrics(t *testing.T) {
 // the last one applied, and zero once caught up.
 func TestMetricsLag(t *testing.T) {
 	m, reg := testMetrics(t)
-	lag := func() float64 { return metricValue(t, reg, "warmcache_change_capture_lag_seconds") }
+	lag := func() float64 { return promregtest.Value(t, reg, "warmcache_change_capture_lag_seconds") }
 	if got := lag(); got != 0 {
 		t.Errorf("lag before any transaction = %v, want 0", got)
 	}
@@ -215,7 +220,7 @@ func TestMetricsLag(t *testing.T) {
 	if got := lag(); got != 0 {
 		t.Errorf("lag once caught up = %v, want 0", got)
 	}
-	if got := metricValue(t, reg, "warmcache_change_capture_apply_lag_seconds"); got != 3 {
+	if got := promregtest.Value(t, reg, "warmcache_change_capture_apply_lag_seconds"); got != 3 {
 		t.Errorf("%v transactions observed, want 3", got)
 	}
 }
@@ -226,7 +231,7 @@ func TestZeroOptionsAreTheFlagDefaults(t *testing.T) {
 		flag      string
 		zero, def any
 	}{
-		{"freshness", defaultMode, config.DefaultFreshness},
+		{"freshness", defaultMode, config.DefaultCaptureMode},
 		{"poll-interval", defaultPollInterval, config.DefaultPollInterval},
 		{"poll-overlap", defaultPollOverlap, config.DefaultPollOverlap},
 	} {

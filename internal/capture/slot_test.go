@@ -11,6 +11,8 @@ import (
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 )
 
 // slotState is what the server's catalog says of the slot.
@@ -155,7 +157,7 @@ func TestCaptureEnsuresTheSlot(t *testing.T) {
 				if reason == tc.reset {
 					want = 1
 				}
-				if got, _ := gathered(t, ct.reg, "warmcache_change_capture_slot_resets_total", "reason", reason); got != want {
+				if got, _ := promregtest.Lookup(t, ct.reg, "warmcache_change_capture_slot_resets_total", "reason", reason); got != want {
 					t.Errorf("slot_resets_total{%s} = %v, want %v", reason, got, want)
 				}
 			}

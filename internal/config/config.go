@@ -24,7 +24,6 @@ import (
 	"github.com/warmcache/warmcache/internal/auth"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/schema"
-	"github.com/warmcache/warmcache/internal/tracing"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -66,7 +65,7 @@ const (
 	DefaultRedisDialTimeout = 200 * time.Millisecond
 
 	// The change capture's (capture.Options).
-	DefaultFreshness    = "auto"
+	DefaultCaptureMode  = "auto"
 	DefaultPollInterval = time.Second
 	DefaultPollOverlap  = 10 * time.Second
 
@@ -82,22 +81,22 @@ const slotStem = "warmcache"
 // command's Config holds the defaults in the groups it does not use. Each
 // field names its flag; `warmcache <command> -h` prints the defaults.
 type Config struct {
-	HTTP      HTTP
-	GRPC      GRPC
-	Dapr      Dapr
-	TLS       TLS
-	Access    Access
-	Postgres  Postgres
-	Redis     Redis
-	Near      Near
-	Freshness Freshness
-	Tiers     Tiers
-	Limits    Limits
-	Loads     Loads
-	Server    Server
+	HTTP     HTTP
+	GRPC     GRPC
+	Dapr     Dapr
+	TLS      TLS
+	Access   Access
+	Postgres Postgres
+	Redis    Redis
+	Near     Near
+	Capture  Capture
+	Tiers    Tiers
+	Limits   Limits
+	Loads    Loads
+	Server   Server
 	// Tracing is read by `serve` from the OTEL_* variables (see
-	// tracing.FromEnv); the OpenTelemetry SDK reads the rest of them.
-	Tracing tracing.Config
+	// TracingFromEnv); the OpenTelemetry SDK reads the rest of them.
+	Tracing Tracing
 	// LogLevel is debug, info, warn or error (--log-level).
 	LogLevel string
 	// NamespacesFile is the YAML file that declares namespaces
@@ -197,7 +196,8 @@ type Access struct {
 // Postgres is the warehouse.
 type Postgres struct {
 	// DSN reaches the warehouse, directly or through PgBouncer
-	// (--postgres-dsn).
+	// (--postgres-dsn). Load adds application_name=warmcache
+	// (ApplicationName) when neither it nor PGAPPNAME names one.
 	DSN string
 	// ExecMode is pgx's exec mode; auto picks one per dialect
 	// (--pg-exec-mode).
@@ -209,12 +209,12 @@ type Postgres struct {
 	// function of each table on PostgreSQL, created when missing
 	// (--pg-lookup-function). The other commands use one that exists and
 	// create none.
-	LookupFunction pgstore.LookupFunction
+	LookupFunction pgstore.FunctionMode
 	// WriteFunction says whether `serve` writes on PostgreSQL through a
 	// PL/pgSQL function of each writable table, one round trip per write,
 	// created when missing (--pg-write-function). The other commands use
 	// one that exists and create none.
-	WriteFunction pgstore.LookupFunction
+	WriteFunction pgstore.FunctionMode
 	// MaxConns bounds the pool of `serve` (--pg-max-conns). Commands use
 	// two connections.
 	MaxConns int
@@ -256,8 +256,9 @@ type Near struct {
 	Tracking string
 }
 
-// Freshness is how the service learns of writes that bypass it.
-type Freshness struct {
+// Capture is how the service learns of writes that bypass it: change capture
+// from the replication slot, or the watermark poll.
+type Capture struct {
 	// Mode is auto (change capture on PostgreSQL when wal_level is
 	// logical, polling otherwise), capture, poll or off (--freshness).
 	Mode string
@@ -392,7 +393,7 @@ func (cmd Command) groups() []func(*Config, *settings) {
 			func(c *Config, s *settings) { c.Postgres.registerPool(s) },
 			func(c *Config, s *settings) { c.Redis.register(s) },
 			func(c *Config, s *settings) { c.Near.register(s) },
-			func(c *Config, s *settings) { c.Freshness.register(s) },
+			func(c *Config, s *settings) { c.Capture.register(s) },
 			func(c *Config, s *settings) { c.Tiers.registerTimeouts(s) },
 			func(c *Config, s *settings) { c.Tiers.registerProtection(s) },
 			func(c *Config, s *settings) { c.Limits.register(s) },
@@ -416,7 +417,9 @@ func (cmd Command) groups() []func(*Config, *settings) {
 			(*Config).registerNamespaces,
 		}
 	case DoctorCommand:
-		return []func(*Config, *settings){warehouse, func(c *Config, s *settings) { c.Redis.register(s) }, (*Config).registerNamespaces}
+		return []func(*Config, *settings){warehouse, func(c *Config, s *settings) { c.Postgres.registerPoolSize(s) },
+			func(c *Config, s *settings) { c.Capture.registerConn(s) },
+			func(c *Config, s *settings) { c.Redis.register(s) }, (*Config).registerNamespaces}
 	case AdviseCommand:
 		return []func(*Config, *settings){warehouse, (*Config).registerNamespaces}
 	case LoadCommand, InvalidateCommand:
@@ -478,14 +481,16 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 		return Config{}, err
 	}
 	c.Args = fs.Args()
-	if c.Freshness.ReplicationDSN == "" && c.Postgres.Pooler == pgstore.PoolerNone {
-		c.Freshness.ReplicationDSN = c.Postgres.DSN
+	c.Postgres.DSN = withApplicationName(c.Postgres.DSN, getenv)
+	c.Capture.ReplicationDSN = withApplicationName(c.Capture.ReplicationDSN, getenv)
+	if c.Capture.ReplicationDSN == "" && c.Postgres.Pooler == pgstore.PoolerNone {
+		c.Capture.ReplicationDSN = c.Postgres.DSN
 	}
 	if err := s.validate(); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
-	if c.Freshness.ReplicationSlot == "" {
-		c.Freshness.ReplicationSlot = DeploymentSlot(c)
+	if c.Capture.ReplicationSlot == "" {
+		c.Capture.ReplicationSlot = DeploymentSlot(c)
 	}
 	var err error
 	if c.NamespacesFile == "" {
@@ -502,7 +507,7 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 		if err := c.checkOpenAccess(); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
-		if c.Tracing, err = tracing.FromEnv(getenv); err != nil {
+		if c.Tracing, err = TracingFromEnv(getenv); err != nil {
 			return Config{}, fmt.Errorf("config: %w", err)
 		}
 	}
@@ -520,7 +525,7 @@ func Load(cmd Command, args []string, getenv func(string) string, usage io.Write
 // then see. Changing any of the three changes the slot: the old one must be
 // dropped (docs/capture.md).
 func DeploymentSlot(c Config) string {
-	dsn := c.Freshness.ReplicationDSN
+	dsn := c.Capture.ReplicationDSN
 	if dsn == "" {
 		dsn = c.Postgres.DSN
 	}
@@ -636,11 +641,17 @@ func (p *Postgres) registerDSN(s *settings) {
 }
 
 func (p *Postgres) registerPool(s *settings) {
-	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
-	s.enum(enumOf(&p.LookupFunction, pgstore.ParseLookupFunction), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
+	p.registerPoolSize(s)
+	s.enum(enumOf(&p.LookupFunction, pgstore.ParseFunctionMode), "pg-lookup-function", "WARMCACHE_PG_LOOKUP_FUNCTION", string(pgstore.DefaultLookupFunction),
 		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
-	s.enum(enumOf(&p.WriteFunction, pgstore.ParseLookupFunction), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
+	s.enum(enumOf(&p.WriteFunction, pgstore.ParseFunctionMode), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
 		"write on PostgreSQL through a PL/pgSQL function of each writable table that locks, versions and writes in one round trip: auto (create it when missing), use (one that exists) or off")
+}
+
+// registerPoolSize registers --pg-max-conns: serve's pool, which the
+// doctor's connection budget counts too.
+func (p *Postgres) registerPoolSize(s *settings) {
+	s.positive(&p.MaxConns, "pg-max-conns", "WARMCACHE_PG_MAX_CONNS", pgstore.DefaultMaxConns, "warehouse pool size")
 }
 
 func (p *Postgres) registerDialect(s *settings) {
@@ -669,9 +680,15 @@ func (n *Near) register(s *settings) {
 	s.check(func() error { return oneOf("near-cache-tracking", n.Tracking, "bcast", "off") })
 }
 
-func (f *Freshness) register(s *settings) {
-	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", DefaultFreshness, "how writes that bypass the cache are seen: auto, capture, poll or off")
+// registerConn registers whether and where change capture connects,
+// which the doctor's connection budget counts too.
+func (f *Capture) registerConn(s *settings) {
+	s.str(&f.Mode, "freshness", "WARMCACHE_FRESHNESS", DefaultCaptureMode, "how writes that bypass the cache are seen: auto, capture, poll or off")
 	s.str(&f.ReplicationDSN, "replication-dsn", "WARMCACHE_REPLICATION_DSN", "", "PostgreSQL connection string for change capture, straight to the server (not PgBouncer); empty: the warehouse DSN when pg-pooler is none")
+}
+
+func (f *Capture) register(s *settings) {
+	f.registerConn(s)
 	s.str(&f.ReplicationSlot, "replication-slot", "WARMCACHE_REPLICATION_SLOT", "",
 		"replication slot of this deployment, shared by its instances; default warmcache_ and a hash of the database's name, the Redis addresses and the Redis prefix")
 	s.duration(&f.PollInterval, "poll-interval", "WARMCACHE_POLL_INTERVAL", DefaultPollInterval, "time between two polls for writes that bypass the cache")

@@ -34,9 +34,9 @@ var flagDefaults = map[string]struct {
 	"redis-addrs":          {func(c config.Config) any { return c.Redis.Addrs }, []string{config.DefaultRedisAddr}},
 	"redis-prefix":         {func(c config.Config) any { return c.Redis.Prefix }, config.DefaultRedisPrefix},
 	"redis-dial-timeout":   {func(c config.Config) any { return c.Redis.DialTimeout }, config.DefaultRedisDialTimeout},
-	"freshness":            {func(c config.Config) any { return c.Freshness.Mode }, config.DefaultFreshness},
-	"poll-interval":        {func(c config.Config) any { return c.Freshness.PollInterval }, config.DefaultPollInterval},
-	"poll-overlap":         {func(c config.Config) any { return c.Freshness.PollOverlap }, config.DefaultPollOverlap},
+	"freshness":            {func(c config.Config) any { return c.Capture.Mode }, config.DefaultCaptureMode},
+	"poll-interval":        {func(c config.Config) any { return c.Capture.PollInterval }, config.DefaultPollInterval},
+	"poll-overlap":         {func(c config.Config) any { return c.Capture.PollOverlap }, config.DefaultPollOverlap},
 	"dapr-socket-folder":   {func(c config.Config) any { return c.Dapr.SocketFolder }, config.DefaultDaprSocketFolder},
 	"dapr-socket-name":     {func(c config.Config) any { return c.Dapr.SocketName }, config.DefaultDaprSocketName},
 	"dapr-max-value-bytes": {func(c config.Config) any { return c.Dapr.MaxValueBytes }, int64(config.DefaultDaprMaxValueBytes)},
@@ -78,8 +78,8 @@ var flagDefaults = map[string]struct {
 	"redis-password":   {func(c config.Config) any { return c.Redis.Password }, ""},
 	"redis-db":         {func(c config.Config) any { return c.Redis.DB }, 0},
 	"near-cache-bytes": {func(c config.Config) any { return c.Near.Bytes }, int64(0)},
-	"replication-dsn":  {func(c config.Config) any { return c.Freshness.ReplicationDSN }, ""},
-	"replication-slot": {func(c config.Config) any { return c.Freshness.ReplicationSlot }, ""}, // config.DeploymentSlot
+	"replication-dsn":  {func(c config.Config) any { return c.Capture.ReplicationDSN }, ""},
+	"replication-slot": {func(c config.Config) any { return c.Capture.ReplicationSlot }, ""}, // config.DeploymentSlot
 	"spool-dir":        {func(c config.Config) any { return c.Loads.SpoolDir }, ""},
 	"cursor-key":       {func(c config.Config) any { return c.Server.CursorKey }, ""},
 	"pprof":            {func(c config.Config) any { return c.Server.PprofAddr }, ""},

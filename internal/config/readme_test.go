@@ -17,7 +17,8 @@ import (
 // The configuration tables of docs/configuration.md list exactly the flags
 // of the binary's commands, each with the environment variable the flag's
 // help names: a flag added without a row, or a row left for a flag that is
-// gone, fails here.
+// gone, fails here. Each default is in code format, as `8` or `auto`, or
+// "empty".
 func TestConfigurationDocListsEveryFlag(t *testing.T) {
 	// PrintDefaults writes "  -name type" then an indented help line that
 	// ends with "(WARMCACHE_...)".
@@ -59,6 +60,7 @@ func TestConfigurationDocListsEveryFlag(t *testing.T) {
 	documented := map[string]string{}
 	rowFlag := regexp.MustCompile("`--([a-z0-9-]+)`")
 	rowVar := regexp.MustCompile("`(WARMCACHE_[A-Z0-9_]+)`")
+	rowDefault := regexp.MustCompile("^(`|empty|for `)")
 	for _, line := range strings.Split(string(readme), "\n") {
 		if !strings.HasPrefix(line, "| `--") {
 			continue
@@ -67,6 +69,9 @@ func TestConfigurationDocListsEveryFlag(t *testing.T) {
 		if len(cells) < 3 {
 			t.Errorf("docs/configuration.md row %q has no variable and default", line)
 			continue
+		}
+		if !rowDefault.MatchString(cells[2]) {
+			t.Errorf("docs/configuration.md row %q: the default is not in code format (`value`) nor \"empty\"", cells[0])
 		}
 		flags := rowFlag.FindAllStringSubmatch(cells[0], -1)
 		vars := rowVar.FindAllStringSubmatch(cells[1], -1)

@@ -19,7 +19,7 @@ func TestReplicationSlotPerDeployment(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Load: %v", err)
 		}
-		return c.Freshness.ReplicationSlot
+		return c.Capture.ReplicationSlot
 	}
 	base := map[string]string{
 		"WARMCACHE_POSTGRES_DSN": "postgres://app@10.0.0.1:6432/orders?sslmode=disable",

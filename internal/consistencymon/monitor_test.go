@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -81,65 +82,23 @@ func TestMonitorCountsAndRepairs(t *testing.T) {
 	// consistent, with its time from finding the key inconsistent: well
 	// under a second here.
 	deadline = time.Now().Add(10 * time.Second)
-	for gathered(t, reg, "warmcache_consistency_repairs_total", map[string]string{"result": "ok"}) < 1 {
+	for promregtest.Value(t, reg, "warmcache_consistency_repairs_total", "result", "ok") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the repair was not counted as ok")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if n := gathered(t, reg, "warmcache_consistency_repairs_total", map[string]string{"result": "unrepaired"}); n != 0 {
+	if n := promregtest.Value(t, reg, "warmcache_consistency_repairs_total", "result", "unrepaired"); n != 0 {
 		t.Errorf("%v repairs unrepaired, want 0", n)
 	}
-	n, sum := repairHistogram(t, reg)
+	n, sum := promregtest.Histogram(t, reg, "warmcache_consistency_repair_seconds")
 	if n != 1 || sum <= 0 || sum > 1 {
 		t.Errorf("repair time: %v observations summing to %vs, want one under a second", n, sum)
 	}
 }
 
-// repairHistogram returns the count and the sum of
-// warmcache_consistency_repair_seconds.
-func repairHistogram(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "warmcache_consistency_repair_seconds" {
-			h := mf.GetMetric()[0].GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	return 0, 0
-}
-
 // checks returns the Redis checks of result at age 10ms.
 func checks(t *testing.T, reg *prometheus.Registry, result string) float64 {
 	t.Helper()
-	return gathered(t, reg, "warmcache_consistency_checks_total", map[string]string{"age": "10ms", "tier": "redis", "result": result})
-}
-
-// gathered returns the value of the counter name whose labels include
-// want.
-func gathered(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
-					continue series
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
+	return promregtest.Value(t, reg, "warmcache_consistency_checks_total", "age", "10ms", "tier", "redis", "result", result)
 }

@@ -1,5 +1,5 @@
 // Package dapr is the mapping of Dapr's state operations onto the core,
-// which both Dapr surfaces stand on: the runtime API (internal/dapr/runtime,
+// which both Dapr surfaces stand on: the runtime API (internal/dapr/stateapi,
 // Dapr's state API over HTTP and gRPC) and the pluggable state-store
 // component (internal/dapr/pluggable, which daprd calls). ETags,
 // concurrency, consistency, the accepted metadata and the errors mean the

@@ -17,8 +17,8 @@ type Transport string
 const (
 	REST          Transport = "http"           // the REST API (internal/httpapi)
 	GRPC          Transport = "grpc"           // the gRPC API (internal/grpcapi)
-	DaprHTTP      Transport = "dapr-http"      // Dapr's state API over HTTP (internal/dapr/runtime)
-	DaprGRPC      Transport = "dapr-grpc"      // Dapr's state API over gRPC (internal/dapr/runtime)
+	DaprHTTP      Transport = "dapr-http"      // Dapr's state API over HTTP (internal/dapr/stateapi)
+	DaprGRPC      Transport = "dapr-grpc"      // Dapr's state API over gRPC (internal/dapr/stateapi)
 	DaprComponent Transport = "dapr-component" // daprd's pluggable state store (internal/dapr/pluggable)
 )
 

@@ -43,7 +43,7 @@ import (
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/consistencymon"
 	"github.com/warmcache/warmcache/internal/dapr/pluggable"
-	daprruntime "github.com/warmcache/warmcache/internal/dapr/runtime"
+	"github.com/warmcache/warmcache/internal/dapr/stateapi"
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/endpoint"
 	"github.com/warmcache/warmcache/internal/grpcapi"
@@ -213,7 +213,7 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	}
 	g.log.Info("warehouse connected", "dialect", g.store.Dialect().String(), "exec_mode", g.store.ExecMode(), "pooler", cfg.Postgres.Pooler)
 	if !g.opts.SkipDoctor {
-		logDoctor(startCtx, g.store, g.log)
+		logDoctor(startCtx, cfg, g.store, g.log)
 	}
 	var err error
 	if g.near, err = startNear(cfg, g.cache, g.reg, g.log); err != nil {
@@ -275,7 +275,7 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 // namespaces, which runs until Close.
 func (g *Gateway) startCapture(ctx context.Context) error {
 	managed, others := managedNamespaces(g.cfg)
-	if len(others) > 0 && g.cfg.Freshness.Mode != capture.Off {
+	if len(others) > 0 && g.cfg.Capture.Mode != capture.Off {
 		g.log.Info("capture: namespaces not managed by migrate are not captured or polled (they have no version index); their entries live their TTL",
 			slog.Any("namespaces", others))
 	}
@@ -313,7 +313,7 @@ func (g *Gateway) startTracing(ctx context.Context) error {
 		return nil
 	}
 	tcfg := g.cfg.Tracing
-	tp, err := tracing.Start(ctx, tcfg, buildVersion())
+	tp, err := tracing.Start(ctx, tcfg.Protocol, buildVersion())
 	if err != nil {
 		return err
 	}
@@ -406,8 +406,8 @@ func (g *Gateway) buildTransports() error {
 	if err != nil {
 		return err
 	}
-	daprGRPC := daprruntime.NewGRPC(g.svc, keys, g.log)
-	daprHTTP := g.tracer.HTTP(daprruntime.NewHTTP(g.svc, g.log, daprruntime.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr")
+	daprGRPC := stateapi.NewGRPC(g.svc, keys, g.log)
+	daprHTTP := g.tracer.HTTP(stateapi.NewHTTP(g.svc, g.log, stateapi.HTTPOptions{MaxBodyBytes: cfg.Limits.MaxBodyBytes, Keys: keys}), "dapr")
 	// Up to daprd's own 4 MiB, so that a value over the bound reaches the
 	// core, which refuses it with the bound, rather than gRPC's raw size
 	// error.
@@ -571,12 +571,12 @@ func (g *Gateway) startGenerations(ctx context.Context) (*capture.Generations, e
 // dialect.
 func captureOptions(cfg config.Config, store *pgstore.Store) capture.Options {
 	return capture.Options{
-		Mode:           cfg.Freshness.Mode,
+		Mode:           cfg.Capture.Mode,
 		PostgreSQL:     store.Dialect() == dialect.Postgres,
-		ReplicationDSN: cfg.Freshness.ReplicationDSN,
-		Slot:           cfg.Freshness.ReplicationSlot,
-		PollInterval:   cfg.Freshness.PollInterval,
-		PollOverlap:    cfg.Freshness.PollOverlap,
+		ReplicationDSN: cfg.Capture.ReplicationDSN,
+		Slot:           cfg.Capture.ReplicationSlot,
+		PollInterval:   cfg.Capture.PollInterval,
+		PollOverlap:    cfg.Capture.PollOverlap,
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/warmcache/warmcache/internal/capture"
+	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/pgstore/doctor"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -13,9 +16,10 @@ import (
 )
 
 // logDoctor runs the doctor on the warehouse at start and logs each
-// finding: warnings at Warn, the rest at Info. A doctor that cannot run is
-// logged and does not stop the service.
-func logDoctor(ctx context.Context, store *pgstore.Store, log *slog.Logger) {
+// finding, the connection budget's among them: warnings at Warn, the rest
+// at Info. A doctor that cannot run is logged and does not stop the
+// service.
+func logDoctor(ctx context.Context, cfg config.Config, store *pgstore.Store, log *slog.Logger) {
 	diags, err := doctor.Diagnose(ctx, store)
 	for _, d := range diags {
 		for _, f := range d.Findings {
@@ -31,6 +35,32 @@ func logDoctor(ctx context.Context, store *pgstore.Store, log *slog.Logger) {
 	}
 	if err != nil {
 		log.Warn("doctor could not check the lookups", "err", err)
+	}
+	conns, err := doctor.CheckConnections(ctx, store, ConnectionOptions(cfg, store))
+	if err != nil {
+		log.Warn("doctor could not count the warehouse's connections", "err", err)
+		return
+	}
+	for _, f := range conns.Findings() {
+		level := slog.LevelInfo
+		if f.Severity == doctor.SeverityWarn {
+			level = slog.LevelWarn
+		}
+		log.LogAttrs(ctx, level, "doctor: "+f.Text, slog.String("severity", string(f.Severity)))
+	}
+}
+
+// ConnectionOptions returns what the doctor's connection budget needs of
+// cfg: the pool of `serve`, the pooler, and whether change capture holds a
+// plain connection to the warehouse (PostgreSQL with a replication DSN, in
+// a mode that captures).
+func ConnectionOptions(cfg config.Config, store *pgstore.Store) doctor.ConnectionOptions {
+	mode := cfg.Capture.Mode
+	return doctor.ConnectionOptions{
+		PoolSize: cfg.Postgres.MaxConns,
+		Pooler:   cfg.Postgres.Pooler,
+		Capture: store.Dialect() == dialect.Postgres && cfg.Capture.ReplicationDSN != "" &&
+			(mode == capture.Auto || mode == capture.Capture),
 	}
 }
 

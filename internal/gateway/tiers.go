@@ -57,8 +57,8 @@ func OpenWarehouse(ctx context.Context, cfg config.Config, namespaces []*warmcac
 	defer cancel()
 	opts := StoreOptions(cfg)
 	opts.MaxConns = commandConns
-	opts.LookupFunction = pgstore.LookupFunctionUse // commands create nothing
-	opts.WriteFunction = pgstore.LookupFunctionUse
+	opts.LookupFunction = pgstore.FunctionUse // commands create nothing
+	opts.WriteFunction = pgstore.FunctionUse
 	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
 }
 

@@ -534,6 +534,12 @@ func TestContractInvalidate(t *testing.T) {
 	}{
 		{"neither", `{}`, "invalid_request"},
 		{"both", `{"keys":[1],"all":true}`, "invalid_request"},
+		{"all with empty keys", `{"all":true,"keys":[]}`, "invalid_request"},
+		{"keys with all false", `{"keys":[42],"all":false}`, "invalid_request"},
+		{"all with null keys", `{"keys":null,"all":true}`, "invalid_request"},
+		{"all false alone", `{"all":false}`, "invalid_request"},
+		{"null keys alone", `{"keys":null}`, "invalid_request"},
+		{"all not a boolean", `{"all":"yes"}`, "invalid_request"},
 		{"bad key", `{"keys":["x"]}`, "invalid_key"},
 	} {
 		w := c.do(t, http.MethodPost, "/v1/kv/widgets/_invalidate", tc.body)

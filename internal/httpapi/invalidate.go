@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -9,10 +10,31 @@ import (
 )
 
 // invalidateRequest is the body of POST /v1/kv/{namespace}/_invalidate:
-// either keys, or all.
+// either keys (at least one) or "all": true, and only one of the two
+// members, as the OpenAPI document's InvalidateRequest says. The members
+// stay raw so that a member given as null, [] or false counts as given.
 type invalidateRequest struct {
-	Keys []json.RawMessage `json:"keys"`
-	All  bool              `json:"all"`
+	Keys json.RawMessage `json:"keys"`
+	All  json.RawMessage `json:"all"`
+}
+
+// parse returns the keys of r, or all; an error says which rule r breaks.
+func (r invalidateRequest) parse() (keys []json.RawMessage, all bool, err error) {
+	switch {
+	case r.Keys != nil && r.All != nil:
+		return nil, false, errors.New(`give either keys or "all": true, not both`)
+	case r.All != nil:
+		if err := json.Unmarshal(r.All, &all); err != nil || !all {
+			return nil, false, errors.New(`"all" must be true; to invalidate keys, give keys alone`)
+		}
+		return nil, true, nil
+	case r.Keys != nil:
+		if err := json.Unmarshal(r.Keys, &keys); err != nil || len(keys) == 0 {
+			return nil, false, errors.New(`"keys" must be an array of at least one key`)
+		}
+		return keys, false, nil
+	}
+	return nil, false, errors.New(`give either keys or "all": true`)
 }
 
 // invalidate answers POST /v1/kv/{namespace}/_invalidate: the listed keys
@@ -26,12 +48,13 @@ func (a *api) invalidate(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	if req.All == (len(req.Keys) > 0) {
-		a.writeError(w, r, fmt.Errorf("%w: give either keys or \"all\": true", errInvalidRequest))
+	raws, all, err := req.parse()
+	if err != nil {
+		a.writeError(w, r, fmt.Errorf("%w: %w", errInvalidRequest, err))
 		return
 	}
-	keys := make([]string, len(req.Keys))
-	for i, raw := range req.Keys {
+	keys := make([]string, len(raws))
+	for i, raw := range raws {
 		k, err := keyText(raw)
 		if err != nil {
 			a.writeError(w, r, fmt.Errorf("%w: keys[%d]: %w", errInvalidRequest, i, err))
@@ -39,13 +62,13 @@ func (a *api) invalidate(w http.ResponseWriter, r *http.Request) {
 		}
 		keys[i] = k
 	}
-	n, err := a.svc.Invalidate(r.Context(), chi.URLParam(r, "namespace"), keys, req.All)
+	n, err := a.svc.Invalidate(r.Context(), chi.URLParam(r, "namespace"), keys, all)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if req.All {
+	if all {
 		_, _ = w.Write([]byte(`{"all":true}`))
 		return
 	}

@@ -9,9 +9,10 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/warmcache/warmcache/internal/httpapi"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 )
 
 // TestRequestDurationLabels checks the labels that each request's duration
@@ -47,41 +48,23 @@ func TestRequestDurationLabels(t *testing.T) {
 			t.Fatalf("%s %s = %d, want %d", r.method, r.path, w.Code, r.status)
 		}
 	}
-	got := map[string]uint64{}
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	want := []struct {
+		method, route, status string
+		n                     float64
+	}{
+		{"GET", "/healthz", "2xx", 2},
+		{"GET", "unmatched", "4xx", 1},
+		{"POST", "unmatched", "4xx", 1},
+		{"other", "unmatched", "4xx", 1},
+		{"POST", "/v1/kv/{namespace}/_mget", "4xx", 2},
 	}
-	for _, f := range families {
-		if f.GetName() != "warmcache_http_request_duration_seconds" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			got[labels(m)] = m.GetHistogram().GetSampleCount()
-		}
+	const name = "warmcache_http_request_duration_seconds"
+	if n, err := testutil.GatherAndCount(reg, name); err != nil || n != len(want) {
+		t.Errorf("%s has %d series (%v), want %d", name, n, err, len(want))
 	}
-	want := map[string]uint64{
-		"GET /healthz 2xx":                  2,
-		"GET unmatched 4xx":                 1,
-		"POST unmatched 4xx":                1,
-		"other unmatched 4xx":               1,
-		"POST /v1/kv/{namespace}/_mget 4xx": 2,
-	}
-	if len(got) != len(want) {
-		t.Errorf("series %v, want %v", got, want)
-	}
-	for k, n := range want {
-		if got[k] != n {
-			t.Errorf("series %q counted %d requests, want %d (all: %v)", k, got[k], n, got)
+	for _, w := range want {
+		if got := promregtest.Value(t, reg, name, "method", w.method, "route", w.route, "status", w.status); got != w.n {
+			t.Errorf("series %s %s %s counted %v requests, want %v", w.method, w.route, w.status, got, w.n)
 		}
 	}
-}
-
-// labels returns "method route status" of a series.
-func labels(m *dto.Metric) string {
-	l := map[string]string{}
-	for _, p := range m.GetLabel() {
-		l[p.GetName()] = p.GetValue()
-	}
-	return l["method"] + " " + l["route"] + " " + l["status"]
 }

@@ -31,15 +31,19 @@ var (
 // does.
 var ErrDown = fmt.Errorf("%w: memtier: tier down", warmcache.ErrUnavailable)
 
-// Clock is a clock that moves only when told, for tests of lifetimes and
-// staleness. Safe for concurrent use.
+// Clock is a clock that moves only when told: the one test clock of every
+// package's tests (lifetimes, staleness, rate limits, polls), handed to an
+// Options.Now as its Now method. Safe for concurrent use.
 type Clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
 // NewClock returns a clock at a fixed instant.
-func NewClock() *Clock { return &Clock{now: time.Unix(1_700_000_000, 0)} }
+func NewClock() *Clock { return NewClockAt(time.Unix(1_700_000_000, 0)) }
+
+// NewClockAt returns a clock at t.
+func NewClockAt(t time.Time) *Clock { return &Clock{now: t} }
 
 // Now returns the clock's time.
 func (c *Clock) Now() time.Time {

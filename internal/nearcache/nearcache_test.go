@@ -3,28 +3,17 @@ package nearcache_test
 import (
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/nearcache"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
 )
-
-// fakeClock is a clock that moves only when told.
-type fakeClock struct{ nanos atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.nanos.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.nanos.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.nanos.Add(int64(d)) }
 
 func newCache(tb testing.TB, opts nearcache.Options, reg prometheus.Registerer) *nearcache.Cache {
 	tb.Helper()
@@ -68,27 +57,16 @@ func TestByteBoundHoldsUnderFlood(t *testing.T) {
 	if got := c.Bytes(); got < maxBytes/2 {
 		t.Errorf("Bytes() = %d after the flood, want the cache at least half full (%d)", got, maxBytes/2)
 	}
-	if got := metric(t, reg, "warmcache_near_cache_bytes", ""); got != float64(c.Bytes()) {
+	if got := promregtest.Value(t, reg, "warmcache_near_cache_bytes"); got != float64(c.Bytes()) {
 		t.Errorf("warmcache_near_cache_bytes = %v, want %d", got, c.Bytes())
 	}
-	if n := metric(t, reg, "warmcache_near_cache_evictions_total", "size"); n < float64(writers*perWriter)/2 {
+	if n := promregtest.Value(t, reg, "warmcache_near_cache_evictions_total", "reason", "size"); n < float64(writers*perWriter)/2 {
 		t.Errorf("size evictions = %v, want most of the %d entries stored", n, writers*perWriter)
 	}
 }
 
-// metric returns the value of the gauge or counter name in reg, of the
-// series whose reason label is reason (empty for a series without labels).
-func metric(tb testing.TB, reg *prometheus.Registry, name, reason string) float64 {
-	tb.Helper()
-	labels := map[string]string{}
-	if reason != "" {
-		labels["reason"] = reason
-	}
-	return labeled(tb, reg, name, labels)
-}
-
 func TestEntriesExpireAfterNearTTL(t *testing.T) {
-	clock := newFakeClock()
+	clock := memtier.NewClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
 	c := newCache(t, nearcache.Options{Now: clock.Now}, reg)
 	ns := &warmcache.Namespace{Name: "ttl", NearTTL: time.Second}
@@ -116,7 +94,7 @@ func TestEntriesExpireAfterNearTTL(t *testing.T) {
 		t.Error("key 1 served after NearTTL")
 	}
 	c.CleanUp()
-	if n := metric(t, reg, "warmcache_near_cache_evictions_total", "expired"); n < 1 {
+	if n := promregtest.Value(t, reg, "warmcache_near_cache_evictions_total", "reason", "expired"); n < 1 {
 		t.Errorf("expired evictions = %v, want at least 1", n)
 	}
 }
@@ -125,7 +103,7 @@ func TestEntriesExpireAfterNearTTL(t *testing.T) {
 // rules: Set, Invalidate and Drop.
 func TestNearTierContract(t *testing.T) {
 	tiertest.Near(t, func(t *testing.T, markTTL time.Duration) (warmcache.Near, tiertest.Clock) {
-		clock := newFakeClock()
+		clock := memtier.NewClockAt(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 		return newCache(t, nearcache.Options{Now: clock.Now, MarkTTL: markTTL}, nil), clock
 	})
 }
@@ -149,39 +127,10 @@ func TestInvalidationsCountedBySource(t *testing.T) {
 		{"versioned", "dropped", 1}, {"versioned", "none", 2},
 		{"tracking", "dropped", 1}, {"tracking", "none", 2},
 	} {
-		if got := labeled(t, reg, "warmcache_near_cache_invalidations_total", map[string]string{"source": tc.source, "result": tc.result}); got != tc.want {
+		if got := promregtest.Value(t, reg, "warmcache_near_cache_invalidations_total", "source", tc.source, "result", tc.result); got != tc.want {
 			t.Errorf("invalidations{source=%q,result=%q} = %v, want %v", tc.source, tc.result, got, tc.want)
 		}
 	}
-}
-
-// labeled returns the value of the gauge or counter name in reg whose
-// labels are labels (none for an empty map).
-func labeled(tb testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
-	tb.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if labels[l.GetName()] != l.GetValue() {
-					continue series
-				}
-			}
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	tb.Fatalf("no series %s%v", name, labels)
-	return 0
 }
 
 // Clear drops every entry but keeps the versions it dropped, and the marks

@@ -78,15 +78,15 @@ func BenchmarkPut(b *testing.B) {
 			}
 			for _, tb := range tables {
 				for _, pgbouncer := range []bool{false, true} {
-					for _, fn := range []pgstore.LookupFunction{pgstore.LookupFunctionAuto, pgstore.LookupFunctionOff} {
-						if w.Greenplum && (pgbouncer || (fn == pgstore.LookupFunctionOff && tb.Storage.AppendOptimized)) {
+					for _, fn := range []pgstore.FunctionMode{pgstore.FunctionAuto, pgstore.FunctionOff} {
+						if w.Greenplum && (pgbouncer || (fn == pgstore.FunctionOff && tb.Storage.AppendOptimized)) {
 							continue
 						}
 						name := tb.Namespace.Name
 						if pgbouncer {
 							name += "/pgbouncer"
 						}
-						if fn == pgstore.LookupFunctionOff {
+						if fn == pgstore.FunctionOff {
 							name += "/statements"
 						}
 						b.Run(name, func(b *testing.B) {

@@ -17,7 +17,7 @@
 // Besides the tier, the Store serves what the core asks of the warehouse:
 // bulk loads (warmcache.Loader), the non-key query (warmcache.Searcher),
 // the sweep of expired rows (warmcache.Expirer), the change poll and the
-// namespace generations (freshness.go), and the value dictionaries. The
+// namespace generations (changes.go), and the value dictionaries. The
 // tools that examine how the warehouse executes its statements read them
 // through Pool and Tables.
 //

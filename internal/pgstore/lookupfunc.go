@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -36,35 +35,6 @@ const lookupFunctionPrefix = "warmcache_lookup_"
 // statement that contains it (through a quoted column name) gets no
 // function.
 const lookupFunctionQuote = "$warmcache_lookup$"
-
-// LookupFunction says whether a Store reads keys on PostgreSQL through a
-// lookup function of each table (see Options.LookupFunction).
-type LookupFunction string
-
-// The lookup function settings.
-const (
-	// LookupFunctionAuto creates the function when it is missing.
-	LookupFunctionAuto LookupFunction = "auto"
-	// LookupFunctionUse uses a function that exists and creates none: the
-	// setting of the commands other than serve, which change nothing.
-	LookupFunctionUse LookupFunction = "use"
-	// LookupFunctionOff reads with the plain statement.
-	LookupFunctionOff LookupFunction = "off"
-)
-
-// AllLookupFunctions returns every lookup function setting, auto first.
-func AllLookupFunctions() []LookupFunction {
-	return []LookupFunction{LookupFunctionAuto, LookupFunctionUse, LookupFunctionOff}
-}
-
-// ParseLookupFunction returns the setting called s, or an error that lists
-// them.
-func ParseLookupFunction(s string) (LookupFunction, error) {
-	if f := LookupFunction(s); slices.Contains(AllLookupFunctions(), f) {
-		return f, nil
-	}
-	return "", fmt.Errorf("lookup function %q is not auto, use or off", s)
-}
 
 // setLookupFunction fills in the lookup function of s from
 // s.LookupPositions, in schema (unqualified when empty).
@@ -176,8 +146,8 @@ func ensureFunction(ctx context.Context, conn *pgxpool.Conn, signature, body, cr
 // no LookupPositions), nor with the setting off, nor when the function
 // cannot serve (see tableFunction.serves), which is logged. It leaves
 // stmts without the function when not.
-func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, log *slog.Logger) {
-	if setting == LookupFunctionOff {
+func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting FunctionMode, log *slog.Logger) {
+	if setting == FunctionOff {
 		stmts.dropLookupFunction()
 		return
 	}
@@ -187,7 +157,7 @@ func useLookupFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Na
 	}
 	fn := tableFunction{kind: "lookup", flag: "pg-lookup-function", without: "batched lookups are planned at every query",
 		signature: stmts.lookupSignature, body: stmts.lookupBody, create: stmts.LookupFunction}
-	if !fn.serves(ctx, conn, ns, setting == LookupFunctionAuto, log) {
+	if !fn.serves(ctx, conn, ns, setting == FunctionAuto, log) {
 		stmts.dropLookupFunction()
 	}
 }

@@ -88,7 +88,7 @@ LANGUAGE plpgsql STABLE AS $$ BEGIN RETURN QUERY SELECT k.i, '{"marker": true}':
 		}
 	})
 
-	for _, setting := range []pgstore.LookupFunction{pgstore.LookupFunctionOff, pgstore.LookupFunctionUse} {
+	for _, setting := range []pgstore.FunctionMode{pgstore.FunctionOff, pgstore.FunctionUse} {
 		t.Run(string(setting), func(t *testing.T) {
 			dsn := newDatabase(t, schema+seed)
 			opts := options(t, dsn, targets()[1])

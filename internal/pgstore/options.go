@@ -64,7 +64,7 @@ type Options struct {
 	// instead of at every query. When the function cannot be created (the
 	// service's role may not create in the table's schema), Open logs a
 	// warning and reads with the plain statement. Greenplum never uses it.
-	LookupFunction LookupFunction
+	LookupFunction FunctionMode
 
 	// WriteFunction says whether writes go through a PL/pgSQL function of
 	// each writable table (StatementSet.WriteFunction)
@@ -74,7 +74,7 @@ type Options struct {
 	// writes in a transaction of statements. When the function cannot be
 	// created, Open logs a warning and writes without it. Append-optimized
 	// tables never use it.
-	WriteFunction LookupFunction
+	WriteFunction FunctionMode
 
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each
 	// Greenplum session holds a process on every segment, and the default
@@ -174,13 +174,44 @@ func ParsePooler(s string) (Pooler, error) {
 	return "", fmt.Errorf("pooler %q is not none or pgbouncer", s)
 }
 
+// FunctionMode says whether a Store goes through a PL/pgSQL function of
+// each table for one kind of statement: the reads (Options.LookupFunction)
+// or the writes (Options.WriteFunction). ParseFunctionMode is the one place
+// its names are checked.
+type FunctionMode string
+
+// The function modes.
+const (
+	// FunctionAuto creates the function when it is missing.
+	FunctionAuto FunctionMode = "auto"
+	// FunctionUse uses a function that exists and creates none: the
+	// setting of the commands other than serve, which change nothing.
+	FunctionUse FunctionMode = "use"
+	// FunctionOff goes without the function, with plain statements.
+	FunctionOff FunctionMode = "off"
+)
+
+// AllFunctionModes returns every function mode, auto first.
+func AllFunctionModes() []FunctionMode {
+	return []FunctionMode{FunctionAuto, FunctionUse, FunctionOff}
+}
+
+// ParseFunctionMode returns the function mode called s, or an error that
+// lists them.
+func ParseFunctionMode(s string) (FunctionMode, error) {
+	if f := FunctionMode(s); slices.Contains(AllFunctionModes(), f) {
+		return f, nil
+	}
+	return "", fmt.Errorf("function mode %q is not auto, use or off", s)
+}
+
 // The defaults of Options that the service's flags also use (see package
 // config).
 const (
 	DefaultExecMode       = ExecModeAuto
 	DefaultPooler         = PoolerNone
-	DefaultLookupFunction = LookupFunctionAuto
-	DefaultWriteFunction  = LookupFunctionAuto
+	DefaultLookupFunction = FunctionAuto
+	DefaultWriteFunction  = FunctionAuto
 	DefaultMaxConns       = 8
 )
 
@@ -245,13 +276,13 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LookupFunction == "" {
 		o.LookupFunction = DefaultLookupFunction
 	}
-	if _, err := ParseLookupFunction(string(o.LookupFunction)); err != nil {
-		return o, fmt.Errorf("pgstore: %w", err)
+	if _, err := ParseFunctionMode(string(o.LookupFunction)); err != nil {
+		return o, fmt.Errorf("pgstore: lookup %w", err)
 	}
 	if o.WriteFunction == "" {
 		o.WriteFunction = DefaultWriteFunction
 	}
-	if _, err := ParseLookupFunction(string(o.WriteFunction)); err != nil {
+	if _, err := ParseFunctionMode(string(o.WriteFunction)); err != nil {
 		return o, fmt.Errorf("pgstore: write %w", err)
 	}
 	if _, err := ParsePooler(string(o.Pooler)); err != nil {

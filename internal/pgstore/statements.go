@@ -86,13 +86,20 @@ type StatementSet struct {
 	// the expected version or NULL, $4 whether it deletes, $5 the TTL in
 	// milliseconds or NULL, $6 whether a deleted key may be absent, $7 the
 	// table's lock hash (NULL takes no lock), $8 the keys' lock hashes and
-	// $9 the keys whose rows to lock. It returns the value, the version
-	// and, with Expiring, the expiry. Both are empty without a write
+	// $9 the keys whose rows to lock first (a transaction's first write;
+	// empty for a write alone, which takes its key's lock only where it
+	// needs it). It returns one row: the version (0 for a delete of an
+	// absent key that may be absent), the value where the warehouse
+	// rewrites it (not in the bytes layout) and, with Expiring, the
+	// expiry. Both are empty without a write
 	// function (Greenplum, append-optimized tables, Options.WriteFunction).
 	WriteFunction, WriteCall string
 	// writeSignature and writeBody are lookupSignature and lookupBody of
 	// the write function.
 	writeSignature, writeBody string
+	// writeReturnsValue says that the write function returns the stored
+	// value: the warehouse rewrites it (every layout but bytes).
+	writeReturnsValue bool
 
 	// TableLock takes the table's lock shared, as every write does, so
 	// that a bulk load, which takes it alone (LoadTableLock) before it

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -464,33 +464,29 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("Delete of an absent key: %v", err)
 	}
 
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
 	checks := []struct {
 		name   string
-		labels map[string]string
+		labels []string
 		want   float64
 	}{
-		{"warmcache_sql_queries_total", map[string]string{"namespace": "widgets", "op": "lookup", "result": "ok"}, 2},
-		{"warmcache_sql_queries_total", map[string]string{"namespace": "widgets", "op": "delete", "result": "ok"}, 1},
-		{"warmcache_sql_queries_total", map[string]string{"namespace": "widgets", "op": "put", "result": "error"}, 0},
-		{"warmcache_sql_query_duration_seconds", map[string]string{"namespace": "widgets", "op": "lookup"}, 2},
+		{"warmcache_sql_queries_total", []string{"namespace", "widgets", "op", "lookup", "result", "ok"}, 2},
+		{"warmcache_sql_queries_total", []string{"namespace", "widgets", "op", "delete", "result", "ok"}, 1},
+		{"warmcache_sql_queries_total", []string{"namespace", "widgets", "op", "put", "result", "error"}, 0},
+		{"warmcache_sql_query_duration_seconds", []string{"namespace", "widgets", "op", "lookup"}, 2},
 		{"warmcache_sql_pool_max_connections", nil, float64(opts.MaxConns)},
-		{"warmcache_sql_pool_connections", map[string]string{"state": "acquired"}, 0},
+		{"warmcache_sql_pool_connections", []string{"state", "acquired"}, 0},
 	}
 	for _, c := range checks {
-		got, ok := metricValue(families, c.name, c.labels)
+		got, ok := promregtest.Lookup(t, reg, c.name, c.labels...)
 		if !ok || got != c.want {
 			t.Errorf("%s%v = %v (present %v), want %v", c.name, c.labels, got, ok, c.want)
 		}
 	}
-	if got, _ := metricValue(families, "warmcache_sql_pool_acquires_total", nil); got < 3 {
+	if got := promregtest.Value(t, reg, "warmcache_sql_pool_acquires_total"); got < 3 {
 		t.Errorf("warmcache_sql_pool_acquires_total = %v, want at least 3", got)
 	}
 	for _, name := range []string{"warmcache_sql_pool_empty_acquires_total", "warmcache_sql_pool_acquire_wait_seconds_total"} {
-		if _, ok := metricValue(families, name, nil); !ok {
+		if _, ok := promregtest.Lookup(t, reg, name); !ok {
 			t.Errorf("%s is missing", name)
 		}
 	}
@@ -499,33 +495,6 @@ func TestMetrics(t *testing.T) {
 	if _, err := openStore(t, opts, reg, widgets); err != nil {
 		t.Errorf("Open on the registry of a closed store: %v", err)
 	}
-}
-
-// metricValue returns the value of the metric called name whose labels
-// include labels: a counter's or gauge's value, or a histogram's count.
-func metricValue(families []*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
-					continue metrics
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				return m.GetCounter().GetValue(), true
-			case m.Gauge != nil:
-				return m.GetGauge().GetValue(), true
-			case m.Histogram != nil:
-				return float64(m.GetHistogram().GetSampleCount()), true
-			}
-		}
-	}
-	return 0, false
 }
 
 func TestUnknownNamespaceAndPing(t *testing.T) {

@@ -18,7 +18,7 @@ import (
 
 // prepareTables checks each namespace against the catalog, builds its
 // statements and prepares them on one pooled connection.
-func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, lookups, writes LookupFunction, log *slog.Logger) error {
+func (s *Store) prepareTables(ctx context.Context, namespaces []*warmcache.Namespace, srv server, lookups, writes FunctionMode, log *slog.Logger) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("pgstore: connect: %w", err)
@@ -49,7 +49,7 @@ type column struct {
 // creates its lookup function when lookups allow (see useLookupFunction),
 // and prepares its statements with the unnamed statement, which works
 // through PgBouncer, checking the parameter and result types.
-func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, lookups, writes LookupFunction, log *slog.Logger) (*table, error) {
+func prepareTable(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, srv server, lookups, writes FunctionMode, log *slog.Logger) (*table, error) {
 	relid, err := lookupTable(ctx, conn, ns)
 	if err != nil {
 		return nil, err

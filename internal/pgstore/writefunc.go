@@ -53,10 +53,22 @@ const (
 
 // setWriteFunction fills in the write function of s from its write
 // statements, in schema (unqualified when empty). With rowLocks
-// (PostgreSQL) it locks each key's row too; on Greenplum, where a row lock
-// locks the whole table, the key's advisory lock alone orders its writers,
-// as in the transaction of statements. Tables whose names contain a dollar
-// sign, and append-optimized ones, get none.
+// (PostgreSQL) a write alone updates first, and the update's own wait for
+// the row's lock orders it with the row's other writers; only a write
+// that finds no row to update, and a delete, take the key's write lock,
+// and they draw their version after it. The first call of a transaction
+// of several writes locks every key and row of the transaction before any
+// write, so that two transactions cannot deadlock. On Greenplum, where a
+// row lock locks the whole table, the key's advisory lock alone orders its
+// writers, and the version is drawn on the coordinator once it is held, as
+// in the transaction of statements. The ordering argument:
+// docs/consistency.md#how-reads-and-writes-work. Tables whose names
+// contain a dollar sign, and append-optimized ones, get none.
+//
+// The function returns one row of OUT parameters: the stored value where
+// the warehouse rewrites it (not in the bytes layout, which stores the
+// bytes it was given), the version (0 for a delete of an absent key that
+// may be absent) and, with Expiring, the expiry.
 func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string, rowLocks bool) {
 	s.dropWriteFunction()
 	if s.AppendOptimized || s.Upsert == "" || s.RowLock == "" {
@@ -75,51 +87,23 @@ func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string, 
 	if ns.Layout == warmcache.LayoutBytes {
 		valueType = "bytea"
 	}
-	// inFunction rewrites a statement's parameters as the function's
-	// variables, and its clock as the time taken once the locks are held.
-	inFunction := func(stmt string, params ...string) string {
-		pairs := []string{writeClock, "wc$now"}
-		for i, v := range params {
-			pairs = append(pairs, fmt.Sprintf("$%d", i+1), v)
-		}
-		return strings.NewReplacer(pairs...).Replace(stmt)
-	}
-	into := " INTO wc$out_value, wc$out_version"
-	if s.Expiring {
-		into += ", wc$out_expires"
-	}
-	var b strings.Builder
-	b.WriteString("\nDECLARE\n  wc$version bigint;\n  wc$now timestamptz;\n  wc$current bigint;\n  wc$lock bigint;\n  wc$row " + keyType + ";\nBEGIN\n")
-	b.WriteString("  IF wc$table_lock IS NOT NULL THEN\n")
-	b.WriteString("    PERFORM pg_advisory_xact_lock_shared(wc$table_lock);\n")
-	b.WriteString("    FOREACH wc$lock IN ARRAY wc$key_locks LOOP\n      PERFORM pg_advisory_xact_lock(wc$lock);\n    END LOOP;\n")
+	w := writeBody{p: p, ns: ns, stmts: s, returnsValue: ns.Layout != warmcache.LayoutBytes}
+	var body string
 	if rowLocks {
-		fmt.Fprintf(&b, "    FOREACH wc$row IN ARRAY wc$row_keys LOOP\n      PERFORM 1 FROM %s AS t WHERE t.%s = wc$row FOR UPDATE;\n    END LOOP;\n", p.table, p.key)
+		body = w.updateFirst()
+	} else {
+		body = w.lockFirst()
 	}
-	b.WriteString("  END IF;\n")
-	b.WriteString("  wc$version := nextval(" + quoteLiteral(VersionSequence) + ");\n  wc$now := clock_timestamp();\n")
-	b.WriteString("  IF wc$delete THEN\n    IF wc$if_match IS NULL THEN\n      ")
-	b.WriteString(inFunction(s.Delete, "wc$key", "wc$version") + " INTO wc$out_version;\n    ELSE\n      ")
-	b.WriteString(inFunction(s.DeleteIfMatch, "wc$key", "wc$if_match", "wc$version") + " INTO wc$out_version;\n    END IF;\n")
-	b.WriteString("  ELSIF wc$if_match IS NULL THEN\n    ")
-	b.WriteString(inFunction(s.Upsert, "wc$key", "wc$value", "wc$version", "wc$ttl") + into + ";\n  ELSE\n    ")
-	b.WriteString(inFunction(s.UpdateIfMatch, "wc$key", "wc$value", "wc$if_match", "wc$version", "wc$ttl") + into + ";\n  END IF;\n")
-	b.WriteString("  IF FOUND THEN\n    RETURN NEXT;\n    RETURN;\n  END IF;\n")
-	b.WriteString("  IF NOT wc$delete THEN\n    RAISE EXCEPTION 'the key is not at the expected version' USING ERRCODE = '" + writeMismatch + "';\n  END IF;\n")
-	b.WriteString("  IF wc$if_match IS NULL THEN\n    IF wc$absent_ok THEN\n      RETURN;\n    END IF;\n")
-	b.WriteString("    RAISE EXCEPTION 'the key does not exist' USING ERRCODE = '" + writeNotFound + "';\n  END IF;\n  ")
-	b.WriteString(inFunction(s.Version, "wc$key") + " INTO wc$current;\n")
-	b.WriteString("  IF NOT FOUND AND NOT wc$absent_ok THEN\n    RAISE EXCEPTION 'the key does not exist' USING ERRCODE = '" + writeNotFound + "';\n  END IF;\n")
-	b.WriteString("  RAISE EXCEPTION 'the key is not at the expected version' USING ERRCODE = '" + writeMismatch + "';\nEND\n")
-	body := b.String()
-
 	args := fmt.Sprintf("wc$key %s, wc$value %s, wc$if_match bigint, wc$delete boolean, wc$ttl bigint, wc$absent_ok boolean, wc$table_lock bigint, wc$key_locks bigint[], wc$row_keys %s[]",
 		keyType, valueType, keyType)
-	columns := "wc$out_value " + valueType + ", wc$out_version bigint"
-	if s.Expiring {
-		columns += ", wc$out_expires timestamptz"
+	args += ", OUT wc$out_version bigint"
+	if w.returnsValue {
+		args += ", OUT wc$out_value " + valueType
 	}
-	definition := fmt.Sprintf("(%s)\nRETURNS TABLE (%s)\nLANGUAGE plpgsql VOLATILE AS %s%s%s", args, columns, writeFunctionQuote, body, writeFunctionQuote)
+	if s.Expiring {
+		args += ", OUT wc$out_expires timestamptz"
+	}
+	definition := fmt.Sprintf("(%s)\nLANGUAGE plpgsql VOLATILE AS %s%s%s", args, writeFunctionQuote, body, writeFunctionQuote)
 	digest := sha256.Sum256([]byte(definition))
 	name := pgx.Identifier{writeFunctionPrefix + hex.EncodeToString(digest[:8])}
 	if schema != "" {
@@ -131,12 +115,136 @@ func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string, 
 	s.WriteFunction = "CREATE OR REPLACE FUNCTION " + fn + definition
 	s.WriteCall = fmt.Sprintf("SELECT * FROM %s($1::%s, $2::%s, $3::bigint, $4::boolean, $5::bigint, $6::boolean, $7::bigint, $8::bigint[], $9::%s[])",
 		fn, keyType, valueType, keyType)
+	s.writeReturnsValue = w.returnsValue
+}
+
+// writeBody builds the body of a table's write function from its
+// statements.
+type writeBody struct {
+	p            sqlParts
+	ns           *warmcache.Namespace
+	stmts        *StatementSet
+	returnsValue bool
+}
+
+// The parts of a write function's body that both dialects share.
+const (
+	writeDeclare   = "\nDECLARE\n  wc$version bigint;\n  wc$now timestamptz;\n  wc$current bigint;\n  wc$lock bigint;\n  wc$row %s;\nBEGIN\n"
+	writeTableLock = "    PERFORM pg_advisory_xact_lock_shared(wc$table_lock);\n"
+	writeKeyLocks  = "FOREACH wc$lock IN ARRAY wc$key_locks LOOP\n      PERFORM pg_advisory_xact_lock(wc$lock);\n    END LOOP;\n"
+	writeRaise     = "RAISE EXCEPTION '%s' USING ERRCODE = '%s';\n"
+)
+
+var (
+	raiseMismatch = fmt.Sprintf(writeRaise, "the key is not at the expected version", writeMismatch)
+	raiseNotFound = fmt.Sprintf(writeRaise, "the key does not exist", writeNotFound)
+)
+
+// in rewrites a statement's parameters as the function's variables (or
+// expressions), and its clock as clock.
+func (w writeBody) in(stmt, clock string, params ...string) string {
+	pairs := []string{writeClock, clock}
+	for i, v := range params {
+		pairs = append(pairs, fmt.Sprintf("$%d", i+1), v)
+	}
+	return strings.NewReplacer(pairs...).Replace(stmt)
+}
+
+// into replaces the RETURNING clause of a write of a row with the columns
+// the OUT parameters take, and stores them there.
+func (w writeBody) into(stmt string) string {
+	cols, outs := []string{"t." + w.p.version}, []string{"wc$out_version"}
+	if w.returnsValue {
+		cols, outs = append(cols, valueExpr(w.ns, "t.")), append(outs, "wc$out_value")
+	}
+	if w.stmts.Expiring {
+		cols, outs = append(cols, "t."+w.p.exp), append(outs, "wc$out_expires")
+	}
+	return stmt[:strings.LastIndex(stmt, " RETURNING ")] + " RETURNING " + strings.Join(cols, ", ") + " INTO " + strings.Join(outs, ", ")
+}
+
+// deleteMiss is the end of a delete that removed no row: the absent key
+// that may be absent answers version 0, else the key is absent or not at
+// the expected version.
+func (w writeBody) deleteMiss(clock string) string {
+	var b strings.Builder
+	b.WriteString("  IF wc$if_match IS NULL THEN\n    IF wc$absent_ok THEN\n      wc$out_version := 0;\n      RETURN;\n    END IF;\n    " + raiseNotFound + "  END IF;\n  ")
+	b.WriteString(w.in(w.stmts.Version, clock, "wc$key") + " INTO wc$current;\n")
+	b.WriteString("  IF NOT FOUND AND NOT wc$absent_ok THEN\n    " + raiseNotFound + "  END IF;\n  " + raiseMismatch)
+	return b.String()
+}
+
+// updateFirst is the body on PostgreSQL. A write alone (no row keys)
+// updates the key's row first, its version drawn in the statement: when
+// the row was locked, PostgreSQL waits for its writer, reads the row
+// again and evaluates the assignment again, and GREATEST keeps the version
+// above the row's. Only when no live row was updated does it take the
+// key's write lock and insert (ON CONFLICT, for a row that another writer
+// inserted meanwhile), the version drawn under that lock; a delete takes
+// the lock first. The first call of a transaction (row keys given) locks
+// every key and row of the transaction first, as the statements do.
+func (w writeBody) updateFirst() string {
+	s, p := w.stmts, w.p
+	nextval := "nextval(" + quoteLiteral(VersionSequence) + ")"
+	// A write waits for its row inside its statement, so its statement
+	// judges expiries by the clock, not by a time taken before the wait.
+	clock := "clock_timestamp()"
+	plain := strings.Replace(s.UpdateIfMatch, " AND "+p.atVersion("$3"), "", 1)
+	var b strings.Builder
+	fmt.Fprintf(&b, writeDeclare, p.keyType)
+	b.WriteString("  IF wc$table_lock IS NULL THEN\n    wc$key_locks := NULL;\n  ELSE\n" + writeTableLock)
+	fmt.Fprintf(&b, "    IF cardinality(wc$row_keys) > 0 THEN\n      %s      FOREACH wc$row IN ARRAY wc$row_keys LOOP\n        PERFORM 1 FROM %s AS t WHERE t.%s = wc$row FOR UPDATE;\n      END LOOP;\n      wc$key_locks := NULL;\n    END IF;\n  END IF;\n",
+		strings.ReplaceAll(writeKeyLocks, "\n    ", "\n      "), p.table, p.key)
+	if s.Expiring {
+		// A row lock held by a transaction that then leaves the row as it
+		// was does not make the waiting update judge the row's expiry
+		// again: where rows expire, every write takes its key's lock
+		// first, and a read made while it waits past an expiry agrees
+		// with it.
+		b.WriteString("  IF wc$key_locks IS NOT NULL THEN\n    " + writeKeyLocks + "    wc$key_locks := NULL;\n  END IF;\n")
+	}
+	b.WriteString("  IF NOT wc$delete THEN\n    IF wc$if_match IS NULL THEN\n      ")
+	b.WriteString(w.into(w.in(plain, clock, "wc$key", "wc$value", "wc$if_match", nextval, "wc$ttl")) + ";\n    ELSE\n      ")
+	b.WriteString(w.into(w.in(s.UpdateIfMatch, clock, "wc$key", "wc$value", "wc$if_match", nextval, "wc$ttl")) + ";\n    END IF;\n")
+	b.WriteString("    IF FOUND THEN\n      RETURN;\n    END IF;\n    IF wc$if_match IS NOT NULL THEN\n      " + raiseMismatch + "    END IF;\n  END IF;\n")
+	b.WriteString("  IF wc$key_locks IS NOT NULL THEN\n    " + writeKeyLocks + "  END IF;\n")
+	b.WriteString("  IF NOT wc$delete THEN\n    ")
+	b.WriteString(w.into(w.in(s.Upsert, clock, "wc$key", "wc$value", nextval, "wc$ttl")) + ";\n    RETURN;\n  END IF;\n")
+	b.WriteString("  IF wc$if_match IS NULL THEN\n    ")
+	b.WriteString(w.in(s.Delete, clock, "wc$key", nextval) + " INTO wc$out_version;\n  ELSE\n    ")
+	b.WriteString(w.in(s.DeleteIfMatch, clock, "wc$key", "wc$if_match", nextval) + " INTO wc$out_version;\n  END IF;\n")
+	b.WriteString("  IF FOUND THEN\n    RETURN;\n  END IF;\n")
+	b.WriteString(w.deleteMiss(clock) + "END\n")
+	return b.String()
+}
+
+// lockFirst is the body on Greenplum: the table's and the keys' locks,
+// then the version, drawn on the coordinator and passed to the write as a
+// variable, so that the write goes to the key's segment alone; the clock
+// is taken once the locks are held.
+func (w writeBody) lockFirst() string {
+	s := w.stmts
+	clock := "wc$now"
+	var b strings.Builder
+	fmt.Fprintf(&b, writeDeclare, w.p.keyType)
+	b.WriteString("  IF wc$table_lock IS NOT NULL THEN\n" + writeTableLock + "    " + writeKeyLocks + "  END IF;\n")
+	b.WriteString("  wc$version := nextval(" + quoteLiteral(VersionSequence) + ");\n  wc$now := clock_timestamp();\n")
+	b.WriteString("  IF wc$delete THEN\n    IF wc$if_match IS NULL THEN\n      ")
+	b.WriteString(w.in(s.Delete, clock, "wc$key", "wc$version") + " INTO wc$out_version;\n    ELSE\n      ")
+	b.WriteString(w.in(s.DeleteIfMatch, clock, "wc$key", "wc$if_match", "wc$version") + " INTO wc$out_version;\n    END IF;\n")
+	b.WriteString("  ELSIF wc$if_match IS NULL THEN\n    ")
+	b.WriteString(w.into(w.in(s.Upsert, clock, "wc$key", "wc$value", "wc$version", "wc$ttl")) + ";\n  ELSE\n    ")
+	b.WriteString(w.into(w.in(s.UpdateIfMatch, clock, "wc$key", "wc$value", "wc$if_match", "wc$version", "wc$ttl")) + ";\n  END IF;\n")
+	b.WriteString("  IF FOUND THEN\n    RETURN;\n  END IF;\n  IF NOT wc$delete THEN\n    " + raiseMismatch + "  END IF;\n")
+	b.WriteString(w.deleteMiss(clock) + "END\n")
+	return b.String()
 }
 
 // dropWriteFunction leaves s without a write function: writes run their
 // statements in a transaction of their own.
 func (s *StatementSet) dropWriteFunction() {
 	s.WriteFunction, s.WriteCall, s.writeSignature, s.writeBody = "", "", "", ""
+	s.writeReturnsValue = false
 }
 
 // WriteSignature returns the signature of the write function, as
@@ -146,8 +254,8 @@ func (s StatementSet) WriteSignature() string { return s.writeSignature }
 // useWriteFunction decides whether a table writes through its write
 // function, as useLookupFunction decides for lookups, and leaves stmts
 // without it when not.
-func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting LookupFunction, rowLocks bool, log *slog.Logger) {
-	if setting == LookupFunctionOff || !ns.Writable {
+func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Namespace, schema string, stmts *StatementSet, setting FunctionMode, rowLocks bool, log *slog.Logger) {
+	if setting == FunctionOff || !ns.Writable {
 		stmts.dropWriteFunction()
 		return
 	}
@@ -157,7 +265,7 @@ func useWriteFunction(ctx context.Context, conn *pgxpool.Conn, ns *warmcache.Nam
 	}
 	fn := tableFunction{kind: "write", flag: "pg-write-function", without: "each write takes a transaction of its own",
 		signature: stmts.writeSignature, body: stmts.writeBody, create: stmts.WriteFunction}
-	if !fn.serves(ctx, conn, ns, setting == LookupFunctionAuto, log) {
+	if !fn.serves(ctx, conn, ns, setting == FunctionAuto, log) {
 		stmts.dropWriteFunction()
 	}
 }
@@ -179,8 +287,11 @@ func (t *table) byFunction(writes []warmcache.Write) bool {
 
 // writeFunctionArgs returns the arguments of a call of t's write function
 // for w, with the locks to take (none for nil: a later write of a
-// transaction whose first write took them all).
-func (s *Store) writeFunctionArgs(t *table, w warmcache.Write, locks []lock) []any {
+// transaction whose first write took them all). With rowsFirst (the first
+// write of a transaction of several) the call locks every key and row of
+// locks before it writes; without, locks holds w's key alone, and the call
+// locks it only where it needs it (see setWriteFunction).
+func (s *Store) writeFunctionArgs(t *table, w warmcache.Write, locks []lock, rowsFirst bool) []any {
 	var value, ttl any // NULL for a delete
 	if !w.Delete {
 		value = valueArg(t.ns, w.Value)
@@ -199,7 +310,9 @@ func (s *Store) writeFunctionArgs(t *table, w warmcache.Write, locks []lock) []a
 		for i, l := range locks {
 			keyLocks[i], keys[i] = l.hash, l.key
 		}
-		rowKeys = keyArray(t.ns, keys)
+		if rowsFirst {
+			rowKeys = keyArray(t.ns, keys)
+		}
 	}
 	return []any{s.modes.Write, keyArg(t.ns, w.Key), value, w.IfMatch, w.Delete, ttl, w.AbsentOK, tableLock, keyLocks, rowKeys}
 }
@@ -212,7 +325,7 @@ func (s *Store) writeByFunction(ctx context.Context, t *table, writes []warmcach
 	locks := keyLocks(t, writes)
 	entries = make([]warmcache.Entry, len(writes))
 	if len(writes) == 1 {
-		rows, err := s.pool.Query(ctx, t.stmts.WriteCall, s.writeFunctionArgs(t, writes[0], locks)...)
+		rows, err := s.pool.Query(ctx, t.stmts.WriteCall, s.writeFunctionArgs(t, writes[0], locks, false)...)
 		if err == nil {
 			entries[0], err = readWriteResult(t, writes[0], rows)
 		}
@@ -233,7 +346,7 @@ func (s *Store) writeByFunction(ctx context.Context, t *table, writes []warmcach
 		if i == 0 {
 			l = locks
 		}
-		b.Queue(t.stmts.WriteCall, s.writeFunctionArgs(t, w, l)[1:]...) // a batch takes its exec mode from the pool
+		b.Queue(t.stmts.WriteCall, s.writeFunctionArgs(t, w, l, true)[1:]...) // a batch takes its exec mode from the pool
 	}
 	b.Queue("COMMIT")
 	br := conn.SendBatch(ctx, b)
@@ -278,17 +391,29 @@ func (e *writeAt) Error() string { return e.err.Error() }
 func (e *writeAt) Unwrap() error { return e.err }
 
 // readWriteResult reads the row of one call of the write function: the
-// stored entry, a delete's version, or no row for an absent key that may
-// be absent.
+// stored entry (with w's own value where the function returns none), or a
+// delete's version, 0 for an absent key that may be absent.
 func readWriteResult(t *table, w warmcache.Write, rows pgx.Rows) (warmcache.Entry, error) {
 	r := t.entryRow()
-	found := false
-	_, err := pgx.ForEachRow(rows, r.dest, func() error { found = true; return nil })
-	if err != nil || !found {
+	dest := r.dest
+	// The OUT parameters: the version, the value where the function
+	// returns it, the expiry with Expiring (entryRow's order is value,
+	// version, expiry).
+	if t.stmts.writeReturnsValue {
+		dest[0], dest[1] = dest[1], dest[0]
+	} else {
+		dest = dest[1:]
+	}
+	if _, err := pgx.ForEachRow(rows, dest, func() error { return nil }); err != nil {
 		return warmcache.Entry{}, err
 	}
-	if w.Delete {
+	switch {
+	case w.Delete && r.version == 0:
+		return warmcache.Entry{}, nil
+	case w.Delete:
 		return warmcache.Entry{Version: r.version}, nil
+	case !t.stmts.writeReturnsValue:
+		r.value = valueArg(t.ns, w.Value).([]byte)
 	}
 	return r.entry(), nil
 }

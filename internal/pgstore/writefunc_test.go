@@ -84,7 +84,7 @@ func TestWriteFunction(t *testing.T) {
 	t.Run("off", func(t *testing.T) {
 		dsn := newDatabase(t, schema+seed)
 		opts := options(t, dsn, targets()[1])
-		opts.WriteFunction = pgstore.LookupFunctionOff
+		opts.WriteFunction = pgstore.FunctionOff
 		s := openLogged(t, opts, &testproc.SyncBuffer{}, widgets)
 		if functionExists(t, dsn, signature) {
 			t.Fatalf("Open with the write function off created %s", signature)

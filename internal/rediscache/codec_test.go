@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/internal/zdict"
@@ -226,7 +227,7 @@ func TestUndecodableIsMiss(t *testing.T) {
 	if err != nil || hit {
 		t.Fatalf("Get without the dictionary = %+v, hit %v, err %v; want a miss", got, hit, err)
 	}
-	if n := metric(t, reg, "warmcache_redis_undecodable_total", "reason", "unknown_dictionary"); n != 1 {
+	if n := promregtest.Value(t, reg, "warmcache_redis_undecodable_total", "reason", "unknown_dictionary"); n != 1 {
 		t.Errorf("undecodable_total{reason=unknown_dictionary} = %v, want 1", n)
 	}
 	// Once it loads the dictionary, the value is a hit.
@@ -250,14 +251,14 @@ func TestUndecodableIsMiss(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := metric(t, f.reg, "warmcache_redis_undecodable_total", "reason", tt.reason)
+			before := promregtest.Value(t, f.reg, "warmcache_redis_undecodable_total", "reason", tt.reason)
 			if err := f.raw.Set(testContext(t), f.redisKey(ns, tt.name), tt.raw, 0).Err(); err != nil {
 				t.Fatalf("raw set: %v", err)
 			}
 			if got, hit := f.get(t, ns, tt.name); hit {
 				t.Errorf("Get = %+v, hit true; want a miss", got)
 			}
-			if n := metric(t, f.reg, "warmcache_redis_undecodable_total", "reason", tt.reason); n != before+1 {
+			if n := promregtest.Value(t, f.reg, "warmcache_redis_undecodable_total", "reason", tt.reason); n != before+1 {
 				t.Errorf("undecodable_total{reason=%s} = %v, want %v", tt.reason, n, before+1)
 			}
 		})
@@ -350,10 +351,10 @@ func TestCompressionRatio(t *testing.T) {
 
 	// Every fill of this test is in namespace "dict".
 	wantStored := payload[warmcache.CodecNone] + payload[warmcache.CodecZstd] + payload[warmcache.CodecZstdDict]
-	if got := metric(t, f.reg, "warmcache_redis_fill_bytes_total", "form", "json"); got != float64(3*jsonBytes) {
+	if got := promregtest.Value(t, f.reg, "warmcache_redis_fill_bytes_total", "form", "json"); got != float64(3*jsonBytes) {
 		t.Errorf("fill_bytes_total{form=json} = %v, want %d", got, 3*jsonBytes)
 	}
-	if got := metric(t, f.reg, "warmcache_redis_fill_bytes_total", "form", "stored"); got != float64(wantStored) {
+	if got := promregtest.Value(t, f.reg, "warmcache_redis_fill_bytes_total", "form", "stored"); got != float64(wantStored) {
 		t.Errorf("fill_bytes_total{form=stored} = %v, want %d", got, wantStored)
 	}
 

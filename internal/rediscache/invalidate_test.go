@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -107,7 +108,7 @@ func TestInvalidationsRoundTrip(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("delivered %+v, want %+v", got, want)
 	}
-	if n := metric(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
+	if n := promregtest.Value(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
 		t.Errorf("published ok = %v, want 4", n)
 	}
 }
@@ -143,7 +144,7 @@ func TestInvalidationsResyncAfterReconnect(t *testing.T) {
 		}
 	}
 	sub.waitResync(t)
-	if n := counter(t, reg, "warmcache_invalidation_resyncs_total"); n != 2 {
+	if n := promregtest.Value(t, reg, "warmcache_invalidation_resyncs_total"); n != 2 {
 		t.Errorf("resyncs = %v, want 2", n)
 	}
 	// The new subscription delivers.
@@ -186,27 +187,6 @@ func TestNewInvalidationsRegisterConflict(t *testing.T) {
 	}
 }
 
-// counter returns the value of the unlabelled counter or gauge name in
-// reg.
-func counter(tb testing.TB, reg *prometheus.Registry, name string) float64 {
-	tb.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		tb.Fatalf("gather: %v", err)
-	}
-	for _, fam := range families {
-		if fam.GetName() == name && len(fam.GetMetric()) == 1 {
-			m := fam.GetMetric()[0]
-			if m.GetGauge() != nil {
-				return m.GetGauge().GetValue()
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	tb.Fatalf("no series %s", name)
-	return 0
-}
-
 // TestFillPublish checks that a write's fill and its invalidation go out
 // together: the fill under the version rules, the invalidation whether the
 // fill stored anything or not, and, for several keys, each key's.
@@ -246,7 +226,7 @@ func TestFillPublish(t *testing.T) {
 			t.Errorf("key %s: Get = %+v, %v; want %+v", key, got, hit, want)
 		}
 	}
-	if n := metric(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
+	if n := promregtest.Value(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
 		t.Errorf("published ok = %v, want 4", n)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/rediscache"
 	"github.com/warmcache/warmcache/internal/testproc"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -137,10 +138,10 @@ func TestTrackingReportsEveryChange(t *testing.T) {
 	if got := d.nextDrop(t); got != (dropped{"u", "3"}) {
 		t.Errorf("expiry: Drop%v, want Drop{u 3}", got)
 	}
-	if got := counter(t, reg, "warmcache_redis_tracking_keys_total"); got != float64(len(steps)+1) {
+	if got := promregtest.Value(t, reg, "warmcache_redis_tracking_keys_total"); got != float64(len(steps)+1) {
 		t.Errorf("warmcache_redis_tracking_keys_total = %v, want %d", got, len(steps)+1)
 	}
-	if got := counter(t, reg, "warmcache_redis_tracking_resyncs_total"); got != 1 {
+	if got := promregtest.Value(t, reg, "warmcache_redis_tracking_resyncs_total"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_resyncs_total = %v, want 1", got)
 	}
 }
@@ -176,10 +177,10 @@ func TestTrackingReconnectDropsAll(t *testing.T) {
 		}
 		break
 	}
-	if got := counter(t, reg, "warmcache_redis_tracking_resyncs_total"); got < 2 {
+	if got := promregtest.Value(t, reg, "warmcache_redis_tracking_resyncs_total"); got < 2 {
 		t.Errorf("warmcache_redis_tracking_resyncs_total = %v, want at least 2", got)
 	}
-	if got := counter(t, reg, "warmcache_redis_tracking_connected"); got != 1 {
+	if got := promregtest.Value(t, reg, "warmcache_redis_tracking_connected"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_connected = %v, want 1", got)
 	}
 }
@@ -216,7 +217,7 @@ func TestTrackingFlushAndRestartDropAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, d.dropAll, "Clear after FLUSHDB")
-	if got := counter(t, reg, "warmcache_redis_tracking_flushes_total"); got != 1 {
+	if got := promregtest.Value(t, reg, "warmcache_redis_tracking_flushes_total"); got != 1 {
 		t.Errorf("warmcache_redis_tracking_flushes_total = %v, want 1", got)
 	}
 	changeAndWait("after the flush", "2")

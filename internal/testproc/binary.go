@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"testing"
 )
 
 // WarmcachePackage is the import path of the service's binary.
@@ -32,13 +34,31 @@ func mainWithBinary(suite string, run func(bin string) int) int {
 		return 1
 	}
 	bin := filepath.Join(dir, "warmcache")
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		goTool = "go"
-	}
-	if out, err := exec.Command(goTool, "build", "-o", bin, WarmcachePackage).CombinedOutput(); err != nil {
+	if out, err := build(bin, WarmcachePackage); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: build warmcache: %v\n%s", suite, err, out)
 		return 1
 	}
 	return run(bin)
+}
+
+// Build builds the program pkg (an import path) into a directory of the
+// test's own and returns the binary's path; a failed build fails the test
+// with the compiler's output.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), path.Base(pkg))
+	if out, err := build(bin, pkg); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// build runs the go tool of the toolchain that runs the tests, else the
+// one on PATH.
+func build(bin, pkg string) ([]byte, error) {
+	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(goTool); err != nil {
+		goTool = "go"
+	}
+	return exec.Command(goTool, "build", "-o", bin, pkg).CombinedOutput()
 }

@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/exaring/otelpgx"
 	"github.com/go-chi/chi/v5"
@@ -42,64 +41,6 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// Config is what the environment says about tracing.
-type Config struct {
-	// Enabled is true when traces are to be exported.
-	Enabled bool
-	// Protocol is the OTLP protocol: "grpc" or "http/protobuf".
-	Protocol string
-	// Reason says which variable decided, for the log.
-	Reason string
-}
-
-// FromEnv reads the tracing switch from the standard variables:
-//   - OTEL_SDK_DISABLED=true, or OTEL_TRACES_EXPORTER=none, turns it off;
-//   - OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint
-//     (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT),
-//     turns it on;
-//   - otherwise it is off.
-//
-// The protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
-// OTEL_EXPORTER_OTLP_PROTOCOL: grpc, or http/protobuf (the default). Any
-// other exporter or protocol is an error. The rest of the OTEL_* settings
-// (endpoint, headers, timeout, TLS, sampler, service name and resource
-// attributes) are read by the OpenTelemetry SDK and its exporter.
-func FromEnv(getenv func(string) string) (Config, error) {
-	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
-		return Config{Reason: "OTEL_SDK_DISABLED=true"}, nil
-	}
-	var c Config
-	switch exp := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exp {
-	case "none":
-		return Config{Reason: "OTEL_TRACES_EXPORTER=none"}, nil
-	case "otlp":
-		c = Config{Enabled: true, Reason: "OTEL_TRACES_EXPORTER=otlp"}
-	case "":
-		for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-			if getenv(v) != "" {
-				c = Config{Enabled: true, Reason: v + " is set"}
-				break
-			}
-		}
-		if !c.Enabled {
-			return Config{Reason: "no OTEL_TRACES_EXPORTER nor OTLP endpoint"}, nil
-		}
-	default:
-		return Config{}, fmt.Errorf("tracing: OTEL_TRACES_EXPORTER=%q: only otlp and none are supported", exp)
-	}
-	c.Protocol = "http/protobuf"
-	for _, v := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if p := strings.TrimSpace(getenv(v)); p != "" {
-			c.Protocol = p
-			break
-		}
-	}
-	if c.Protocol != "grpc" && c.Protocol != "http/protobuf" {
-		return Config{}, fmt.Errorf("tracing: OTLP protocol %q: only grpc and http/protobuf are supported", c.Protocol)
-	}
-	return c, nil
-}
-
 // Provider holds the tracer provider and the propagator. A nil *Provider
 // is tracing turned off. A Provider is safe for concurrent use.
 type Provider struct {
@@ -108,16 +49,18 @@ type Provider struct {
 	prop   propagation.TextMapPropagator
 }
 
-// Start builds the Provider that cfg asks for, exporting spans in batches
-// over OTLP, or returns nil when cfg is off. version is the service's
-// version for the resource. The caller calls Shutdown to flush.
-func Start(ctx context.Context, cfg Config, version string) (*Provider, error) {
-	if !cfg.Enabled {
+// Start builds a Provider exporting spans in batches over OTLP with
+// protocol, "grpc" or "http/protobuf" (config.Tracing, which reads the
+// OTEL_* switch), or returns nil when protocol is empty: tracing is off.
+// version is the service's version for the resource. The caller calls
+// Shutdown to flush.
+func Start(ctx context.Context, protocol, version string) (*Provider, error) {
+	if protocol == "" {
 		return nil, nil
 	}
 	var exp sdktrace.SpanExporter
 	var err error
-	if cfg.Protocol == "grpc" {
+	if protocol == "grpc" {
 		exp, err = otlptracegrpc.New(ctx)
 	} else {
 		exp, err = otlptracehttp.New(ctx)

@@ -185,11 +185,9 @@ func (p *pingWarm) Ping(ctx context.Context) error {
 // connection of its own.
 func TestReadinessFloodPingsOnce(t *testing.T) {
 	hot, warm := &pingCounter{Hot: memtier.NewHot(nil)}, &pingWarm{scriptedWarm: &scriptedWarm{}}
-	now := time.Unix(1000, 0)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	clock := memtier.NewClockAt(time.Unix(1000, 0))
 	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{itemsNamespace()}, prometheus.NewRegistry(),
-		slog.New(slog.DiscardHandler), warmcache.Options{Now: clock})
+		slog.New(slog.DiscardHandler), warmcache.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,9 +214,7 @@ func TestReadinessFloodPingsOnce(t *testing.T) {
 	if w := warm.pings.Load(); w != 1 {
 		t.Fatalf("probes within a second of the last pinged the warehouse again (%d pings)", w)
 	}
-	mu.Lock()
-	now = now.Add(1100 * time.Millisecond)
-	mu.Unlock()
+	clock.Advance(1100 * time.Millisecond)
 	flood()
 	if w := warm.pings.Load(); w != 2 {
 		t.Fatalf("after a second, the warehouse was pinged %d times in all, want 2", w)

@@ -26,14 +26,14 @@ func (s *Service) warmRead(ctx context.Context, ns *Namespace, keys []Key) ([]En
 	}
 	if err == nil {
 		for _, e := range entries {
-			result := "miss"
+			result := resultMiss
 			if e.Found {
-				result = "hit"
+				result = resultHit
 			}
-			s.lookups.WithLabelValues(ns.Name, "sql", result).Inc()
+			s.lookup(ns, tierSQL, result).Inc()
 		}
 	} else {
-		s.lookups.WithLabelValues(ns.Name, "sql", "error").Add(float64(len(keys)))
+		s.lookup(ns, tierSQL, resultError).Add(float64(len(keys)))
 	}
 	if err := s.warmOutcome(ctx, wctx, err); err != nil {
 		return nil, err

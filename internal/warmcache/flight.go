@@ -251,7 +251,7 @@ func (s *Service) loadFlights(ctx context.Context, ns *Namespace, flights []*fli
 	for i, f := range rest {
 		keys[i] = f.key
 	}
-	s.batchKeys.WithLabelValues("sql").Observe(float64(len(keys)))
+	s.batchSQL().Observe(float64(len(keys)))
 	fence := s.hotFence.Load()
 	readMark := s.doubts.mark()
 	servers := s.hotServers()

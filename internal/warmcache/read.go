@@ -105,7 +105,10 @@ func (s *Service) answer(ns *Namespace, item Item) (Item, error) {
 func (s *Service) read(ctx context.Context, ns *Namespace, items []Item, limit int) error {
 	r := &reading{s: s, ns: ns, items: items, limit: limit, near: s.near(ns)}
 	// Keys in doubt (see doubts) skip the caches and read the warehouse.
-	skip := make([]bool, len(items))
+	skip := r.oneSkip[:]
+	if len(items) != 1 {
+		skip = make([]bool, len(items))
+	}
 	doubted, bypass := s.doubts.check(ns, items, skip, s.opts.Now())
 	probe := r.fromNear(ctx, skip)
 	if err := r.check(); err != nil {
@@ -147,12 +150,19 @@ type reading struct {
 	size  int    // bytes of the values answered so far
 	read  int    // keys asked of the hot tier or the warehouse so far
 	mark  uint64 // the flight mark taken before the first hot-tier read
+	// oneSkip and oneProbe back skip and probe for a read of one key, the
+	// common case, which then allocates neither.
+	oneSkip  [1]bool
+	oneProbe [1]int
 }
 
 // fromNear answers the items the near cache holds, and returns the
 // indexes of the others, those marked in skip left out.
 func (r *reading) fromNear(ctx context.Context, skip []bool) []int {
-	probe := make([]int, 0, len(r.items))
+	probe := r.oneProbe[:0]
+	if len(r.items) != 1 {
+		probe = make([]int, 0, len(r.items))
+	}
 	if r.near == nil {
 		for i := range r.items {
 			if !skip[i] {
@@ -168,12 +178,12 @@ func (r *reading) fromNear(ctx context.Context, skip []bool) []int {
 		}
 		it := &r.items[i]
 		if e, ok := r.near.Get(r.ns, it.Key); ok && !r.s.pastExpiry(e) {
-			r.s.lookups.WithLabelValues(r.ns.Name, "near", nearResult(e)).Inc()
+			r.s.lookup(r.ns, tierNear, foundResult(e)).Inc()
 			it.Entry, it.Source = e, SourceNear
 			r.size += len(e.Value)
 			continue
 		}
-		r.s.lookups.WithLabelValues(r.ns.Name, "near", "miss").Inc()
+		r.s.lookup(r.ns, tierNear, resultMiss).Inc()
 		probe = append(probe, i)
 	}
 	if len(probe) == 0 {
@@ -196,12 +206,16 @@ func (r *reading) fromHot(ctx context.Context, probe []int) ([]miss, []int, erro
 	for start, n := 0, 0; start < len(probe); start += n {
 		n = r.chunk(len(probe))
 		at := probe[start:min(start+n, len(probe))]
-		keys := make([]Key, len(at))
-		for j, i := range at {
-			keys[j] = r.items[i].Key
+		c := &hotCall{ctx: ctx, done: make(chan struct{})}
+		c.keys = c.one[:]
+		if len(at) != 1 {
+			c.keys = make([]Key, len(at))
 		}
-		r.read += len(keys)
-		entries, hits, err := s.hotGet(ctx, ns, keys)
+		for j, i := range at {
+			c.keys[j] = r.items[i].Key
+		}
+		r.read += len(c.keys)
+		entries, hits, err := s.hotGet(ctx, ns, c)
 		for j, i := range at {
 			it := &r.items[i]
 			var e Entry
@@ -297,20 +311,27 @@ func (r *reading) check() error {
 type hotCall struct {
 	ctx     context.Context
 	keys    []Key
+	one     [1]Key        // backs keys for a read of one key
 	done    chan struct{} // closed when entries, hits and err are set
 	entries []Entry
 	hits    []bool
 	err     error
 }
 
-// hotGet reads keys from the hot tier in one round trip, folded with the
-// concurrent reads of the namespace (see batcher). When a lane is free the
-// caller runs the round trip itself; otherwise it waits for its batch and
-// for the batches ahead of it on the lanes, each under the hot-tier
-// deadline.
-func (s *Service) hotGet(ctx context.Context, ns *Namespace, keys []Key) ([]Entry, []bool, error) {
-	c := &hotCall{ctx: ctx, keys: keys, done: make(chan struct{})}
+// hotGet reads the keys of c (whose ctx, keys and done are set) from the
+// hot tier in one round trip, folded with the concurrent reads of the
+// namespace (see batcher). When a lane is free the caller runs the round
+// trip itself; otherwise it waits for its batch and for the batches ahead
+// of it on the lanes, each under the hot-tier deadline.
+func (s *Service) hotGet(ctx context.Context, ns *Namespace, c *hotCall) ([]Entry, []bool, error) {
 	s.lanes[ns.Name].hot.runHere(c)
+	// When the caller ran its own batch, the answer is there: it needs
+	// no wait, nor the channel that ctx.Done makes for one.
+	select {
+	case <-c.done:
+		return c.entries, c.hits, c.err
+	default:
+	}
 	select {
 	case <-c.done:
 		return c.entries, c.hits, c.err
@@ -336,7 +357,7 @@ func (s *Service) runHotReads(ns *Namespace, calls []*hotCall) {
 	if len(live) == 0 {
 		return
 	}
-	s.batchKeys.WithLabelValues("redis").Observe(float64(len(keys)))
+	s.batchRedis().Observe(float64(len(keys)))
 	parent := context.Background()
 	if s.opts.Tracer != nil {
 		parent = context.WithoutCancel(live[0].ctx)
@@ -358,24 +379,23 @@ func (s *Service) runHotReads(ns *Namespace, calls []*hotCall) {
 
 // countHot counts one key's hot-tier lookup.
 func (s *Service) countHot(ns *Namespace, e Entry, hit bool, err error) {
-	result := "miss"
+	result := resultMiss
 	switch {
 	case err != nil:
-		result = "error"
-	case hit && e.Found:
-		result = "hit"
+		result = resultError
 	case hit:
-		result = "negative"
+		result = foundResult(e)
 	}
-	s.lookups.WithLabelValues(ns.Name, "redis", result).Inc()
+	s.lookup(ns, tierRedis, result).Inc()
 }
 
-// nearResult is the lookup result of a near-cache entry.
-func nearResult(e Entry) string {
+// foundResult is the lookup result of a cached entry: a hit, or a
+// negative one.
+func foundResult(e Entry) lookupResult {
 	if e.Found {
-		return "hit"
+		return resultHit
 	}
-	return "negative"
+	return resultNegative
 }
 
 // serveStale accounts for serving the expired entry e of key: it starts

@@ -49,6 +49,9 @@ type Service struct {
 	flightJoin *prometheus.CounterVec
 	stale      *prometheus.CounterVec
 	batchKeys  *prometheus.HistogramVec
+	// batchRedis and batchSQL return batchKeys' series, taken once.
+	batchRedis func() prometheus.Observer
+	batchSQL   func() prometheus.Observer
 	sweeps     sweepMetrics
 	// sweepWake tells RunSweeper that a write set an expiry; sweepDue
 	// holds, by namespace, the earliest instant such a write's row
@@ -91,11 +94,15 @@ func NewService(hot Hot, warm Warm, namespaces []*Namespace, reg prometheus.Regi
 			return nil, fmt.Errorf("warmcache: namespace %q declared twice", ns.Name)
 		}
 		s.namespaces[ns.Name] = ns
-		s.lanes[ns.Name] = s.newLanes(ns)
 	}
 	if err := s.registerMetrics(reg); err != nil {
 		return nil, err
 	}
+	for _, ns := range namespaces {
+		s.lanes[ns.Name] = s.newLanes(ns)
+	}
+	s.batchRedis = sync.OnceValue(func() prometheus.Observer { return s.batchKeys.WithLabelValues("redis") })
+	s.batchSQL = sync.OnceValue(func() prometheus.Observer { return s.batchKeys.WithLabelValues("sql") })
 	return s, nil
 }
 
@@ -137,10 +144,58 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into
 // pipelines, and warehouse reads (with their fills) into `= ANY($1)`
-// queries.
+// queries. They also hold the namespace's read counters, each taken from
+// its vector once, when first counted (so that /metrics shows only the
+// series that counted something, as with WithLabelValues): a read then
+// counts its lookups without looking their labels up.
 type nsLanes struct {
 	hot  *batcher[*hotCall]
 	warm *batcher[*loadGroup]
+	// lookups are the namespace's warmcache_lookups_total series, by
+	// tier and result.
+	lookups [numLookupTiers][numLookupResults]atomic.Pointer[counter]
+}
+
+type counter struct{ prometheus.Counter }
+
+// The tiers and results of warmcache_lookups_total, which index
+// nsLanes.lookups.
+type (
+	lookupTier   int
+	lookupResult int
+)
+
+const (
+	tierNear lookupTier = iota
+	tierRedis
+	tierSQL
+	numLookupTiers
+)
+
+const (
+	resultHit lookupResult = iota
+	resultNegative
+	resultMiss
+	resultError
+	numLookupResults
+)
+
+var (
+	lookupTierLabels   = [numLookupTiers]string{"near", "redis", "sql"}
+	lookupResultLabels = [numLookupResults]string{"hit", "negative", "miss", "error"}
+)
+
+// lookup returns the counter of ns's lookups in tier with result.
+func (s *Service) lookup(ns *Namespace, tier lookupTier, result lookupResult) prometheus.Counter {
+	cell := &s.lanes[ns.Name].lookups[tier][result]
+	if c := cell.Load(); c != nil {
+		return c.Counter
+	}
+	// Two first lookups may both take the series: they get the same child
+	// of the vector.
+	c := &counter{s.lookups.WithLabelValues(ns.Name, lookupTierLabels[tier], lookupResultLabels[result])}
+	cell.Store(c)
+	return c.Counter
 }
 
 // newLanes returns the lanes of ns: HotLanes for the hot tier (two keep

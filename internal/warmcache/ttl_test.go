@@ -14,6 +14,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/nearcache"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -169,7 +170,7 @@ func TestSweep(t *testing.T) {
 	if f.warm.Len() != 300 {
 		t.Errorf("the warehouse holds %d rows, want the 300 live ones", f.warm.Len())
 	}
-	if got := counterSum(t, f.reg, "warmcache_expired_rows_deleted_total"); got != 900 {
+	if got := promregtest.Value(t, f.reg, "warmcache_expired_rows_deleted_total"); got != 900 {
 		t.Errorf("warmcache_expired_rows_deleted_total = %v, want 900", got)
 	}
 	entries, hits, err := f.hot.GetMany(ctx, mustNamespace(t, f.svc, "widgets"), []warmcache.Key{{Text: "2", Int: 2}})
@@ -188,25 +189,6 @@ func mustNamespace(t *testing.T, svc *warmcache.Service, name string) *warmcache
 		t.Fatal(err)
 	}
 	return ns
-}
-
-// counterSum returns the sum of the counter called name in reg over its
-// labels.
-func counterSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
 }
 
 // TestReadAcrossExpiry: a warehouse read that began before an item's

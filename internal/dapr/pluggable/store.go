@@ -39,10 +39,12 @@ import (
 	proto "github.com/dapr/dapr/pkg/proto/components/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/warmcache/warmcache/internal/cowmap"
 	"github.com/warmcache/warmcache/internal/dapr"
 	"github.com/warmcache/warmcache/internal/promreg"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -106,6 +108,16 @@ type Store struct {
 	maxValue   int
 	log        *slog.Logger
 	calls      *prometheus.CounterVec
+	// series holds the calls' counters by their labels, each taken from
+	// calls once, when first counted: a call is then counted without
+	// looking its labels up. The labels are bounded (see count).
+	series cowmap.Map[callLabels, prometheus.Counter]
+}
+
+// callLabels are the labels of warmcache_dapr_component_requests_total.
+type callLabels struct {
+	component, method string
+	code              codes.Code
 }
 
 var (
@@ -121,7 +133,7 @@ var (
 // metric, warmcache_dapr_component_requests_total, is registered with reg.
 func New(svc *warmcache.Service, components []Component, o Options, reg prometheus.Registerer, log *slog.Logger) (*Store, error) {
 	if len(components) == 0 {
-		return nil, errors.New("daprstore: no component to serve")
+		return nil, errors.New("pluggable: no component to serve")
 	}
 	if o.MaxValueBytes == 0 {
 		o.MaxValueBytes = defaultMaxValueBytes
@@ -130,17 +142,17 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		maxValue: o.MaxValueBytes, log: log}
 	for _, c := range components {
 		if c.Name == "" {
-			return nil, fmt.Errorf("daprstore: component of namespace %q has no name", c.Namespace)
+			return nil, fmt.Errorf("pluggable: component of namespace %q has no name", c.Namespace)
 		}
 		if _, dup := s.components[c.Name]; dup {
-			return nil, fmt.Errorf("daprstore: component %q is named twice", c.Name)
+			return nil, fmt.Errorf("pluggable: component %q is named twice", c.Name)
 		}
 		ns, err := svc.Namespace(c.Namespace)
 		if err != nil {
-			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+			return nil, fmt.Errorf("pluggable: component %q: %w", c.Name, err)
 		}
 		if err := servable(ns); err != nil {
-			return nil, fmt.Errorf("daprstore: component %q: %w", c.Name, err)
+			return nil, fmt.Errorf("pluggable: component %q: %w", c.Name, err)
 		}
 		s.components[c.Name] = c.Namespace
 	}
@@ -148,7 +160,7 @@ func New(svc *warmcache.Service, components []Component, o Options, reg promethe
 		Name: "warmcache_dapr_component_requests_total",
 		Help: "Calls of daprd to the pluggable state store, by component, method and gRPC code.",
 	}, []string{"component", "method", "code"})
-	if err := promreg.Register(reg, "daprstore", s.calls); err != nil {
+	if err := promreg.Register(reg, "pluggable", s.calls); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -209,8 +221,8 @@ func (s *Store) count(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if cerr != nil {
 		component = "(unknown)" // a bounded label: not the name daprd sent
 	}
-	method := info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:]
-	s.calls.WithLabelValues(component, method, status.Code(err).String()).Inc()
+	l := callLabels{component: component, method: info.FullMethod[strings.LastIndexByte(info.FullMethod, '/')+1:], code: status.Code(err)}
+	s.series.LoadOrAdd(l, func() prometheus.Counter { return s.calls.WithLabelValues(l.component, l.method, l.code.String()) }).Inc()
 	return resp, err
 }
 

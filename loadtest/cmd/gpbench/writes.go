@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/warmcache/warmcache/loadtest/bench"
 	"github.com/warmcache/warmcache/loadtest/pin"
 )
 
@@ -196,7 +197,7 @@ func (r *gpRun) pinCluster(place pin.Placement) error {
 	if !place.On() {
 		return nil
 	}
-	if err := place.PinServers(append(findCluster().pids(), r.svcPID)...); err != nil {
+	if err := place.PinServers(append(bench.FindCluster("").Pids(), r.svcPID)...); err != nil {
 		r.releaseCluster(place)
 		return err
 	}
@@ -207,7 +208,7 @@ func (r *gpRun) pinCluster(place pin.Placement) error {
 // again, the backends forked while pinned too.
 func (r *gpRun) releaseCluster(place pin.Placement) {
 	if place.On() {
-		_ = place.Release(append(findCluster().pids(), r.svcPID, os.Getpid())...)
+		_ = place.Release(append(bench.FindCluster("").Pids(), r.svcPID, os.Getpid())...)
 	}
 }
 

@@ -104,66 +104,127 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		h.note("dapr: not run: %v", err)
 		return nil
 	}
-	database := h.opts.Database + "_dapr"
-	if err := h.createNamedDatabase(ctx, database); err != nil {
-		return err
-	}
+	o := h.opts
 	dir, err := os.MkdirTemp("", "wcbench-dapr-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	// warmcache serves the component on a socket folder of its own, where
-	// daprd finds it.
-	sockets := filepath.Join(dir, "sockets")
-	wc, rest, err := h.serveDaprComponent(ctx, database, sockets)
+	database, namespaces, err := h.prepareDaprDatabase(ctx, dir)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = wc.stop() }()
-	daprd, base, err := h.startDaprd(ctx, daprdBin, database, filepath.Join(dir, "resources"), sockets)
+	loop := daprServers{redis: o.RedisAddr, postgres: o.PGHost, pgbouncer: o.PGBouncer}
+	st, err := h.startDapr(ctx, daprdBin, filepath.Join(dir, "loopback"), namespaces, database, loop)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = daprd.stop() }()
-	defer flushDaprRedis(context.WithoutCancel(ctx), h, h.opts.RedisAddr)
-	d := &daprBench{h: h, client: newAttackClient(4 * daprClients), base: base, database: database, wc: wc, daprd: daprd,
-		keys: make([]string, daprKeys)}
+	defer st.stop()
+	defer flushDaprRedis(context.WithoutCancel(ctx), h, o.RedisAddr)
+	d := &daprBench{h: h, client: newAttackClient(4 * daprClients), st: st, database: database, keys: make([]string, daprKeys)}
 	for i := range d.keys {
 		d.keys[i] = fmt.Sprintf("order-%d", i)
 	}
 	if err := d.warm(ctx); err != nil {
 		return err
 	}
-	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
-	d.rounds(ctx, rest)
-	h.report.Dapr = daprMarkdown(d.phases, h.opts.ViaPgBouncer, h.pin.String())
+	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, st.base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
+	d.rounds(ctx)
+	rated, err := h.daprAtRates(ctx, d.client, st, d.keys, "loopback")
+	if err != nil {
+		return err
+	}
+	st.stop()
+	var measured string
+	if o.DaprHop > 0 {
+		hop, m, err := h.daprOneHop(ctx, daprdBin, filepath.Join(dir, "hop"), namespaces, database, loop, d.client, d.keys)
+		if err != nil {
+			return err
+		}
+		rated, measured = append(rated, hop...), m
+	}
+	h.report.Dapr = daprMarkdown(d.phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, measured)
 	fmt.Fprint(h.out, h.report.Dapr)
 	return nil
 }
 
-// serveDaprComponent migrates database for deploy/dapr's namespaces and
-// serves it with warmcache, whose pluggable component statestore listens
-// in the folder sockets; it returns the process and its REST base for the
-// statestore namespace.
-func (h *harness) serveDaprComponent(ctx context.Context, database, sockets string) (*process, string, error) {
+// prepareDaprDatabase creates the scenario's database, writes its
+// namespaces to dir (daprNamespaces) and migrates the database for them;
+// it returns the database and the namespaces file.
+func (h *harness) prepareDaprDatabase(ctx context.Context, dir string) (database, namespaces string, err error) {
 	o := h.opts
-	namespaces, err := filepath.Abs("deploy/dapr/namespaces.yaml")
-	if err != nil {
-		return nil, "", err
+	database = o.Database + "_dapr"
+	if err := h.createNamedDatabase(ctx, database); err != nil {
+		return "", "", err
 	}
-	if err := localstack.Migrate(ctx, o.Bin, append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database)), "--namespaces", namespaces); err != nil {
-		return nil, "", fmt.Errorf("dapr: %w", err)
+	if namespaces, err = daprNamespaces(dir, o.DaprNearTTL); err != nil {
+		return "", "", err
 	}
+	env := append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database))
+	if err := localstack.Migrate(ctx, o.Bin, env, "--namespaces", namespaces); err != nil {
+		return "", "", fmt.Errorf("dapr: %w", err)
+	}
+	return database, namespaces, nil
+}
+
+// daprServers are the addresses the stores of the dapr scenario reach
+// Redis, PostgreSQL and PgBouncer at: the servers', or a latency proxy's
+// in front of each.
+type daprServers struct{ redis, postgres, pgbouncer string }
+
+// daprStack is one warmcache serving the components and one daprd.
+type daprStack struct {
+	wc, daprd *process
+	base      string // daprd's HTTP API
+	rest      string // warmcache's REST base of the statestore namespace
+}
+
+// stop stops daprd and warmcache; a second call does nothing (a
+// process's stop reports its exit once).
+func (s *daprStack) stop() {
+	if s.daprd != nil {
+		_ = s.daprd.stop()
+		s.daprd = nil
+	}
+	if s.wc != nil {
+		_ = s.wc.stop()
+		s.wc = nil
+	}
+}
+
+// startDapr starts warmcache, serving its components on a socket folder
+// under dir, and daprd with deploy/dapr's components and warmcache's, every
+// store reaching the servers at srv.
+func (h *harness) startDapr(ctx context.Context, daprdBin, dir, namespaces, database string, srv daprServers) (*daprStack, error) {
+	sockets := filepath.Join(dir, "sockets")
+	st := &daprStack{}
+	var err error
+	if st.wc, st.rest, err = h.serveDaprComponent(ctx, database, namespaces, sockets, srv); err != nil {
+		return nil, err
+	}
+	if st.daprd, st.base, err = h.startDaprd(ctx, daprdBin, database, filepath.Join(dir, "resources"), sockets, srv); err != nil {
+		st.stop()
+		return nil, err
+	}
+	return st, nil
+}
+
+// serveDaprComponent serves database with warmcache for namespaces (as
+// migrated), its pluggable components statestore and daprNearStore
+// listening in the folder sockets, with a 64 MiB near cache (used by
+// daprNearStore's namespace alone), reaching the servers at srv; it
+// returns the process and its REST base for the statestore namespace.
+func (h *harness) serveDaprComponent(ctx context.Context, database, namespaces, sockets string, srv daprServers) (*process, string, error) {
 	httpAddr, _ := freeAddr()
 	pprofAddr, _ := freeAddr()
-	pg, pooler := dsn(o.PGHost, database), "none"
-	if o.ViaPgBouncer {
-		pg, pooler = dsn(o.PGBouncer, database), "pgbouncer"
+	pg, pooler := dsn(srv.postgres, database), "none"
+	if h.opts.ViaPgBouncer {
+		pg, pooler = dsn(srv.pgbouncer, database), "pgbouncer"
 	}
 	env := append(cleanEnv(), "WARMCACHE_HTTP_ADDR="+httpAddr, "WARMCACHE_GRPC_ADDR=", "WARMCACHE_POSTGRES_DSN="+pg,
-		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+o.RedisAddr, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
-		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore", "WARMCACHE_FRESHNESS=poll",
+		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+srv.redis, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
+		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore,"+daprNearStore,
+		"WARMCACHE_NEAR_CACHE_BYTES=67108864", "WARMCACHE_FRESHNESS=poll",
 		"WARMCACHE_PPROF_ADDR="+pprofAddr, "WARMCACHE_LOG_LEVEL=warn", "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets)
 	wc, err := h.serve(ctx, "dapr-warmcache", env)
 	if err != nil {
@@ -173,11 +234,11 @@ func (h *harness) serveDaprComponent(ctx context.Context, database, sockets stri
 }
 
 // startDaprd starts daprd with deploy/dapr's YAMLs, written to resources
-// and pointed at the harness's servers and database, and the pluggable
+// and pointed at database on the servers at srv, and the pluggable
 // components of the folder sockets; it returns the process and the base
 // URL of its HTTP API, once daprd is healthy.
-func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sockets string) (*process, string, error) {
-	if err := writeDaprResources(resources, dsn(h.opts.PGHost, database), h.opts.RedisAddr); err != nil {
+func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sockets string, srv daprServers) (*process, string, error) {
+	if err := writeDaprResources(resources, dsn(srv.postgres, database), srv.redis); err != nil {
 		return nil, "", err
 	}
 	daprHTTP, _ := freeAddr()
@@ -199,16 +260,14 @@ func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sock
 	return daprd, base, nil
 }
 
-// daprBench is one run of the dapr scenario's measurements against daprd
-// at base.
+// daprBench is one run of the dapr scenario's measurements against the
+// daprd and warmcache of st.
 type daprBench struct {
 	h        *harness
 	client   *http.Client
-	base     string // daprd's HTTP API
+	st       *daprStack
 	database string
 	keys     []string // the daprKeys keys
-	wc       *process // warmcache
-	daprd    *process
 	phases   []daprPhase
 	saved    atomic.Int64 // the saves so far, which number the values
 }
@@ -216,22 +275,23 @@ type daprBench struct {
 // key is the key of request i.
 func (d *daprBench) key(i int) string { return d.keys[i%len(d.keys)] }
 
-// warm saves every key in each store, then reads each once, so that
-// warmcache answers from Redis.
+// warm saves every key in each store, the near-cached one too, then
+// reads each once, so that warmcache answers from Redis.
 func (d *daprBench) warm(ctx context.Context) error {
-	for _, store := range daprStores {
-		if err := daprPrefill(ctx, d.client, d.base, store, d.keys); err != nil {
+	for _, store := range append(slices.Clone(daprStores), daprNearStore) {
+		if err := daprPrefill(ctx, d.client, d.st.base, store, d.keys); err != nil {
 			return err
 		}
-		daprRun(ctx, d.client, daprKeys, d.get(ctx, store))
+		daprRun(ctx, d.client, daprKeys, daprGet(ctx, d.st.base, store, d.keys))
 	}
 	return nil
 }
 
-// get builds the GET of request i of store through daprd.
-func (d *daprBench) get(ctx context.Context, store string) func(i int) (*http.Request, error) {
+// daprGet builds the GET of request i of store through daprd at base, of
+// the key i of keys (round the keys).
+func daprGet(ctx context.Context, base, store string, keys []string) func(i int) (*http.Request, error) {
 	return func(i int) (*http.Request, error) {
-		return http.NewRequestWithContext(ctx, http.MethodGet, d.base+"/v1.0/state/"+store+"/"+d.key(i), nil)
+		return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%len(keys)], nil)
 	}
 }
 
@@ -240,7 +300,7 @@ func (d *daprBench) get(ctx context.Context, store string) func(i int) (*http.Re
 func (d *daprBench) save(ctx context.Context, store string) func(i int) (*http.Request, error) {
 	return func(i int) (*http.Request, error) {
 		body := `[{"key":"` + d.key(i) + `","value":` + daprValue(int(d.saved.Add(1))) + `}]`
-		r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.base+"/v1.0/state/"+store, strings.NewReader(body))
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.st.base+"/v1.0/state/"+store, strings.NewReader(body))
 		if err == nil {
 			r.Header.Set("Content-Type", "application/json")
 		}
@@ -251,16 +311,16 @@ func (d *daprBench) save(ctx context.Context, store string) func(i int) (*http.R
 // rounds runs daprRounds rounds of GETs then saves of each store, then as
 // many rounds of warmcache's own REST hits of the same keys at rest, for
 // its CPU per hit.
-func (d *daprBench) rounds(ctx context.Context, rest string) {
+func (d *daprBench) rounds(ctx context.Context) {
 	for round := 1; round <= daprRounds; round++ {
 		for _, store := range daprStores {
-			d.measure(ctx, store, "get", round, daprGets, d.get(ctx, store))
+			d.measure(ctx, store, "get", round, daprGets, daprGet(ctx, d.st.base, store, d.keys))
 			d.measure(ctx, store, "save", round, daprSaves, d.save(ctx, store))
 		}
 	}
 	for round := 1; round <= daprRounds; round++ {
 		d.measure(ctx, "REST", "get", round, daprGets, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, rest+url.PathEscape(daprAppID+"||"+d.key(i)), nil)
+			return http.NewRequestWithContext(ctx, http.MethodGet, d.st.rest+url.PathEscape(daprAppID+"||"+d.key(i)), nil)
 		})
 	}
 }
@@ -283,7 +343,7 @@ func (d *daprBench) measure(ctx context.Context, store, op string, round, n int,
 func (d *daprBench) meter() *cpuMeter {
 	h := d.h
 	m := &cpuMeter{interval: 100 * time.Millisecond, groups: []cpuGroup{
-		pidGroup("warmcache", d.wc.Pid()), pidGroup("daprd", d.daprd.Pid())}}
+		pidGroup("warmcache", d.st.wc.Pid()), pidGroup("daprd", d.st.daprd.Pid())}}
 	if h.redisPID > 0 {
 		m.groups = append(m.groups, pidGroup(bench.ProcRedis, h.redisPID))
 	}
@@ -352,6 +412,7 @@ func writeDaprResources(dir, pgDSN, redisAddr string) error {
 	}
 	for _, f := range []struct{ src, old, new string }{
 		{"deploy/dapr/components/statestore.yaml", "", ""},
+		{"deploy/dapr/components/statestore.yaml", "statestore", daprNearStore},
 		{"deploy/dapr/builtin/postgresql.yaml", `"host=127.0.0.1 port=55432 user=postgres dbname=warmcache sslmode=disable"`, `"` + pgDSN + `"`},
 		{"deploy/dapr/builtin/redis.yaml", `"127.0.0.1:6379"`, `"` + redisAddr + `"`},
 	} {
@@ -365,7 +426,11 @@ func writeDaprResources(dir, pgDSN, redisAddr string) error {
 			}
 			raw = bytes.ReplaceAll(raw, []byte(f.old), []byte(f.new))
 		}
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f.src)), raw, 0o644); err != nil {
+		name := filepath.Base(f.src)
+		if f.new == daprNearStore {
+			name = daprNearStore + ".yaml"
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
 			return err
 		}
 	}

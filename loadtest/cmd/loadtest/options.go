@@ -51,6 +51,12 @@ type options struct {
 	Pin          bool          // servers and load generators on separate CPUs
 	Loader       string        // the load generator of saturation GETs: wrk or vegeta
 	PeerPrefix   string        // the peer's Redis key prefix (flushed by the harness)
+	// The dapr scenario's fixed-rate GETs: their rates, the latency a
+	// proxy adds each way for the run one hop away (zero: none), and the
+	// near_ttl of its near-cached component.
+	DaprRates   []int
+	DaprHop     time.Duration
+	DaprNearTTL time.Duration
 }
 
 type listFlag []string
@@ -102,6 +108,9 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.StringVar(&o.Loader, "loader", "wrk", "load generator of the saturation attacks of plain GETs: wrk, or vegeta (in the harness); fixed-rate, PUT, _mget and gRPC attacks always use the harness's own clients")
 	fs.BoolVar(&o.Pin, "pin", true, "pin the servers to CPU 0 and the load generators to the other CPUs with taskset (on two or more CPUs)")
 	fs.StringVar(&o.PeerPrefix, "peer-prefix", "wcpeer:", "Redis key prefix of the peer, the hand-written cache-aside (flushed by the harness)")
+	daprRates := fs.String("dapr-rates", "1000,4000", "comma-separated rates (GETs/s) of the dapr scenario's fixed-rate attacks of each store")
+	fs.DurationVar(&o.DaprHop, "dapr-hop", time.Millisecond, "latency a proxy adds each way between Redis, PostgreSQL and PgBouncer and their clients in the dapr scenario's run one hop away (whole milliseconds); 0: no such run")
+	fs.DurationVar(&o.DaprNearTTL, "dapr-near-ttl", time.Second, "near_ttl of the dapr scenario's near-cached warmcache component")
 	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -111,29 +120,14 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	}
 	o.HotEnv, o.NearEnv = dedupeEnv(hotEnv), dedupeEnv(nearEnv)
 	if o.Command == "make bench" {
-		var given []string
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "bin", "command":
-			case "service-env", "near-env":
-				env := o.HotEnv
-				if f.Name == "near-env" {
-					env = o.NearEnv
-				}
-				for _, kv := range env {
-					given = append(given, "-"+f.Name+"="+kv)
-				}
-			default:
-				v := f.Value.String()
-				if strings.ContainsAny(v, " \t\"'") {
-					v = strconv.Quote(v)
-				}
-				given = append(given, "-"+f.Name+"="+v)
-			}
-		})
-		if len(given) > 0 {
-			o.Command += " BENCHFLAGS='" + strings.Join(given, " ") + "'"
+		o.Command += benchFlags(fs, o)
+	}
+	for _, r := range strings.Split(*daprRates, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(r))
+		if err != nil || n <= 0 {
+			return options{}, fmt.Errorf("-dapr-rates: want positive whole rates, got %q", r)
 		}
+		o.DaprRates = append(o.DaprRates, n)
 	}
 	o.Scenarios = map[string]bool{}
 	for _, s := range strings.Split(*scenarios, ",") {
@@ -142,6 +136,35 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 		}
 	}
 	return o, o.validate()
+}
+
+// benchFlags returns the BENCHFLAGS of make bench that give the flags set
+// in fs (o's environment lists as given), or "" when none was set.
+func benchFlags(fs *flag.FlagSet, o options) string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "bin", "command":
+		case "service-env", "near-env":
+			env := o.HotEnv
+			if f.Name == "near-env" {
+				env = o.NearEnv
+			}
+			for _, kv := range env {
+				given = append(given, "-"+f.Name+"="+kv)
+			}
+		default:
+			v := f.Value.String()
+			if strings.ContainsAny(v, " \t\"'") {
+				v = strconv.Quote(v)
+			}
+			given = append(given, "-"+f.Name+"="+v)
+		}
+	})
+	if len(given) == 0 {
+		return ""
+	}
+	return " BENCHFLAGS='" + strings.Join(given, " ") + "'"
 }
 
 // dedupeEnv keeps the last value of each NAME, so that a flag given on

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -69,20 +68,7 @@ func batchCurve(ctx context.Context, o options, base string, pid, rows int) ([]b
 		flush(ctx, o)
 		perm := rand.New(rand.NewPCG(uint64(size), 2)).Perm(rows)
 		var next atomic.Int64
-		body := func(keys []int) *http.Request {
-			var b strings.Builder
-			b.WriteString(`{"keys":[`)
-			for i, k := range keys {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				b.WriteString(strconv.Itoa(k + 1))
-			}
-			b.WriteString(`]}`)
-			req, _ := http.NewRequest(http.MethodPost, base+"/v1/kv/widgets/_mget", strings.NewReader(b.String()))
-			req.Header.Set("Content-Type", "application/json")
-			return req
-		}
+		body := func(keys []int) *http.Request { return mgetRequest(base, keys) }
 		miss, missCPU := attackN(ctx, client, []int{pid}, o, func() *http.Request {
 			i := int(next.Add(1)-1) * size
 			if i+size > len(perm) {

@@ -65,6 +65,10 @@ type options struct {
 	nearSizes             []int
 	keep                  bool
 	place                 pin.Placement
+	gpClusters            []gpCluster // the segment curve's clusters; none: no segment curve
+	segmentRows           int
+	gpBatch               int
+	curves                map[string]bool // the curves to draw
 }
 
 // warehouse is where a point's table lives: the local PostgreSQL, served
@@ -77,6 +81,7 @@ type warehouse struct {
 	pooler  string
 	storage string // the namespace's storage options
 	prefix  string // of the databases' names
+	dataDir string // on Greenplum, where its processes' data directories lie: their CPU is measured
 }
 
 func postgresWarehouse(o options) warehouse {
@@ -112,6 +117,11 @@ type point struct {
 	loadReused       bool               // the table was loaded by an earlier run, at loadRate
 	rate             map[string]float64 // requests per second by path
 	cpu              map[string]float64 // the service's CPU µs per request by path
+	// On a cluster with a data directory: the segments, the CPU µs per
+	// request by path and process group, and the doctor's lines.
+	segments int
+	cluster  map[string]map[string]float64
+	dispatch []string
 }
 
 var paths = []string{"miss", "hit", "put"}
@@ -149,6 +159,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err := drawCharts(o, c); err != nil {
 		return err
 	}
+	if len(o.rows) == 0 {
+		fmt.Fprintf(stdout, "the run took %s\n", time.Since(start).Round(time.Second))
+		return nil // SCALE.md is the row curve's report
+	}
 	return report(filepath.Join(o.out, "SCALE.md"), o, c, time.Since(start))
 }
 
@@ -176,7 +190,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	nearCounts := fs.String("near-entries", "1000,10000,100000", "entry counts of the near cache's memory curve")
 	nearSizes := fs.String("near-sizes", "100,440,4096", "value sizes of the near cache's memory curve, in bytes")
 	fs.BoolVar(&o.keep, "keep", false, "keep the databases for a later run (by default each is dropped at the end)")
+	clusters := fs.String("gp-clusters", "", "Greenplum clusters of the segment curve, each port:datadir (the kit's GP_PORT and GP_DATA), comma-separated; empty leaves the curve out")
+	fs.IntVar(&o.segmentRows, "segment-rows", 1000000, "rows of the segment curve's table")
+	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
+	only := fs.String("curves", "rows,sizes,gp-rows,batches,instances,near,segments", "the curves to draw; SCALE.md is written only when the row curve is among them, SEGMENTS.md with the segment curve")
 	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if o.gpClusters, err = parseClusters(*clusters); err != nil {
 		return options{}, err
 	}
 	for _, l := range []struct {
@@ -187,7 +208,29 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			return options{}, err
 		}
 	}
+	o.only(*only)
 	return o, nil
+}
+
+// only keeps the curves named in the comma-separated list names, and
+// empties the lists of the others that measureCurves reads.
+func (o *options) only(names string) {
+	o.curves = map[string]bool{}
+	for _, name := range strings.Split(names, ",") {
+		o.curves[strings.TrimSpace(name)] = true
+	}
+	if !o.curves["rows"] {
+		o.rows = nil
+	}
+	if !o.curves["sizes"] {
+		o.sizes = nil
+	}
+	if !o.curves["gp-rows"] {
+		o.greenplum = ""
+	}
+	if !o.curves["near"] {
+		o.nearCounts = nil
+	}
 }
 
 // databases are the databases of the points measured, to drop at the end.
@@ -227,10 +270,15 @@ func measureCurves(ctx context.Context, o options, dbs *databases, log io.Writer
 		}
 		return p, err
 	}
+	if o.curves["segments"] && len(o.gpClusters) > 0 {
+		if err := segmentReport(ctx, o, measurePoint, log); err != nil {
+			return c, err
+		}
+	}
 	pg := postgresWarehouse(o)
 	for i, n := range o.rows {
 		var extra func(p *point, base string, pid int) error
-		if i == 0 {
+		if i == 0 && o.curves["batches"] {
 			// The batch curve on the first table, while it is served.
 			extra = func(p *point, base string, pid int) error {
 				var err error
@@ -244,7 +292,7 @@ func measureCurves(ctx context.Context, o options, dbs *databases, log io.Writer
 		}
 		c.byRows = append(c.byRows, p)
 	}
-	if len(o.rows) > 0 {
+	if len(o.rows) > 0 && o.curves["instances"] {
 		db := fmt.Sprintf("%s%d_0", pg.prefix, o.rows[0])
 		var err error
 		if c.instances, err = instanceCurve(ctx, o, pg, db, o.rows[0], log); err != nil {
@@ -369,6 +417,9 @@ func measureOn(ctx context.Context, o options, w warehouse, db string, p point, 
 	if err := loadTable(ctx, o, w, db, env, dir, &p, log); err != nil {
 		return p, err
 	}
+	if w.dataDir != "" {
+		p.dispatch = doctorLines(ctx, o, env)
+	}
 	serve, err := startServe(ctx, o, env, w, db)
 	if err != nil {
 		return p, err
@@ -376,7 +427,7 @@ func measureOn(ctx context.Context, o options, w warehouse, db string, p point, 
 	defer func() { _ = serve.Stop(syscall.SIGTERM, time.Minute) }()
 	flush(ctx, o)
 	defer flush(context.WithoutCancel(ctx), o) // large values must not stay in the shared Redis
-	attackPaths(ctx, o, serve, &p)
+	attackPaths(ctx, o, w, serve, &p)
 	for _, path := range paths {
 		fmt.Fprintf(log, "    %-5s %8.0f req/s  %7.1f µs of the service's CPU per request\n", path, p.rate[path], p.cpu[path])
 	}
@@ -473,12 +524,12 @@ func writeRows(file string, rows, valueBytes int) (int64, error) {
 // the service's CPU per request in p: misses (each key at most once, in a
 // scattered order), hits (the keys the misses read, now in Redis), and
 // PUTs of random keys.
-func attackPaths(ctx context.Context, o options, serve *localstack.Served, p *point) {
+func attackPaths(ctx context.Context, o options, w warehouse, serve *localstack.Served, p *point) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
 	kv, pid := serve.HTTP()+"/v1/kv/widgets/", serve.Pid()
 	perm := rand.New(rand.NewPCG(uint64(p.rows), 1)).Perm(p.rows)
 	var next atomic.Int64
-	p.rate["miss"], p.cpu["miss"] = attack(ctx, client, pid, o, func() *http.Request {
+	p.attackPath(ctx, client, pid, o, w, "miss", 1, func() *http.Request {
 		i := next.Add(1) - 1
 		if i >= int64(len(perm)) {
 			return nil
@@ -487,13 +538,13 @@ func attackPaths(ctx context.Context, o options, serve *localstack.Served, p *po
 		return req
 	})
 	read := int(min(next.Load(), int64(len(perm))))
-	p.rate["hit"], p.cpu["hit"] = attack(ctx, client, pid, o, func() *http.Request {
+	p.attackPath(ctx, client, pid, o, w, "hit", 1, func() *http.Request {
 		req, _ := http.NewRequest(http.MethodGet, kv+strconv.Itoa(perm[rand.IntN(max(read, 1))]+1), nil)
 		return req
 	})
 	body := map[int]string{}
 	var mu sync.Mutex
-	p.rate["put"], p.cpu["put"] = attack(ctx, client, pid, o, func() *http.Request {
+	p.attackPath(ctx, client, pid, o, w, "put", 1, func() *http.Request {
 		k := rand.IntN(p.rows) + 1
 		mu.Lock()
 		b, ok := body[k%64]
@@ -550,13 +601,6 @@ func command(ctx context.Context, env []string, name string, args ...string) *ex
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	return cmd
-}
-
-// attack sends the requests of next (nil: none left) with o.workers
-// workers for o.duration and returns the successful requests per second
-// and the CPU µs of process pid per request.
-func attack(ctx context.Context, client *http.Client, pid int, o options, next func() *http.Request) (float64, float64) {
-	return attackN(ctx, client, []int{pid}, o, next)
 }
 
 // chart draws one line per path, y of each point against x, on

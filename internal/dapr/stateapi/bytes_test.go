@@ -1,4 +1,4 @@
-package runtime_test
+package stateapi_test
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
-	daprruntime "github.com/warmcache/warmcache/internal/dapr/runtime"
+	"github.com/warmcache/warmcache/internal/dapr/stateapi"
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/internal/warmcache/tiertest"
@@ -49,7 +49,7 @@ func newSurfaces(t *testing.T) *surfaces {
 		t.Fatal(err)
 	}
 	lis := bufconn.Listen(4 << 20)
-	srv := daprruntime.NewGRPC(svc, nil, log).NewServer()
+	srv := stateapi.NewGRPC(svc, nil, log).NewServer()
 	go func() { _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufnet",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -61,7 +61,7 @@ func newSurfaces(t *testing.T) *surfaces {
 		_ = conn.Close()
 		srv.Stop()
 	})
-	return &surfaces{http: daprruntime.NewHTTP(svc, log, daprruntime.HTTPOptions{MaxBodyBytes: 4 << 20}), grpc: runtimev1.NewDaprClient(conn)}
+	return &surfaces{http: stateapi.NewHTTP(svc, log, stateapi.HTTPOptions{MaxBodyBytes: 4 << 20}), grpc: runtimev1.NewDaprClient(conn)}
 }
 
 // do serves one HTTP request.

@@ -19,14 +19,14 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// TestFreshnessStatementsGolden pins the SQL of the watermark poll and the
+// TestChangeStatementsGolden pins the SQL of the watermark poll and the
 // generations, the same on both dialects: every read of a namespace table
 // or the delete log is a range on the version column with ORDER BY and
 // LIMIT, the shape the version index serves.
-func TestFreshnessStatementsGolden(t *testing.T) {
+func TestChangeStatementsGolden(t *testing.T) {
 	var b strings.Builder
 	for _, ns := range []*warmcache.Namespace{widgetsNamespace(), peopleNamespace()} {
-		st, err := pgstore.Freshness(ns)
+		st, err := pgstore.BuildChangeStatements(ns)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,15 +47,15 @@ func TestFreshnessStatementsGolden(t *testing.T) {
 	} {
 		fmt.Fprintf(&b, "-- %s\n%s\n\n", st.name, st.sql)
 	}
-	golden.Check(t, "freshness_statements", []byte(b.String()))
+	golden.Check(t, "change_statements", []byte(b.String()))
 }
 
-// TestFreshnessPollPlanGreenplum runs the poll's queries on a real
+// TestChangePollPlanGreenplum runs the poll's queries on a real
 // Greenplum (WARMCACHE_TEST_GREENPLUM_DSN) over a migrated, analyzed
 // table of 20,000 rows with the service's session settings, and checks
 // that each reads the version index on every segment, never a sequential
 // scan. The plan's nodes are pinned in a golden file.
-func TestFreshnessPollPlanGreenplum(t *testing.T) {
+func TestChangePollPlanGreenplum(t *testing.T) {
 	dsn := testenv.GreenplumServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -101,7 +101,7 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT max(version) FROM widgets").Scan(&high); err != nil {
 		t.Fatal(err)
 	}
-	st, err := pgstore.Freshness(tables[0].Namespace)
+	st, err := pgstore.BuildChangeStatements(tables[0].Namespace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +147,5 @@ func TestFreshnessPollPlanGreenplum(t *testing.T) {
 		}
 		t.Logf("%s on Greenplum:\n%s", q.name, text)
 	}
-	golden.Check(t, "freshness_gp_plan", []byte(b.String()))
+	golden.Check(t, "change_gp_plan", []byte(b.String()))
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
-// The tables that the migrations create for freshness (0004_freshness).
+// The tables that the migrations create for change capture (0004_freshness).
 const (
 	// GenerationsTable holds one row per namespace with its generation.
 	GenerationsTable = "warmcache_generations"
@@ -20,7 +20,7 @@ const (
 	DeletesTable = "warmcache_deletes"
 )
 
-// FreshnessStatements are the SQL of the watermark poll and of the
+// ChangeStatements are the SQL of the watermark poll and of the
 // namespace generations. Every query on a namespace table or the delete log
 // reads the index over the version column: `version > $1 ORDER BY version
 // LIMIT $2` is an index range scan on each PostgreSQL partition or Greenplum
@@ -28,7 +28,7 @@ const (
 // direct-dispatched, but each segment reads only the index entries above the
 // watermark), and the newest version is a backward index scan with LIMIT 1,
 // not an aggregate over the table.
-type FreshnessStatements struct {
+type ChangeStatements struct {
 	// Changed returns the key (as text) and version of the rows whose
 	// version is above $1, oldest first, at most $2 of them.
 	Changed string
@@ -36,7 +36,7 @@ type FreshnessStatements struct {
 	Newest string
 }
 
-// The freshness statements of the delete log and the generations, the
+// The change statements of the delete log and the generations, the
 // same for every namespace and both dialects.
 const (
 	// DeletedSQL returns the namespace, key and version of the delete
@@ -58,32 +58,32 @@ const (
 	BumpInsertSQL = "INSERT INTO " + GenerationsTable + " (namespace, generation) VALUES ($1::text, 1) RETURNING generation"
 )
 
-// Freshness builds the freshness statements of a namespace. The statements
+// BuildChangeStatements builds the change statements of a namespace. The statements
 // are the same on PostgreSQL and Greenplum.
-func Freshness(ns *warmcache.Namespace) (FreshnessStatements, error) {
+func BuildChangeStatements(ns *warmcache.Namespace) (ChangeStatements, error) {
 	if err := checkNamespace(ns); err != nil {
-		return FreshnessStatements{}, err
+		return ChangeStatements{}, err
 	}
 	table, key, version := tableIdent(ns.Table), ident(ns.KeyColumn), ident(ns.VersionColumn)
-	return FreshnessStatements{
+	return ChangeStatements{
 		Changed: fmt.Sprintf("SELECT %s::text, %s FROM %s WHERE %s > $1::bigint ORDER BY %s LIMIT $2::bigint",
 			key, version, table, version, version),
 		Newest: fmt.Sprintf("SELECT %s FROM %s ORDER BY %s DESC LIMIT 1", version, table, version),
 	}, nil
 }
 
-func (s *Store) freshness(ns *warmcache.Namespace) (FreshnessStatements, error) {
+func (s *Store) changeStatements(ns *warmcache.Namespace) (ChangeStatements, error) {
 	t, err := s.table(ns)
 	if err != nil {
-		return FreshnessStatements{}, err
+		return ChangeStatements{}, err
 	}
-	return Freshness(t.ns)
+	return BuildChangeStatements(t.ns)
 }
 
 // Changed returns the keys of ns whose version is above after, oldest
 // first, at most limit of them.
 func (s *Store) Changed(ctx context.Context, ns *warmcache.Namespace, after int64, limit int) ([]warmcache.ChangedKey, error) {
-	st, err := s.freshness(ns)
+	st, err := s.changeStatements(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func (s *Store) Changed(ctx context.Context, ns *warmcache.Namespace, after int6
 
 // Newest returns the highest version of ns's table, zero when it is empty.
 func (s *Store) Newest(ctx context.Context, ns *warmcache.Namespace) (int64, error) {
-	st, err := s.freshness(ns)
+	st, err := s.changeStatements(ns)
 	if err != nil {
 		return 0, err
 	}

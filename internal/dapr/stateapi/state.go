@@ -1,4 +1,4 @@
-// Package runtime serves Dapr's state management API, v1.0, over the core:
+// Package stateapi serves Dapr's state management API, v1.0, over the core:
 // the HTTP routes under /v1.0/state/{storename} and the state RPCs of the
 // gRPC service dapr.proto.runtime.v1.Dapr, so that an unmodified Dapr
 // application (any Dapr SDK pointed at warmcache's address) reads and
@@ -23,7 +23,7 @@
 //
 // The protocol types come from Dapr's own Go packages
 // (github.com/dapr/dapr/pkg/proto/runtime/v1 and common/v1).
-package runtime
+package stateapi
 
 import (
 	"context"
