@@ -10,12 +10,12 @@
 // subcommands' flows and output live in cmd/warmcache.
 //
 // What a Server serves is data: buildTransports fills a table of
-// endpoints (Endpoint: a transport, a network, an address, TLS), and Serve
-// listens on each in one loop, prints its Line on stdout, and then reports
-// them through Endpoints and Listening. The lines have one format, which
-// ParseLine reads, for whoever runs the binary. Adding a transport takes
-// its package (its server over the core), a Transport constant with its
-// title in endpoint.go, an entry of the table in buildTransports (its
+// endpoints (endpoint.Endpoint: a transport, a network, an address, TLS),
+// and Serve listens on each in one loop, prints its Line on stdout, and
+// then reports them through Endpoints and Listening. The lines have one
+// format, which endpoint.ParseLine reads, for whoever runs the binary.
+// Adding a transport takes its package (its server over the core), a
+// Transport constant with its title in internal/endpoint, an entry of the table in buildTransports (its
 // address from the configuration and the function that builds its server
 // for a listener) and the group of its settings in internal/config.
 package gateway
@@ -45,6 +45,7 @@ import (
 	"github.com/warmcache/warmcache/internal/dapr/pluggable"
 	"github.com/warmcache/warmcache/internal/dapr/stateapi"
 	"github.com/warmcache/warmcache/internal/dialect"
+	"github.com/warmcache/warmcache/internal/endpoint"
 	"github.com/warmcache/warmcache/internal/grpcapi"
 	"github.com/warmcache/warmcache/internal/httpapi"
 	"github.com/warmcache/warmcache/internal/pgstore"
@@ -86,7 +87,7 @@ type Options struct {
 	// adds the Go and process collectors to a registry it made itself.
 	Registry *prometheus.Registry
 	// Stdout receives one "warmcache: serving ..." line per endpoint
-	// (Endpoint.Line), and the notice of open access. Nil means none.
+	// (endpoint.Endpoint.Line), and the notice of open access. Nil means none.
 	Stdout io.Writer
 	// Tracer, when set, is used instead of the one that the
 	// configuration's Tracing asks for, and Close leaves it running.
@@ -131,7 +132,7 @@ type Gateway struct {
 	// endpoints are the endpoints Serve listens on; listening is closed
 	// once it listens on all of them.
 	mu        sync.Mutex
-	endpoints []Endpoint
+	endpoints []endpoint.Endpoint
 	listening chan struct{}
 
 	closers []func() error // run in reverse by Close
@@ -421,13 +422,13 @@ func (g *Gateway) buildTransports() error {
 	grpcServe := func(tlsConf *tls.Config) server { return grpcServer{api.NewServer(grpcOptions(grpcOpts, tlsConf)...)} }
 	// REST on TCP is always served: /healthz, /readyz and /metrics are
 	// there.
-	g.table = append(g.table, listener{Endpoint: Endpoint{Transport: REST, Network: "tcp", Addr: cfg.HTTP.Addr, TLS: tlsOn}, server: restServer})
-	g.add(Endpoint{Transport: REST, Network: "unix", Addr: cfg.HTTP.Socket}, restServer)
-	g.add(Endpoint{Transport: GRPC, Network: "tcp", Addr: cfg.GRPC.Addr, TLS: tlsOn}, grpcServe)
-	g.add(Endpoint{Transport: GRPC, Network: "unix", Addr: cfg.GRPC.Socket}, grpcServe)
-	g.add(Endpoint{Transport: DaprHTTP, Network: "tcp", Addr: cfg.Dapr.HTTPAddr, TLS: tlsOn},
+	g.table = append(g.table, listener{Endpoint: endpoint.Endpoint{Transport: endpoint.REST, Network: "tcp", Addr: cfg.HTTP.Addr, TLS: tlsOn}, server: restServer})
+	g.add(endpoint.Endpoint{Transport: endpoint.REST, Network: "unix", Addr: cfg.HTTP.Socket}, restServer)
+	g.add(endpoint.Endpoint{Transport: endpoint.GRPC, Network: "tcp", Addr: cfg.GRPC.Addr, TLS: tlsOn}, grpcServe)
+	g.add(endpoint.Endpoint{Transport: endpoint.GRPC, Network: "unix", Addr: cfg.GRPC.Socket}, grpcServe)
+	g.add(endpoint.Endpoint{Transport: endpoint.DaprHTTP, Network: "tcp", Addr: cfg.Dapr.HTTPAddr, TLS: tlsOn},
 		func(tlsConf *tls.Config) server { return newHTTPServer(daprHTTP, tlsConf, g.log) })
-	g.add(Endpoint{Transport: DaprGRPC, Network: "tcp", Addr: cfg.Dapr.GRPCAddr, TLS: tlsOn},
+	g.add(endpoint.Endpoint{Transport: endpoint.DaprGRPC, Network: "tcp", Addr: cfg.Dapr.GRPCAddr, TLS: tlsOn},
 		func(tlsConf *tls.Config) server {
 			return grpcServer{daprGRPC.NewServer(append([]grpc.ServerOption{daprRecv}, grpcOptions(grpcOpts, tlsConf)...)...)}
 		})
@@ -436,7 +437,7 @@ func (g *Gateway) buildTransports() error {
 
 // add adds an endpoint to the table, served by newServer; none when the
 // configuration gives it no address.
-func (g *Gateway) add(e Endpoint, newServer func(*tls.Config) server) {
+func (g *Gateway) add(e endpoint.Endpoint, newServer func(*tls.Config) server) {
 	if e.Addr != "" {
 		g.table = append(g.table, listener{Endpoint: e, server: newServer})
 	}
@@ -490,7 +491,7 @@ func (g *Gateway) Serve(ctx context.Context) error {
 // Endpoints returns the endpoints Serve listens on, in the order it
 // listened on them and printed them, with the ports the system chose; nil
 // until Serve listens on all of them (see Listening).
-func (g *Gateway) Endpoints() []Endpoint {
+func (g *Gateway) Endpoints() []endpoint.Endpoint {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return slices.Clone(g.endpoints)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/endpoint"
 	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
@@ -86,7 +87,7 @@ func TestServerServesWhatACommandWrote(t *testing.T) {
 	// REST and gRPC on TCP, as configured, each printed as its line, and
 	// then the notice of open access.
 	eps := g.Endpoints()
-	if len(eps) != 2 || eps[0].Transport != gateway.REST || eps[1].Transport != gateway.GRPC {
+	if len(eps) != 2 || eps[0].Transport != endpoint.REST || eps[1].Transport != endpoint.GRPC {
 		t.Fatalf("endpoints %+v; want REST and gRPC", eps)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")

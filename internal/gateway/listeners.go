@@ -18,13 +18,14 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/endpoint"
 )
 
 // listener is one entry of the gateway's table of endpoints, which
 // buildTransports fills: where to listen, and the server to run there.
 type listener struct {
 	// Endpoint is the address to listen on, as configured.
-	Endpoint
+	endpoint.Endpoint
 	// prepare, when set, runs before listening, such as making the folder
 	// of a socket.
 	prepare func() error
@@ -47,7 +48,7 @@ type server interface {
 // listener, and stops them all together.
 type listeners struct {
 	servers   []server
-	endpoints []Endpoint
+	endpoints []endpoint.Endpoint
 	served    chan error
 	count     int
 }
@@ -80,7 +81,7 @@ func startListeners(table []listener, tlsConf *tls.Config, log *slog.Logger, std
 
 // start listens on entry's address and serves it there. It returns the
 // endpoint with the address listened on.
-func (l *listeners) start(entry listener, tlsConf *tls.Config) (Endpoint, error) {
+func (l *listeners) start(entry listener, tlsConf *tls.Config) (endpoint.Endpoint, error) {
 	e := entry.Endpoint
 	if entry.prepare != nil {
 		if err := entry.prepare(); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/config"
 	"github.com/warmcache/warmcache/internal/dapr/pluggable"
+	"github.com/warmcache/warmcache/internal/endpoint"
 )
 
 // addPluggable builds the Dapr pluggable state store of the
@@ -34,7 +35,7 @@ func (g *Gateway) addPluggable(grpcOpts []grpc.ServerOption) error {
 	}
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(store.MaxRecvBytes())}, grpcOpts...)
 	g.table = append(g.table, listener{
-		Endpoint: Endpoint{Transport: DaprComponent, Network: "unix", Addr: g.cfg.Dapr.SocketPath(),
+		Endpoint: endpoint.Endpoint{Transport: endpoint.DaprComponent, Network: "unix", Addr: g.cfg.Dapr.SocketPath(),
 			Name: "state." + g.cfg.Dapr.SocketName, Note: "components " + strings.Join(names, ", ")},
 		prepare: func() error {
 			if err := os.MkdirAll(g.cfg.Dapr.SocketFolder, 0o750); err != nil {

@@ -15,6 +15,12 @@
 // owner can enter: in Config.Dir, /var/tmp/warmcache-stack-<user> by default.
 //
 // Install is the only code that installs packages (with apt-get).
+//
+// Serve is the one launcher of the warmcache binary as `warmcache serve`,
+// for the end-to-end tests (e2e's harness.Spawn) and the load tools alike:
+// it starts the binary, reads its endpoints from the lines it prints
+// (internal/endpoint), waits for /readyz, and stops it (Process.Stop).
+// Migrate runs its `warmcache migrate up`.
 package localstack
 
 import (

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/internal/testproc"
 )
 
@@ -57,15 +58,14 @@ func Environ(env map[string]string) []string {
 }
 
 // Migrate applies the migrations to the warehouse at dsn with the binary
-// bin's `warmcache migrate up` and args (such as --namespaces), failing
-// the test with what the command printed.
+// bin's `warmcache migrate up` and args (such as --namespaces), through
+// localstack.Migrate, failing the test with what the command printed.
 func Migrate(t testing.TB, bin, dsn string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var out, errOut bytes.Buffer
-	if err := Run(ctx, bin, append([]string{"migrate", "up"}, args...), map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}, &out, &errOut); err != nil {
-		t.Fatalf("migrate up: %v\n%s%s", err, out.String(), errOut.String())
+	if err := localstack.Migrate(ctx, bin, Environ(map[string]string{"WARMCACHE_POSTGRES_DSN": dsn}), args...); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -8,7 +8,7 @@
 //     test's variables, then gateway.Open, Serve and Close (Config, Open,
 //     Serve);
 //   - the warmcache binary as a server (Spawn), which reads what it serves
-//     from the lines it prints (gateway.ParseLine), and for every other
+//     from the lines it prints (endpoint.ParseLine), and for every other
 //     subcommand (Run, Migrate), built once per package by a TestMain
 //     through internal/testproc.MainWithBinary, with the test's variables
 //     and no other (Environ).

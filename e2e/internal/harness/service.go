@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/endpoint"
 	"github.com/warmcache/warmcache/internal/gateway"
 	"github.com/warmcache/warmcache/internal/testproc"
 )
@@ -76,7 +77,7 @@ type Served struct {
 	HTTPSocket, GRPCSocket string // socket paths
 	DaprHTTP, DaprGRPC     string // the Dapr state API: http://host:port, host:port
 	DaprSocket             string // the Dapr pluggable state store's socket path
-	Endpoints              []gateway.Endpoint
+	Endpoints              []endpoint.Endpoint
 	// Lines are the "warmcache: " lines it printed at start.
 	Lines []string
 	// Log is its log, and for the binary what it printed.
@@ -89,23 +90,23 @@ type Served struct {
 }
 
 // add records an endpoint that the service serves.
-func (s *Served) add(e gateway.Endpoint) {
+func (s *Served) add(e endpoint.Endpoint) {
 	s.Endpoints = append(s.Endpoints, e)
 	unix := e.Network == "unix"
 	switch {
-	case e.Transport == gateway.REST && unix:
+	case e.Transport == endpoint.REST && unix:
 		s.HTTPSocket = e.Addr
-	case e.Transport == gateway.REST:
+	case e.Transport == endpoint.REST:
 		s.HTTP = e.URL()
-	case e.Transport == gateway.GRPC && unix:
+	case e.Transport == endpoint.GRPC && unix:
 		s.GRPCSocket = e.Addr
-	case e.Transport == gateway.GRPC:
+	case e.Transport == endpoint.GRPC:
 		s.GRPC = e.Addr
-	case e.Transport == gateway.DaprHTTP:
+	case e.Transport == endpoint.DaprHTTP:
 		s.DaprHTTP = e.URL()
-	case e.Transport == gateway.DaprGRPC:
+	case e.Transport == endpoint.DaprGRPC:
 		s.DaprGRPC = e.Addr
-	case e.Transport == gateway.DaprComponent:
+	case e.Transport == endpoint.DaprComponent:
 		s.DaprSocket = e.Addr
 	}
 }

@@ -1,48 +1,42 @@
 package harness
 
 import (
-	"bufio"
-	"fmt"
-	"io"
-	"net/http"
+	"context"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/warmcache/warmcache/internal/gateway"
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // Spawn runs the warmcache binary bin as `warmcache serve` with args (on
 // free TCP ports unless args say otherwise) and the environment of env
-// (Environ, and no other variable of the test's process). Its stdout and
+// (Environ, and no other variable of the test's process), through
+// localstack.Serve, the launcher the load tools use too. Its stdout and
 // stderr go to Served.Log. It returns once the binary has printed want
 // "warmcache: " lines (one per endpoint, then a notice when no keys are
-// configured), from which Served holds the endpoints (gateway.ParseLine),
+// configured), from which Served holds the endpoints (endpoint.ParseLine),
 // and its /readyz answers 200. When the test ends, a binary that still
 // runs is stopped with SIGTERM (Process.Stop); a suite that holds it to a
 // clean exit stops it itself and checks the error.
 func Spawn(t testing.TB, bin string, env map[string]string, want int, args ...string) *Served {
 	t.Helper()
 	s := &Served{Log: NewLog(t)}
-	cmd := exec.Command(bin, append([]string{"serve"}, serveArgs(args)...)...)
-	cmd.Env = Environ(env)
-	cmd.Stderr = s.Log.f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
+	served, err := localstack.Serve(context.Background(), bin, localstack.ServeOptions{
+		Args: serveArgs(args), Env: Environ(env), Stdout: s.Log, Stderr: s.Log,
+		Lines: want, OwnGroup: true})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v; log:\n%s", err, s.Log.TailLines(40))
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
+	s.Process = &Process{served.Process}
+	s.Lines = served.Lines
+	for _, e := range served.Endpoints {
+		s.add(e)
 	}
-	s.Process = &Process{cmd: cmd, exited: make(chan struct{})}
-	lines := make(chan string, want)
-	go s.Process.wait(stdout, s.Log, lines)
 	t.Cleanup(func() {
 		if s.Process.Running() {
 			if err := s.Process.Stop(t, syscall.SIGTERM); err != nil {
@@ -50,76 +44,12 @@ func Spawn(t testing.TB, bin string, env map[string]string, want int, args ...st
 			}
 		}
 	})
-	timeout := time.After(time.Minute)
-	for len(s.Lines) < want {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				t.Fatalf("warmcache serve exited before it served; printed %q; log:\n%s", s.Lines, s.Log.TailLines(40))
-			}
-			s.Lines = append(s.Lines, line)
-			if e, ok := gateway.ParseLine(line); ok {
-				s.add(e)
-			}
-		case <-timeout:
-			t.Fatalf("warmcache serve printed %q within a minute, want %d lines; log:\n%s", s.Lines, want, s.Log.TailLines(40))
-		}
-	}
-	if strings.HasPrefix(s.HTTP, "http://") {
-		client := &http.Client{Timeout: 5 * time.Second}
-		testproc.Eventually(t, 30*time.Second, "warmcache serve ready", func() bool {
-			if !s.Process.Running() {
-				t.Fatalf("warmcache serve exited; log:\n%s", s.Log.TailLines(40))
-			}
-			res, err := client.Get(s.HTTP + "/readyz")
-			if err != nil {
-				return false
-			}
-			_ = res.Body.Close()
-			return res.StatusCode == http.StatusOK
-		})
-	}
 	return s
 }
 
 // Process is a binary that Spawn runs.
 type Process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-	err    error // how it exited, once exited is closed
-}
-
-// wait copies the binary's stdout to log, sends its first cap(lines)
-// "warmcache: " lines on lines, and closes lines at the end of stdout;
-// then it waits for the binary to exit.
-func (p *Process) wait(stdout io.Reader, log *Log, lines chan<- string) {
-	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 0, 4<<10), 1<<20)
-	n := 0
-	for sc.Scan() {
-		line := sc.Text()
-		fmt.Fprintln(log, line)
-		if n < cap(lines) && strings.HasPrefix(line, "warmcache: ") {
-			lines <- line
-			n++
-		}
-	}
-	close(lines)
-	p.err = p.cmd.Wait()
-	close(p.exited)
-}
-
-// Pid is the binary's process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// Running reports whether the binary has not exited.
-func (p *Process) Running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
+	*localstack.Process
 }
 
 // Stop sends sig to the binary and returns how it exited: nil for a clean
@@ -127,18 +57,11 @@ func (p *Process) Running() bool {
 // Stopping a stopped binary returns how it exited.
 func (p *Process) Stop(t testing.TB, sig syscall.Signal) error {
 	t.Helper()
-	if p.Running() {
-		_ = p.cmd.Process.Signal(sig)
-		_ = p.cmd.Process.Signal(syscall.SIGCONT) // in case it was frozen
+	err := p.Process.Stop(sig, time.Minute)
+	if errors.Is(err, localstack.ErrNotStopped) {
+		t.Errorf("warmcache serve: %v", err)
 	}
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Errorf("warmcache serve did not stop within 60s of %v; killing it", sig)
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.exited
-	}
-	return p.err
+	return err
 }
 
 // Log is a service's log, in a file of the test's temporary directory, so

@@ -46,6 +46,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/internal/config"
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/warmcache"
 	"github.com/warmcache/warmcache/loadtest/bench"
@@ -114,7 +115,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.stop()
 	r.kv = srv.base + "/v1/kv/widgets/"
-	r.svcPID = srv.cmd.Process.Pid
+	r.svcPID = srv.Pid()
 	r.peerPrefix = "gpbench-peer-" + randomHex() + ":"
 	peerURL, closePeer, err := startPeer(ctx, peer.Config{Redis: o.redis, Postgres: r.dsn, Prefix: r.peerPrefix, Conns: o.workers})
 	if err != nil {
@@ -231,8 +232,8 @@ func (r *gpRun) seed(ctx context.Context) error {
 	r.env = append(os.Environ(), "WARMCACHE_POSTGRES_DSN="+r.dsn, "WARMCACHE_REDIS_ADDRS="+o.redis,
 		"WARMCACHE_REDIS_PREFIX=gpbench-"+randomHex()+":", "WARMCACHE_NEAR_CACHE_BYTES=0",
 		fmt.Sprintf("WARMCACHE_PG_MAX_CONNS=%d", o.workers))
-	if out, err := command(r.env, o.bin, "migrate", "up", "--namespaces", r.nsFile); err != nil {
-		return fmt.Errorf("migrate up: %v\n%s", err, out)
+	if err := localstack.Migrate(ctx, o.bin, r.env, "--namespaces", r.nsFile); err != nil {
+		return err
 	}
 	db, err := pgx.Connect(ctx, r.dsn)
 	if err != nil {
@@ -700,40 +701,26 @@ func command(env []string, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// service is a warmcache serve of the run.
 type service struct {
-	base string
-	cmd  *exec.Cmd
+	*localstack.Served
+	base string // its REST endpoint, http://host:port
 }
 
+// startService starts warmcache serve on free loopback ports with env and
+// the namespaces file nsFile, and waits for its /readyz
+// (localstack.Serve).
 func startService(env []string, bin, nsFile string) (*service, error) {
-	cmd := exec.Command(bin, "serve", "--namespaces", nsFile, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-level", "warn")
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	stdout, err := cmd.StdoutPipe()
+	s, err := localstack.Serve(context.Background(), bin, localstack.ServeOptions{
+		Args: []string{"--namespaces", nsFile, "--http-addr", "127.0.0.1:0", "--grpc-addr", "127.0.0.1:0", "--log-level", "warn"},
+		Env:  env, Stderr: os.Stderr})
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("serve did not start: %v", err)
-	}
-	go func() { _, _ = io.Copy(io.Discard, stdout) }()
-	const prefix = "warmcache: serving HTTP on "
-	if !strings.HasPrefix(line, prefix) {
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("serve printed %q", line)
-	}
-	return &service{base: strings.TrimSpace(strings.TrimPrefix(line, prefix)), cmd: cmd}, nil
+	return &service{Served: s, base: s.HTTP()}, nil
 }
 
-func (s *service) stop() {
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	_ = s.cmd.Wait()
-}
+func (s *service) stop() { _ = s.Stop(os.Interrupt, time.Minute) }
 
 func startFloor(size int) (string, func(), error) {
 	body := []byte(`{"floor":"` + strings.Repeat("x", size-12) + `"}`)

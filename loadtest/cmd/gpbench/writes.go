@@ -80,10 +80,10 @@ func (r *gpRun) writes(ctx context.Context) error {
 		return err
 	}
 	defer off.stop()
-	if err := place.PinServers(off.cmd.Process.Pid); err != nil {
+	if err := place.PinServers(off.Pid()); err != nil {
 		return err
 	}
-	two, err := r.serviceWrites(ctx, ", a transaction of statements (`--pg-write-function=off`)", off.base+"/v1/kv/widgets/", off.cmd.Process.Pid, order[2*part:3*part], order[3*part:4*part])
+	two, err := r.serviceWrites(ctx, ", a transaction of statements (`--pg-write-function=off`)", off.base+"/v1/kv/widgets/", off.Pid(), order[2*part:3*part], order[3*part:4*part])
 	if err != nil {
 		return err
 	}

@@ -105,23 +105,14 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		return nil
 	}
 	o := h.opts
-	database := o.Database + "_dapr"
-	if err := h.createNamedDatabase(ctx, database); err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "wcbench-dapr-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	namespaces, err := daprNamespaces(dir, o.DaprNearTTL)
+	database, namespaces, err := h.prepareDaprDatabase(ctx, dir)
 	if err != nil {
 		return err
-	}
-	migrate := exec.CommandContext(ctx, o.Bin, "migrate", "up", "--namespaces", namespaces)
-	migrate.Env = append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database))
-	if out, err := migrate.CombinedOutput(); err != nil {
-		return fmt.Errorf("dapr: migrate: %v\n%s", err, out)
 	}
 	loop := daprServers{redis: o.RedisAddr, postgres: o.PGHost, pgbouncer: o.PGBouncer}
 	st, err := h.startDapr(ctx, daprdBin, filepath.Join(dir, "loopback"), namespaces, database, loop)
@@ -129,88 +120,240 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		return err
 	}
 	defer st.stop()
-	wc, daprd, base, httpAddr := st.wc, st.daprd, st.base, st.httpAddr
 	defer flushDaprRedis(context.WithoutCancel(ctx), h, o.RedisAddr)
-
-	client := newAttackClient(4 * daprClients)
-	keys := make([]string, daprKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("order-%d", i)
+	d := &daprBench{h: h, client: newAttackClient(4 * daprClients), st: st, database: database, keys: make([]string, daprKeys)}
+	for i := range d.keys {
+		d.keys[i] = fmt.Sprintf("order-%d", i)
 	}
-	for _, store := range append(slices.Clone(daprStores), daprNearStore) {
-		if err := daprPrefill(ctx, client, base, store, keys); err != nil {
-			return err
-		}
-		// One pass of reads, so that warmcache answers from Redis.
-		daprRun(ctx, client, daprKeys, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%daprKeys], nil)
-		})
+	if err := d.warm(ctx); err != nil {
+		return err
 	}
-	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
-
-	groups := func() *cpuMeter {
-		m := &cpuMeter{interval: 100 * time.Millisecond, groups: []cpuGroup{
-			pidGroup("warmcache", wc.cmd.Process.Pid), pidGroup("daprd", daprd.cmd.Process.Pid)}}
-		if h.redisPID > 0 {
-			m.groups = append(m.groups, pidGroup(bench.ProcRedis, h.redisPID))
-		}
-		if h.postmasterPID > 0 {
-			m.groups = append(m.groups, backendsGroup(bench.ProcPostgres, h.postmasterPID, database))
-		}
-		if h.pgbouncerPID > 0 {
-			m.groups = append(m.groups, pidGroup(bench.ProcPgBouncer, h.pgbouncerPID))
-		}
-		return m
-	}
-	var phases []daprPhase
-	measure := func(store, op string, round, n int, req func(i int) (*http.Request, error)) {
-		w := groups().start()
-		p := daprRun(ctx, client, n, req)
-		p.cpu, _ = w.stop()
-		p.store, p.op, p.round = store, op, round
-		phases = append(phases, p)
-		h.logf("dapr round %d %-10s %-4s %7.0f/s  p50 %v  p99 %v  errors %d  warmcache %v/op  daprd %v/op", round, store, op,
-			p.perSecond(), p.p50, p.p99, p.errors, p.cpuPerOp("warmcache"), p.cpuPerOp("daprd"))
-	}
-	var saved atomic.Int64
-	for round := 1; round <= daprRounds; round++ {
-		for _, store := range daprStores {
-			measure(store, "get", round, daprGets, func(i int) (*http.Request, error) {
-				return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%daprKeys], nil)
-			})
-			measure(store, "save", round, daprSaves, func(i int) (*http.Request, error) {
-				body := `[{"key":"` + keys[i%daprKeys] + `","value":` + daprValue(int(saved.Add(1))) + `}]`
-				r, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1.0/state/"+store, strings.NewReader(body))
-				if err == nil {
-					r.Header.Set("Content-Type", "application/json")
-				}
-				return r, err
-			})
-		}
-	}
-	// warmcache's own REST hits of the same keys, for its CPU per hit.
-	rest := "http://" + httpAddr + "/v1/kv/statestore/"
-	for round := 1; round <= daprRounds; round++ {
-		measure("REST", "get", round, daprGets, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, rest+url.PathEscape(daprAppID+"||"+keys[i%daprKeys]), nil)
-		})
-	}
-	var measured string
-	rated, err := h.daprAtRates(ctx, client, st, keys, "loopback")
+	h.logf("dapr: daprd %s on %s; %d keys of %d bytes in %s", daprdBin, st.base, daprKeys, len(daprValue(0)), strings.Join(daprStores, ", "))
+	d.rounds(ctx)
+	rated, err := h.daprAtRates(ctx, d.client, st, d.keys, "loopback")
 	if err != nil {
 		return err
 	}
 	st.stop()
+	var measured string
 	if o.DaprHop > 0 {
-		hop, m, err := h.daprOneHop(ctx, daprdBin, filepath.Join(dir, "hop"), namespaces, database, loop, client, keys)
+		hop, m, err := h.daprOneHop(ctx, daprdBin, filepath.Join(dir, "hop"), namespaces, database, loop, d.client, d.keys)
 		if err != nil {
 			return err
 		}
 		rated, measured = append(rated, hop...), m
 	}
-	h.report.Dapr = daprMarkdown(phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, measured)
+	h.report.Dapr = daprMarkdown(d.phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, measured)
 	fmt.Fprint(h.out, h.report.Dapr)
 	return nil
+}
+
+// prepareDaprDatabase creates the scenario's database, writes its
+// namespaces to dir (daprNamespaces) and migrates the database for them;
+// it returns the database and the namespaces file.
+func (h *harness) prepareDaprDatabase(ctx context.Context, dir string) (database, namespaces string, err error) {
+	o := h.opts
+	database = o.Database + "_dapr"
+	if err := h.createNamedDatabase(ctx, database); err != nil {
+		return "", "", err
+	}
+	if namespaces, err = daprNamespaces(dir, o.DaprNearTTL); err != nil {
+		return "", "", err
+	}
+	env := append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(o.PGHost, database))
+	if err := localstack.Migrate(ctx, o.Bin, env, "--namespaces", namespaces); err != nil {
+		return "", "", fmt.Errorf("dapr: %w", err)
+	}
+	return database, namespaces, nil
+}
+
+// daprServers are the addresses the stores of the dapr scenario reach
+// Redis, PostgreSQL and PgBouncer at: the servers', or a latency proxy's
+// in front of each.
+type daprServers struct{ redis, postgres, pgbouncer string }
+
+// daprStack is one warmcache serving the components and one daprd.
+type daprStack struct {
+	wc, daprd *process
+	base      string // daprd's HTTP API
+	rest      string // warmcache's REST base of the statestore namespace
+}
+
+// stop stops daprd and warmcache; a second call does nothing (a
+// process's stop reports its exit once).
+func (s *daprStack) stop() {
+	if s.daprd != nil {
+		_ = s.daprd.stop()
+		s.daprd = nil
+	}
+	if s.wc != nil {
+		_ = s.wc.stop()
+		s.wc = nil
+	}
+}
+
+// startDapr starts warmcache, serving its components on a socket folder
+// under dir, and daprd with deploy/dapr's components and warmcache's, every
+// store reaching the servers at srv.
+func (h *harness) startDapr(ctx context.Context, daprdBin, dir, namespaces, database string, srv daprServers) (*daprStack, error) {
+	sockets := filepath.Join(dir, "sockets")
+	st := &daprStack{}
+	var err error
+	if st.wc, st.rest, err = h.serveDaprComponent(ctx, database, namespaces, sockets, srv); err != nil {
+		return nil, err
+	}
+	if st.daprd, st.base, err = h.startDaprd(ctx, daprdBin, database, filepath.Join(dir, "resources"), sockets, srv); err != nil {
+		st.stop()
+		return nil, err
+	}
+	return st, nil
+}
+
+// serveDaprComponent serves database with warmcache for namespaces (as
+// migrated), its pluggable components statestore and daprNearStore
+// listening in the folder sockets, with a 64 MiB near cache (used by
+// daprNearStore's namespace alone), reaching the servers at srv; it
+// returns the process and its REST base for the statestore namespace.
+func (h *harness) serveDaprComponent(ctx context.Context, database, namespaces, sockets string, srv daprServers) (*process, string, error) {
+	httpAddr, _ := freeAddr()
+	pprofAddr, _ := freeAddr()
+	pg, pooler := dsn(srv.postgres, database), "none"
+	if h.opts.ViaPgBouncer {
+		pg, pooler = dsn(srv.pgbouncer, database), "pgbouncer"
+	}
+	env := append(cleanEnv(), "WARMCACHE_HTTP_ADDR="+httpAddr, "WARMCACHE_GRPC_ADDR=", "WARMCACHE_POSTGRES_DSN="+pg,
+		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+srv.redis, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
+		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore,"+daprNearStore,
+		"WARMCACHE_NEAR_CACHE_BYTES=67108864", "WARMCACHE_FRESHNESS=poll",
+		"WARMCACHE_PPROF_ADDR="+pprofAddr, "WARMCACHE_LOG_LEVEL=warn", "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets)
+	wc, err := h.serve(ctx, "dapr-warmcache", env)
+	if err != nil {
+		return nil, "", err
+	}
+	return wc, "http://" + httpAddr + "/v1/kv/statestore/", nil
+}
+
+// startDaprd starts daprd with deploy/dapr's YAMLs, written to resources
+// and pointed at database on the servers at srv, and the pluggable
+// components of the folder sockets; it returns the process and the base
+// URL of its HTTP API, once daprd is healthy.
+func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sockets string, srv daprServers) (*process, string, error) {
+	if err := writeDaprResources(resources, dsn(srv.postgres, database), srv.redis); err != nil {
+		return nil, "", err
+	}
+	daprHTTP, _ := freeAddr()
+	daprGRPC, _ := freeAddr()
+	internal, _ := freeAddr()
+	port := func(a string) string { return a[strings.LastIndexByte(a, ':')+1:] }
+	daprd, err := h.startProcess("daprd", bin, []string{"--app-id", daprAppID, "--resources-path", resources,
+		"--dapr-http-port", port(daprHTTP), "--dapr-grpc-port", port(daprGRPC), "--dapr-internal-grpc-port", port(internal),
+		"--dapr-listen-addresses", "127.0.0.1", "--dapr-internal-grpc-listen-address", "127.0.0.1",
+		"--enable-metrics=false", "--log-level", "warn"}, append(cleanEnv(), "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets))
+	if err != nil {
+		return nil, "", err
+	}
+	base := "http://" + daprHTTP
+	if err := waitStatus(ctx, daprd, base+"/v1.0/healthz", http.StatusNoContent); err != nil {
+		_ = daprd.stop()
+		return nil, "", err
+	}
+	return daprd, base, nil
+}
+
+// daprBench is one run of the dapr scenario's measurements against the
+// daprd and warmcache of st.
+type daprBench struct {
+	h        *harness
+	client   *http.Client
+	st       *daprStack
+	database string
+	keys     []string // the daprKeys keys
+	phases   []daprPhase
+	saved    atomic.Int64 // the saves so far, which number the values
+}
+
+// key is the key of request i.
+func (d *daprBench) key(i int) string { return d.keys[i%len(d.keys)] }
+
+// warm saves every key in each store, the near-cached one too, then
+// reads each once, so that warmcache answers from Redis.
+func (d *daprBench) warm(ctx context.Context) error {
+	for _, store := range append(slices.Clone(daprStores), daprNearStore) {
+		if err := daprPrefill(ctx, d.client, d.st.base, store, d.keys); err != nil {
+			return err
+		}
+		daprRun(ctx, d.client, daprKeys, daprGet(ctx, d.st.base, store, d.keys))
+	}
+	return nil
+}
+
+// daprGet builds the GET of request i of store through daprd at base, of
+// the key i of keys (round the keys).
+func daprGet(ctx context.Context, base, store string, keys []string) func(i int) (*http.Request, error) {
+	return func(i int) (*http.Request, error) {
+		return http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1.0/state/"+store+"/"+keys[i%len(keys)], nil)
+	}
+}
+
+// save builds the save of request i of store through daprd, each with a
+// value of its own.
+func (d *daprBench) save(ctx context.Context, store string) func(i int) (*http.Request, error) {
+	return func(i int) (*http.Request, error) {
+		body := `[{"key":"` + d.key(i) + `","value":` + daprValue(int(d.saved.Add(1))) + `}]`
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, d.st.base+"/v1.0/state/"+store, strings.NewReader(body))
+		if err == nil {
+			r.Header.Set("Content-Type", "application/json")
+		}
+		return r, err
+	}
+}
+
+// rounds runs daprRounds rounds of GETs then saves of each store, then as
+// many rounds of warmcache's own REST hits of the same keys at rest, for
+// its CPU per hit.
+func (d *daprBench) rounds(ctx context.Context) {
+	for round := 1; round <= daprRounds; round++ {
+		for _, store := range daprStores {
+			d.measure(ctx, store, "get", round, daprGets, daprGet(ctx, d.st.base, store, d.keys))
+			d.measure(ctx, store, "save", round, daprSaves, d.save(ctx, store))
+		}
+	}
+	for round := 1; round <= daprRounds; round++ {
+		d.measure(ctx, "REST", "get", round, daprGets, func(i int) (*http.Request, error) {
+			return http.NewRequestWithContext(ctx, http.MethodGet, d.st.rest+url.PathEscape(daprAppID+"||"+d.key(i)), nil)
+		})
+	}
+}
+
+// measure runs one phase of n requests with the CPU of every process
+// measured over it, and records it.
+func (d *daprBench) measure(ctx context.Context, store, op string, round, n int, req func(i int) (*http.Request, error)) {
+	w := d.meter().start()
+	p := daprRun(ctx, d.client, n, req)
+	p.cpu, _ = w.stop()
+	p.store, p.op, p.round = store, op, round
+	d.phases = append(d.phases, p)
+	d.h.logf("dapr round %d %-10s %-4s %7.0f/s  p50 %v  p99 %v  errors %d  warmcache %v/op  daprd %v/op", round, store, op,
+		p.perSecond(), p.p50, p.p99, p.errors, p.cpuPerOp("warmcache"), p.cpuPerOp("daprd"))
+}
+
+// meter is the CPU meter of the scenario's processes: warmcache, daprd,
+// and the harness's Redis, PostgreSQL (the database's backends) and
+// PgBouncer where it found them.
+func (d *daprBench) meter() *cpuMeter {
+	h := d.h
+	m := &cpuMeter{interval: 100 * time.Millisecond, groups: []cpuGroup{
+		pidGroup("warmcache", d.st.wc.Pid()), pidGroup("daprd", d.st.daprd.Pid())}}
+	if h.redisPID > 0 {
+		m.groups = append(m.groups, pidGroup(bench.ProcRedis, h.redisPID))
+	}
+	if h.postmasterPID > 0 {
+		m.groups = append(m.groups, backendsGroup(bench.ProcPostgres, h.postmasterPID, d.database))
+	}
+	if h.pgbouncerPID > 0 {
+		m.groups = append(m.groups, pidGroup(bench.ProcPgBouncer, h.pgbouncerPID))
+	}
+	return m
 }
 
 // daprRun sends n requests from daprClients clients and measures them.
@@ -307,9 +450,8 @@ func waitStatus(ctx context.Context, p *process, url string, status int) error {
 			}
 		}
 		select {
-		case err := <-p.done:
-			p.done <- err
-			return fmt.Errorf("%s exited (%v); see %s", p.name, err, p.log.Name())
+		case <-p.Exited():
+			return fmt.Errorf("%s exited (%v); see %s", p.name, p.Err(), p.log.Name())
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s; see %s", p.name, url, p.log.Name())
 		case <-time.After(100 * time.Millisecond):
@@ -352,27 +494,7 @@ func (h *harness) createNamedDatabase(ctx context.Context, database string) erro
 func daprMarkdown(phases []daprPhase, viaPgBouncer bool, pinning string) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	pick := func(store, op string) []daprPhase {
-		var out []daprPhase
-		for _, ph := range phases {
-			if ph.store == store && ph.op == op {
-				out = append(out, ph)
-			}
-		}
-		return out
-	}
-	span := func(ps []daprPhase, f func(daprPhase) float64, format string) string {
-		if len(ps) == 0 {
-			return "n/a"
-		}
-		lo, hi := f(ps[0]), f(ps[0])
-		for _, ph := range ps[1:] {
-			lo, hi = min(lo, f(ph)), max(hi, f(ph))
-		}
-		return fmt.Sprintf(format+"–"+format, lo, hi)
-	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	ps := daprPhases(phases)
 	p("\n## Dapr: warmcache through a real daprd\n\n")
 	p("daprd 1.17.0 in standalone mode (the daprd kit), with deploy/dapr's components: `statestore` "+
 		"(warmcache's pluggable component), `redisstate` (state.redis) and `pgstate` (state.postgresql v2) on the same "+
@@ -381,53 +503,98 @@ func daprMarkdown(phases []daprPhase, viaPgBouncer bool, pinning string) string 
 		"Every warmcache GET is a Redis hit. The machine is shared and noisy; compare the ratios of one run. %s.\n\n",
 		daprClients, daprKeys, len(daprValue(0)), daprGets, daprSaves, daprRounds,
 		map[bool]string{true: "through PgBouncer, as deployed", false: "directly"}[viaPgBouncer], pinning)
+	ps.writeStores(p)
+	ps.writeTargets(p)
+	ps.writeCPU(p)
+	return b.String()
+}
+
+// daprPhases are the phases of a run of the scenario.
+type daprPhases []daprPhase
+
+// pick returns the phases of op on store, in the order of the rounds.
+func (ps daprPhases) pick(store, op string) daprPhases {
+	var out daprPhases
+	for _, ph := range ps {
+		if ph.store == store && ph.op == op {
+			out = append(out, ph)
+		}
+	}
+	return out
+}
+
+// span returns the range of f over ps, each end in format.
+func (ps daprPhases) span(f func(daprPhase) float64, format string) string {
+	if len(ps) == 0 {
+		return "n/a"
+	}
+	lo, hi := f(ps[0]), f(ps[0])
+	for _, ph := range ps[1:] {
+		lo, hi = min(lo, f(ph)), max(hi, f(ph))
+	}
+	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+// ratio returns the range over the rounds of f of store against f of
+// other, for op (each round runs the stores back to back).
+func (ps daprPhases) ratio(store, other, op string, f func(daprPhase) float64) string {
+	a, o := ps.pick(store, op), ps.pick(other, op)
+	var rs []float64
+	for i := range min(len(a), len(o)) {
+		rs = append(rs, f(a[i])/f(o[i]))
+	}
+	if len(rs) == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs))
+}
+
+// writeStores writes the table of rates, latencies and errors per store.
+func (ps daprPhases) writeStores(p func(string, ...any)) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	p50 := func(x daprPhase) float64 { return ms(x.p50) }
+	p99 := func(x daprPhase) float64 { return ms(x.p99) }
 	p("| store | GETs/s | GET p50 / p99 ms | saves/s | save p50 / p99 ms | errors |\n|---|---|---|---|---|---|\n")
 	for _, store := range daprStores {
-		g, s := pick(store, "get"), pick(store, "save")
+		g, s := ps.pick(store, "get"), ps.pick(store, "save")
 		var errs int64
 		for _, ph := range append(g, s...) {
 			errs += ph.errors
 		}
 		p("| %s | %s | %s / %s | %s | %s / %s | %d |\n", store,
-			span(g, daprPhase.perSecond, "%.0f"), span(g, func(x daprPhase) float64 { return ms(x.p50) }, "%.1f"),
-			span(g, func(x daprPhase) float64 { return ms(x.p99) }, "%.1f"),
-			span(s, daprPhase.perSecond, "%.0f"), span(s, func(x daprPhase) float64 { return ms(x.p50) }, "%.1f"),
-			span(s, func(x daprPhase) float64 { return ms(x.p99) }, "%.1f"), errs)
+			g.span(daprPhase.perSecond, "%.0f"), g.span(p50, "%.1f"), g.span(p99, "%.1f"),
+			s.span(daprPhase.perSecond, "%.0f"), s.span(p50, "%.1f"), s.span(p99, "%.1f"), errs)
 	}
-	// Ratios, round by round (each round runs the stores back to back).
-	ratio := func(store, other, op string, f func(daprPhase) float64) string {
-		a, o := pick(store, op), pick(other, op)
-		var rs []float64
-		for i := range min(len(a), len(o)) {
-			rs = append(rs, f(a[i])/f(o[i]))
-		}
-		if len(rs) == 0 {
-			return "n/a"
-		}
-		return fmt.Sprintf("%.2f–%.2f×", slices.Min(rs), slices.Max(rs))
-	}
+}
+
+// writeTargets writes the targets' ratios, round by round.
+func (ps daprPhases) writeTargets(p func(string, ...any)) {
 	p99 := func(x daprPhase) float64 { return float64(x.p99) }
 	wcGet := func(x daprPhase) float64 { return float64(x.cpuPerOp("warmcache")) }
 	p("\n| target | this run (per round) |\n|---|---|\n")
-	p("| GETs/s ≥ 1.0× state.redis's | %s |\n", ratio("statestore", "redisstate", "get", daprPhase.perSecond))
-	p("| GETs/s ≥ 1.2× state.postgresql's | %s |\n", ratio("statestore", "pgstate", "get", daprPhase.perSecond))
-	p("| saves/s ≥ 0.9× state.postgresql's | %s |\n", ratio("statestore", "pgstate", "save", daprPhase.perSecond))
-	p("| GET p99 ≤ state.redis's p99 | %s |\n", ratio("statestore", "redisstate", "get", p99))
-	p("| warmcache CPU per Dapr GET ≤ 1.5× its CPU per REST hit | %s |\n", ratio("statestore", "REST", "get", wcGet))
+	p("| GETs/s ≥ 1.0× state.redis's | %s |\n", ps.ratio("statestore", "redisstate", "get", daprPhase.perSecond))
+	p("| GETs/s ≥ 1.2× state.postgresql's | %s |\n", ps.ratio("statestore", "pgstate", "get", daprPhase.perSecond))
+	p("| saves/s ≥ 0.9× state.postgresql's | %s |\n", ps.ratio("statestore", "pgstate", "save", daprPhase.perSecond))
+	p("| GET p99 ≤ state.redis's p99 | %s |\n", ps.ratio("statestore", "redisstate", "get", p99))
+	p("| warmcache CPU per Dapr GET ≤ 1.5× its CPU per REST hit | %s |\n", ps.ratio("statestore", "REST", "get", wcGet))
+}
+
+// writeCPU writes every process's CPU per operation of each store and op.
+func (ps daprPhases) writeCPU(p func(string, ...any)) {
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	p("\nCPU per operation, µs (the range over the rounds), from /proc:\n\n")
 	p("| store | op | warmcache | daprd | redis | postgres | pgbouncer |\n|---|---|---|---|---|---|---|\n")
 	for _, store := range append(slices.Clone(daprStores), "REST") {
 		for _, op := range []string{"get", "save"} {
-			ps := pick(store, op)
-			if len(ps) == 0 {
+			sel := ps.pick(store, op)
+			if len(sel) == 0 {
 				continue
 			}
 			cell := func(g string) string {
-				return span(ps, func(x daprPhase) float64 { return us(x.cpuPerOp(g)) }, "%.0f")
+				return sel.span(func(x daprPhase) float64 { return us(x.cpuPerOp(g)) }, "%.0f")
 			}
 			p("| %s | %s | %s | %s | %s | %s | %s |\n", store, op, cell("warmcache"), cell("daprd"), cell(bench.ProcRedis),
 				cell(bench.ProcPostgres), cell(bench.ProcPgBouncer))
 		}
 	}
-	return b.String()
 }

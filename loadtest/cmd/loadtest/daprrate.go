@@ -29,30 +29,6 @@ const daprNearStore = "nearstore"
 // stores.
 const daprRateRounds = 2
 
-// daprServers are the addresses the stores of the dapr scenario reach
-// Redis, PostgreSQL and PgBouncer at: the servers', or a latency proxy's
-// in front of each.
-type daprServers struct{ redis, postgres, pgbouncer string }
-
-// daprStack is one warmcache serving the components and one daprd.
-type daprStack struct {
-	wc, daprd      *process
-	base, httpAddr string // daprd's HTTP API; warmcache's REST address
-}
-
-// stop stops daprd and warmcache; a second call does nothing (a
-// process's stop waits for its exit, which it reports once).
-func (s *daprStack) stop() {
-	if s.daprd != nil {
-		_ = s.daprd.stop()
-		s.daprd = nil
-	}
-	if s.wc != nil {
-		_ = s.wc.stop()
-		s.wc = nil
-	}
-}
-
 // daprNamespaces writes deploy/dapr's namespaces to dir with a second
 // namespace, daprNearStore's, on a table of its own, whose near_ttl is
 // nearTTL, and returns the file's path.
@@ -75,59 +51,6 @@ func daprNamespaces(dir string, nearTTL time.Duration) (string, error) {
 `, daprNearStore, nearTTL)
 	path := filepath.Join(dir, "namespaces.yaml")
 	return path, os.WriteFile(path, append(raw, near...), 0o644)
-}
-
-// startDapr starts warmcache, serving statestore and daprNearStore on a
-// socket folder under dir (with a 64 MiB near cache, used by
-// daprNearStore's namespace alone), and daprd with deploy/dapr's
-// components, every store reaching the servers at srv.
-func (h *harness) startDapr(ctx context.Context, daprdBin, dir, namespaces, database string, srv daprServers) (*daprStack, error) {
-	o := h.opts
-	st := &daprStack{}
-	sockets := filepath.Join(dir, "sockets")
-	httpAddr, _ := freeAddr()
-	pprofAddr, _ := freeAddr()
-	pg, pooler := dsn(srv.postgres, database), "none"
-	if o.ViaPgBouncer {
-		pg, pooler = dsn(srv.pgbouncer, database), "pgbouncer"
-	}
-	env := append(cleanEnv(), "WARMCACHE_HTTP_ADDR="+httpAddr, "WARMCACHE_GRPC_ADDR=", "WARMCACHE_POSTGRES_DSN="+pg,
-		"WARMCACHE_PG_POOLER="+pooler, "WARMCACHE_REDIS_ADDRS="+srv.redis, "WARMCACHE_REDIS_PREFIX=wcbench-dapr:",
-		"WARMCACHE_NAMESPACES_FILE="+namespaces, "WARMCACHE_DAPR_COMPONENTS=statestore,"+daprNearStore,
-		"WARMCACHE_NEAR_CACHE_BYTES=67108864", "WARMCACHE_FRESHNESS=poll",
-		"WARMCACHE_PPROF_ADDR="+pprofAddr, "WARMCACHE_LOG_LEVEL=warn", "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets)
-	wc, err := h.startProcess("dapr-warmcache", o.Bin, []string{"serve"}, env)
-	if err != nil {
-		return nil, err
-	}
-	st.wc, st.httpAddr = wc, httpAddr
-	if err := wc.waitReady(ctx, "http://"+httpAddr+"/readyz"); err != nil {
-		st.stop()
-		return nil, err
-	}
-	resources := filepath.Join(dir, "resources")
-	if err := writeDaprResources(resources, dsn(srv.postgres, database), srv.redis); err != nil {
-		st.stop()
-		return nil, err
-	}
-	daprHTTP, _ := freeAddr()
-	daprGRPC, _ := freeAddr()
-	internal, _ := freeAddr()
-	port := func(a string) string { return a[strings.LastIndexByte(a, ':')+1:] }
-	daprd, err := h.startProcess("daprd", daprdBin, []string{"--app-id", daprAppID, "--resources-path", resources,
-		"--dapr-http-port", port(daprHTTP), "--dapr-grpc-port", port(daprGRPC), "--dapr-internal-grpc-port", port(internal),
-		"--dapr-listen-addresses", "127.0.0.1", "--dapr-internal-grpc-listen-address", "127.0.0.1",
-		"--enable-metrics=false", "--log-level", "warn"}, append(cleanEnv(), "DAPR_COMPONENTS_SOCKETS_FOLDER="+sockets))
-	if err != nil {
-		st.stop()
-		return nil, err
-	}
-	st.daprd, st.base = daprd, "http://"+daprHTTP
-	if err := waitStatus(ctx, daprd, st.base+"/v1.0/healthz", http.StatusNoContent); err != nil {
-		st.stop()
-		return nil, err
-	}
-	return st, nil
 }
 
 // daprRated is one fixed-rate attack of GETs of one store.
@@ -221,9 +144,7 @@ func (h *harness) daprOneHop(ctx context.Context, daprdBin, dir, namespaces, dat
 	defer st.stop()
 	for _, store := range append(slices.Clone(daprStores), daprNearStore) {
 		// One pass of reads on the new connections.
-		daprRun(ctx, client, daprKeys, func(i int) (*http.Request, error) {
-			return http.NewRequestWithContext(ctx, http.MethodGet, st.base+"/v1.0/state/"+store+"/"+keys[i%daprKeys], nil)
-		})
+		daprRun(ctx, client, daprKeys, daprGet(ctx, st.base, store, keys))
 	}
 	rows, err := h.daprAtRates(ctx, client, st, keys, "one hop")
 	return rows, measured, err

@@ -218,7 +218,7 @@ func (h *harness) meter(server int) *cpuMeter {
 
 // measured runs an attack with the CPU of every process measured over it.
 func (h *harness) measured(server *process, label string, attack func() bench.Run) bench.Run {
-	w := h.meter(server.cmd.Process.Pid).start()
+	w := h.meter(server.Pid()).start()
 	run := attack()
 	used, wall := w.stop()
 	if run.CPU != nil { // an external load generator's CPU, measured by the attack
@@ -270,16 +270,11 @@ func (h *harness) startService(ctx context.Context, name string, extra []string)
 	}
 	env = append(env, extra...)
 	h.logf("starting %s on %s (pprof %s) %s", name, addr, pprofAddr, strings.Join(extra, " "))
-	p, err := h.startProcess(name, o.Bin, []string{"serve"}, env)
+	p, err := h.serve(ctx, name, env)
 	if err != nil {
 		return nil, err
 	}
-	s := &service{process: p, base: "http://" + addr, pprofBase: "http://" + pprofAddr, grpcAddr: grpcAddr, targets: newTargetSet("http://"+addr, o.Token)}
-	if err := p.waitReady(ctx, s.base+"/readyz"); err != nil {
-		_ = p.stop()
-		return nil, err
-	}
-	return s, nil
+	return &service{process: p, base: "http://" + addr, pprofBase: "http://" + pprofAddr, grpcAddr: grpcAddr, targets: newTargetSet("http://"+addr, o.Token)}, nil
 }
 
 // prewarm asks for keys through _mget so that every one of them is in

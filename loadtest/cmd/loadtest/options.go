@@ -120,29 +120,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	}
 	o.HotEnv, o.NearEnv = dedupeEnv(hotEnv), dedupeEnv(nearEnv)
 	if o.Command == "make bench" {
-		var given []string
-		fs.Visit(func(f *flag.Flag) {
-			switch f.Name {
-			case "bin", "command":
-			case "service-env", "near-env":
-				env := o.HotEnv
-				if f.Name == "near-env" {
-					env = o.NearEnv
-				}
-				for _, kv := range env {
-					given = append(given, "-"+f.Name+"="+kv)
-				}
-			default:
-				v := f.Value.String()
-				if strings.ContainsAny(v, " \t\"'") {
-					v = strconv.Quote(v)
-				}
-				given = append(given, "-"+f.Name+"="+v)
-			}
-		})
-		if len(given) > 0 {
-			o.Command += " BENCHFLAGS='" + strings.Join(given, " ") + "'"
-		}
+		o.Command += benchFlags(fs, o)
 	}
 	for _, r := range strings.Split(*daprRates, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(r))
@@ -158,6 +136,35 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 		}
 	}
 	return o, o.validate()
+}
+
+// benchFlags returns the BENCHFLAGS of make bench that give the flags set
+// in fs (o's environment lists as given), or "" when none was set.
+func benchFlags(fs *flag.FlagSet, o options) string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "bin", "command":
+		case "service-env", "near-env":
+			env := o.HotEnv
+			if f.Name == "near-env" {
+				env = o.NearEnv
+			}
+			for _, kv := range env {
+				given = append(given, "-"+f.Name+"="+kv)
+			}
+		default:
+			v := f.Value.String()
+			if strings.ContainsAny(v, " \t\"'") {
+				v = strconv.Quote(v)
+			}
+			given = append(given, "-"+f.Name+"="+v)
+		}
+	})
+	if len(given) == 0 {
+		return ""
+	}
+	return " BENCHFLAGS='" + strings.Join(given, " ") + "'"
 }
 
 // dedupeEnv keeps the last value of each NAME, so that a flag given on

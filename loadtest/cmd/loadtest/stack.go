@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/warmcache/warmcache/internal/localstack"
 	"github.com/warmcache/warmcache/loadtest/bench"
 )
 
@@ -111,12 +112,7 @@ func (h *harness) migrate(ctx context.Context) error {
 		return fmt.Errorf("write namespaces: %w", err)
 	}
 	h.nsFile = nsFile
-	cmd := exec.CommandContext(ctx, h.opts.Bin, "migrate", "up")
-	cmd.Env = append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(h.opts.PGHost, h.opts.Database), "WARMCACHE_NAMESPACES_FILE="+nsFile)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%s migrate up: %w\n%s", h.opts.Bin, err, out)
-	}
-	return nil
+	return localstack.Migrate(ctx, h.opts.Bin, append(cleanEnv(), "WARMCACHE_POSTGRES_DSN="+dsn(h.opts.PGHost, h.opts.Database), "WARMCACHE_NAMESPACES_FILE="+nsFile))
 }
 
 // loadRows fills the widgets table chunk by chunk, skipping the chunks
@@ -216,51 +212,68 @@ func freeAddr() (string, error) {
 	return addr, ln.Close()
 }
 
-// process is a subprocess the harness started: the service or the floor.
+// process is a subprocess the harness started: the service, the floor,
+// the peer or daprd.
 type process struct {
 	name string
-	cmd  *exec.Cmd
-	done chan error
-	log  *os.File
+	*localstack.Process
+	log *os.File
 }
 
-// startProcess starts bin with args and env, its output going to a log
-// file in the artifact directory.
+// startProcess starts bin with args and env, pinned as the servers are,
+// its output going to a log file in the artifact directory.
 func (h *harness) startProcess(name, bin string, args, env []string) (*process, error) {
-	logf, err := os.Create(filepath.Join(h.opts.ArtifactDir, name+".log"))
+	logf, err := h.logFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("%s: log file: %w", name, err)
+		return nil, err
 	}
 	bin, args = h.pin.Server(bin, args)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p, err := localstack.Start(cmd)
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, done: make(chan error, 1), log: logf}
-	go func() { p.done <- cmd.Wait() }()
-	return p, nil
+	return &process{name: name, Process: p, log: logf}, nil
+}
+
+// serve starts bin/warmcache serve with env, pinned as the servers are,
+// its output going to a log file in the artifact directory, and waits for
+// its /readyz (localstack.Serve).
+func (h *harness) serve(ctx context.Context, name string, env []string) (*process, error) {
+	logf, err := h.logFile(name)
+	if err != nil {
+		return nil, err
+	}
+	s, err := localstack.Serve(ctx, h.opts.Bin, localstack.ServeOptions{Env: env, Stdout: logf, Stderr: logf, Wrap: h.pin.Server})
+	if err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("%s: %w; see %s", name, err, logf.Name())
+	}
+	return &process{name: name, Process: s.Process, log: logf}, nil
+}
+
+// logFile creates the log file of the subprocess name.
+func (h *harness) logFile(name string) (*os.File, error) {
+	logf, err := os.Create(filepath.Join(h.opts.ArtifactDir, name+".log"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: log file: %w", name, err)
+	}
+	return logf, nil
 }
 
 // stop sends SIGTERM and waits (bounded) for the process to exit.
 func (p *process) stop() error {
 	defer p.log.Close()
-	select {
-	case err := <-p.done:
-		return fmt.Errorf("%s exited early: %v", p.name, err)
-	default:
+	if !p.Running() {
+		return fmt.Errorf("%s exited early: %v", p.name, p.Err())
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(20 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("%s did not stop within 20s; killed", p.name)
+	if err := p.Stop(syscall.SIGTERM, 20*time.Second); errors.Is(err, localstack.ErrNotStopped) {
+		return fmt.Errorf("%s: %w", p.name, err)
 	}
+	return nil
 }
 
 // waitReady polls url until it answers 200, the process exits, or 30s
@@ -285,9 +298,8 @@ func (p *process) waitReady(ctx context.Context, url string) error {
 			last = err.Error()
 		}
 		select {
-		case err := <-p.done:
-			p.done <- err
-			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.name, err, p.log.Name())
+		case <-p.Exited():
+			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.name, p.Err(), p.log.Name())
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready at %s: %s; see %s", p.name, url, last, p.log.Name())
 		case <-tick.C:

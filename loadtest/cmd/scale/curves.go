@@ -109,19 +109,15 @@ func instanceCurve(ctx context.Context, o options, w warehouse, db string, rows 
 		var bases []string
 		var stop []func()
 		for range n {
-			addr, err := freeAddr()
-			if err != nil {
-				return nil, err
-			}
-			serve, base, err := startServe(ctx, o, serveEnv(env, w, db, addr))
+			serve, err := startServe(ctx, o, env, w, db)
 			if err != nil {
 				for _, s := range stop {
 					s()
 				}
 				return nil, err
 			}
-			pids, bases = append(pids, serve.Process.Pid), append(bases, base)
-			stop = append(stop, func() { _ = serve.Process.Signal(syscall.SIGTERM); _ = serve.Wait() })
+			pids, bases = append(pids, serve.Pid()), append(bases, serve.HTTP())
+			stop = append(stop, func() { _ = serve.Stop(syscall.SIGTERM, time.Minute) })
 		}
 		flush(ctx, o)
 		perm := rand.New(rand.NewPCG(uint64(n), 3)).Perm(rows)

@@ -137,9 +137,41 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	stack, err := localstack.FromEnv(getenv)
+	o, err := parseOptions(args, getenv)
 	if err != nil {
 		return err
+	}
+	// warmcache serve on the first CPU, this program's clients on the
+	// others; the warehouses and Redis are shared servers, left unpinned.
+	o.place = pin.New(true)
+	if err := o.place.PinSelf(); err != nil {
+		return err
+	}
+	start := time.Now()
+	dbs := &databases{}
+	if !o.keep {
+		defer dbs.drop(context.WithoutCancel(ctx))
+	}
+	c, err := measureCurves(ctx, o, dbs, stdout)
+	if err != nil {
+		return err
+	}
+	if err := drawCharts(o, c); err != nil {
+		return err
+	}
+	if len(o.rows) == 0 {
+		fmt.Fprintf(stdout, "the run took %s\n", time.Since(start).Round(time.Second))
+		return nil // SCALE.md is the row curve's report
+	}
+	return report(filepath.Join(o.out, "SCALE.md"), o, c, time.Since(start))
+}
+
+// parseOptions parses the flags; the servers default to those of the
+// local stack that getenv names.
+func parseOptions(args []string, getenv func(string) string) (options, error) {
+	stack, err := localstack.FromEnv(getenv)
+	if err != nil {
+		return options{}, err
 	}
 	o := options{stack: stack}
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
@@ -163,58 +195,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
 	only := fs.String("curves", "rows,sizes,gp-rows,batches,instances,near,segments", "the curves to draw; SCALE.md is written only when the row curve is among them, SEGMENTS.md with the segment curve")
 	if err := fs.Parse(args); err != nil {
-		return err
+		return options{}, err
 	}
 	if o.gpClusters, err = parseClusters(*clusters); err != nil {
-		return err
-	}
-	o.curves = map[string]bool{}
-	for _, name := range strings.Split(*only, ",") {
-		o.curves[strings.TrimSpace(name)] = true
+		return options{}, err
 	}
 	for _, l := range []struct {
 		dst *[]int
 		s   string
 	}{{&o.rows, *rows}, {&o.sizes, *sizes}, {&o.gpRows, *gpRows}, {&o.batches, *batches}, {&o.instances, *instances}, {&o.nearCounts, *nearCounts}, {&o.nearSizes, *nearSizes}} {
 		if *l.dst, err = ints(l.s); err != nil {
-			return err
+			return options{}, err
 		}
 	}
-	// warmcache serve on the first CPU, this program's clients on the
-	// others; the warehouses and Redis are shared servers, left unpinned.
-	o.place = pin.New(true)
-	if err := o.place.PinSelf(); err != nil {
-		return err
+	o.only(*only)
+	return o, nil
+}
+
+// only keeps the curves named in the comma-separated list names, and
+// empties the lists of the others that measureCurves reads.
+func (o *options) only(names string) {
+	o.curves = map[string]bool{}
+	for _, name := range strings.Split(names, ",") {
+		o.curves[strings.TrimSpace(name)] = true
 	}
-	start := time.Now()
-	pg := postgresWarehouse(o)
-	var dbs []struct {
-		w  warehouse
-		db string
-	}
-	if !o.keep {
-		defer func() {
-			for _, d := range dbs {
-				dropDatabase(context.WithoutCancel(ctx), d.w, d.db)
-			}
-		}()
-	}
-	measurePoint := func(w warehouse, rows, size int, extra func(p *point, base string, pid int) error) (point, error) {
-		p, db, err := measure(ctx, o, w, rows, size, stdout, extra)
-		if db != "" && !slices.ContainsFunc(dbs, func(d struct {
-			w  warehouse
-			db string
-		}) bool {
-			return d.db == db && d.w.name == w.name
-		}) {
-			dbs = append(dbs, struct {
-				w  warehouse
-				db string
-			}{w, db})
-		}
-		return p, err
-	}
-	var c curves
 	if !o.curves["rows"] {
 		o.rows = nil
 	}
@@ -227,19 +231,51 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if !o.curves["near"] {
 		o.nearCounts = nil
 	}
-	if o.curves["segments"] && len(o.gpClusters) > 0 {
-		began := time.Now()
-		segs, err := segmentCurve(ctx, o, measurePoint, stdout)
-		if err != nil {
-			return err
-		}
-		if err := drawSegments(o.out, segs); err != nil {
-			return err
-		}
-		if err := reportSegments(filepath.Join(o.out, "SEGMENTS.md"), o, segs, time.Since(began)); err != nil {
-			return err
+}
+
+// databases are the databases of the points measured, to drop at the end.
+type databases []struct {
+	w  warehouse
+	db string
+}
+
+// add records db of w, once.
+func (d *databases) add(w warehouse, db string) {
+	for _, e := range *d {
+		if e.db == db && e.w.name == w.name {
+			return
 		}
 	}
+	*d = append(*d, struct {
+		w  warehouse
+		db string
+	}{w, db})
+}
+
+// drop drops every database recorded.
+func (d *databases) drop(ctx context.Context) {
+	for _, e := range *d {
+		dropDatabase(ctx, e.w, e.db)
+	}
+}
+
+// measureCurves measures every curve, recording the databases it makes
+// in dbs.
+func measureCurves(ctx context.Context, o options, dbs *databases, log io.Writer) (curves, error) {
+	var c curves
+	measurePoint := func(w warehouse, rows, size int, extra func(p *point, base string, pid int) error) (point, error) {
+		p, db, err := measure(ctx, o, w, rows, size, log, extra)
+		if db != "" {
+			dbs.add(w, db)
+		}
+		return p, err
+	}
+	if o.curves["segments"] && len(o.gpClusters) > 0 {
+		if err := segmentReport(ctx, o, measurePoint, log); err != nil {
+			return c, err
+		}
+	}
+	pg := postgresWarehouse(o)
 	for i, n := range o.rows {
 		var extra func(p *point, base string, pid int) error
 		if i == 0 && o.curves["batches"] {
@@ -252,40 +288,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 		p, err := measurePoint(pg, n, 0, extra)
 		if err != nil {
-			return err
+			return c, err
 		}
 		c.byRows = append(c.byRows, p)
 	}
 	if len(o.rows) > 0 && o.curves["instances"] {
 		db := fmt.Sprintf("%s%d_0", pg.prefix, o.rows[0])
-		if c.instances, err = instanceCurve(ctx, o, pg, db, o.rows[0], stdout); err != nil {
-			return err
+		var err error
+		if c.instances, err = instanceCurve(ctx, o, pg, db, o.rows[0], log); err != nil {
+			return c, err
 		}
 	}
 	for _, size := range o.sizes {
 		p, err := measurePoint(pg, o.sizeRows, size, nil)
 		if err != nil {
-			return err
+			return c, err
 		}
 		c.bySize = append(c.bySize, p)
 	}
 	if o.greenplum != "" {
 		gp, err := greenplumWarehouse(o.greenplum)
 		if err != nil {
-			return err
+			return c, err
 		}
 		for _, n := range o.gpRows {
 			p, err := measurePoint(gp, n, 0, nil)
 			if err != nil {
-				return err
+				return c, err
 			}
 			c.gpRows = append(c.gpRows, p)
 		}
 	}
-	if c.near, err = nearCurve(o); err != nil {
-		return err
-	}
-	byRows, bySize := c.byRows, c.bySize
+	var err error
+	c.near, err = nearCurve(o)
+	return c, err
+}
+
+// drawCharts writes the PNGs of every curve to o.out.
+func drawCharts(o options, c curves) error {
 	rowsX := func(p point) float64 { return float64(p.rows) }
 	sizeX := func(p point) float64 { return float64(p.valueBytes) }
 	for _, ch := range []struct {
@@ -293,8 +333,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		points      []point
 		x           func(point) float64
 	}{
-		{"rows", "table size (rows)", byRows, rowsX},
-		{"sizes", "value size (bytes)", bySize, sizeX},
+		{"rows", "table size (rows)", c.byRows, rowsX},
+		{"sizes", "value size (bytes)", c.bySize, sizeX},
 		{"gp-rows", "table size (rows), Greenplum", c.gpRows, rowsX},
 	} {
 		if err := chart(filepath.Join(o.out, ch.file+".png"), "requests/s by "+ch.title, "requests/s", ch.points, ch.x, func(p point) map[string]float64 { return p.rate }); err != nil {
@@ -304,14 +344,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			return err
 		}
 	}
-	if err := c.draw(o.out); err != nil {
-		return err
-	}
-	if len(o.rows) == 0 {
-		fmt.Fprintf(stdout, "the run took %s\n", time.Since(start).Round(time.Second))
-		return nil // SCALE.md is the row curve's report
-	}
-	return report(filepath.Join(o.out, "SCALE.md"), o, c, time.Since(start))
+	return c.draw(o.out)
 }
 
 // ints parses a comma-separated list of positive numbers; empty is none.
@@ -366,131 +399,164 @@ func dropDatabase(ctx context.Context, w warehouse, db string) {
 	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db}.Sanitize())
 }
 
+// measureOn measures point p on db of w: it creates and migrates the
+// database, loads its table unless an earlier run did, serves it, attacks
+// each path, and runs extra (when not nil) while it is served.
 func measureOn(ctx context.Context, o options, w warehouse, db string, p point, log io.Writer, extra func(p *point, base string, pid int) error) (point, error) {
-	rows, valueBytes := p.rows, p.valueBytes
-	admin, err := pgx.Connect(ctx, w.admin)
-	if err != nil {
+	if err := createDatabase(ctx, w, db); err != nil {
 		return p, err
 	}
-	var exists bool
-	_ = admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists)
-	if !exists {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-			admin.Close(ctx)
-			return p, err
-		}
-	}
-	admin.Close(ctx)
 	dir, env, err := pointEnv(o, w, db)
 	if err != nil {
 		return p, err
 	}
 	defer os.RemoveAll(dir)
-	if out, err := command(ctx, env, o.bin, "migrate", "up").CombinedOutput(); err != nil {
-		return p, fmt.Errorf("migrate: %w\n%s", err, out)
-	}
-	conn, err := pgx.Connect(ctx, w.dsn(db))
-	if err != nil {
+	if err := localstack.Migrate(ctx, o.bin, env); err != nil {
 		return p, err
 	}
-	var present bool
-	err = conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM widgets WHERE key = $1)", rows).Scan(&present)
-	if err == nil && present {
-		// A table loaded by an earlier run carries the rate of its load.
-		var note *string
-		_ = conn.QueryRow(ctx, "SELECT obj_description('widgets'::regclass, 'pg_class')").Scan(&note)
-		if note != nil {
-			_, _ = fmt.Sscanf(*note, "warmcache load: %f rows/s, %f MB/s", &p.loadRate, &p.loadMBps)
-			p.loadReused = true
-		}
-	}
-	conn.Close(ctx)
-	if err != nil {
+	if err := loadTable(ctx, o, w, db, env, dir, &p, log); err != nil {
 		return p, err
-	}
-	if !present {
-		file := filepath.Join(dir, "rows.ndjson")
-		f, err := os.Create(file)
-		if err != nil {
-			return p, err
-		}
-		bw := bufio.NewWriterSize(f, 1<<20)
-		var bytes int64
-		for k := 1; k <= rows; k++ {
-			n, _ := fmt.Fprintf(bw, "{\"key\":%d,\"value\":%s}\n", k, value(k, valueBytes))
-			bytes += int64(n)
-		}
-		if err := errors.Join(bw.Flush(), f.Close()); err != nil {
-			return p, err
-		}
-		began := time.Now()
-		if out, err := command(ctx, env, o.bin, "load", "widgets", file).CombinedOutput(); err != nil {
-			return p, fmt.Errorf("load: %w\n%s", err, out)
-		}
-		took := time.Since(began).Seconds()
-		p.loadRate, p.loadMBps = float64(rows)/took, float64(bytes)/took/1e6
-		fmt.Fprintf(log, "    loaded %d rows in %.1fs: %.0f rows/s, %.1f MB/s\n", rows, took, p.loadRate, p.loadMBps)
-		if conn, err := pgx.Connect(ctx, w.dsn(db)); err == nil {
-			_, _ = conn.Exec(ctx, fmt.Sprintf("COMMENT ON TABLE widgets IS 'warmcache load: %.0f rows/s, %.2f MB/s'", p.loadRate, p.loadMBps))
-			conn.Close(ctx)
-		}
 	}
 	if w.dataDir != "" {
 		p.dispatch = doctorLines(ctx, o, env)
 	}
-	addr, err := freeAddr()
+	serve, err := startServe(ctx, o, env, w, db)
 	if err != nil {
 		return p, err
 	}
-	serve, base, err := startServe(ctx, o, serveEnv(env, w, db, addr))
-	if err != nil {
-		return p, err
-	}
-	defer func() { _ = serve.Process.Signal(syscall.SIGTERM); _ = serve.Wait() }()
+	defer func() { _ = serve.Stop(syscall.SIGTERM, time.Minute) }()
 	flush(ctx, o)
 	defer flush(context.WithoutCancel(ctx), o) // large values must not stay in the shared Redis
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
-	// Misses: each key at most once, in a scattered order.
-	perm := rand.New(rand.NewPCG(uint64(rows), 1)).Perm(rows)
-	var next atomic.Int64
-	pid := serve.Process.Pid
-	p.attackPath(ctx, client, pid, o, w, "miss", 1, func() *http.Request {
-		i := next.Add(1) - 1
-		if i >= int64(len(perm)) {
-			return nil
-		}
-		req, _ := http.NewRequest(http.MethodGet, base+"/v1/kv/widgets/"+strconv.Itoa(perm[i]+1), nil)
-		return req
-	})
-	// Hits: the keys the misses read, now in Redis.
-	read := int(min(next.Load(), int64(len(perm))))
-	p.attackPath(ctx, client, pid, o, w, "hit", 1, func() *http.Request {
-		req, _ := http.NewRequest(http.MethodGet, base+"/v1/kv/widgets/"+strconv.Itoa(perm[rand.IntN(max(read, 1))]+1), nil)
-		return req
-	})
-	body := map[int]string{}
-	var mu sync.Mutex
-	p.attackPath(ctx, client, pid, o, w, "put", 1, func() *http.Request {
-		k := rand.IntN(rows) + 1
-		mu.Lock()
-		b, ok := body[k%64]
-		if !ok {
-			b = value(k%64, valueBytes)
-			body[k%64] = b
-		}
-		mu.Unlock()
-		req, _ := http.NewRequest(http.MethodPut, base+"/v1/kv/widgets/"+strconv.Itoa(k), strings.NewReader(b))
-		req.Header.Set("Content-Type", "application/json")
-		return req
-	})
+	attackPaths(ctx, o, w, serve, &p)
 	for _, path := range paths {
 		fmt.Fprintf(log, "    %-5s %8.0f req/s  %7.1f µs of the service's CPU per request\n", path, p.rate[path], p.cpu[path])
 	}
 	if extra != nil {
 		flush(ctx, o)
-		return p, extra(&p, base, serve.Process.Pid)
+		return p, extra(&p, serve.HTTP(), serve.Pid())
 	}
 	return p, nil
+}
+
+// createDatabase creates db on w unless it exists.
+func createDatabase(ctx context.Context, w warehouse, db string) error {
+	admin, err := pgx.Connect(ctx, w.admin)
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	var exists bool
+	_ = admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", db).Scan(&exists)
+	if exists {
+		return nil
+	}
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+db)
+	return err
+}
+
+// loadTable loads the p.rows values of p.valueBytes into the widgets
+// table of db with warmcache load, through a file in dir, and records its
+// rate in p (and on the table); a table an earlier run loaded is kept,
+// with the rate recorded then.
+func loadTable(ctx context.Context, o options, w warehouse, db string, env []string, dir string, p *point, log io.Writer) error {
+	present, err := loadedBefore(ctx, w, db, p)
+	if err != nil || present {
+		return err
+	}
+	file := filepath.Join(dir, "rows.ndjson")
+	bytes, err := writeRows(file, p.rows, p.valueBytes)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	if out, err := command(ctx, env, o.bin, "load", "widgets", file).CombinedOutput(); err != nil {
+		return fmt.Errorf("load: %w\n%s", err, out)
+	}
+	took := time.Since(began).Seconds()
+	p.loadRate, p.loadMBps = float64(p.rows)/took, float64(bytes)/took/1e6
+	fmt.Fprintf(log, "    loaded %d rows in %.1fs: %.0f rows/s, %.1f MB/s\n", p.rows, took, p.loadRate, p.loadMBps)
+	if conn, err := pgx.Connect(ctx, w.dsn(db)); err == nil {
+		_, _ = conn.Exec(ctx, fmt.Sprintf("COMMENT ON TABLE widgets IS 'warmcache load: %.0f rows/s, %.2f MB/s'", p.loadRate, p.loadMBps))
+		conn.Close(ctx)
+	}
+	return nil
+}
+
+// loadedBefore reports whether the widgets table of db holds its last
+// row, loaded by an earlier run; then p takes the rate of that load.
+func loadedBefore(ctx context.Context, w warehouse, db string, p *point) (bool, error) {
+	conn, err := pgx.Connect(ctx, w.dsn(db))
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(ctx)
+	var present bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM widgets WHERE key = $1)", p.rows).Scan(&present); err != nil || !present {
+		return false, err
+	}
+	// A table loaded by an earlier run carries the rate of its load.
+	var note *string
+	_ = conn.QueryRow(ctx, "SELECT obj_description('widgets'::regclass, 'pg_class')").Scan(&note)
+	if note != nil {
+		_, _ = fmt.Sscanf(*note, "warmcache load: %f rows/s, %f MB/s", &p.loadRate, &p.loadMBps)
+		p.loadReused = true
+	}
+	return true, nil
+}
+
+// writeRows writes rows values of valueBytes as NDJSON to file and
+// returns its size.
+func writeRows(file string, rows, valueBytes int) (int64, error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return 0, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	var bytes int64
+	for k := 1; k <= rows; k++ {
+		n, _ := fmt.Fprintf(bw, "{\"key\":%d,\"value\":%s}\n", k, value(k, valueBytes))
+		bytes += int64(n)
+	}
+	return bytes, errors.Join(bw.Flush(), f.Close())
+}
+
+// attackPaths attacks each path of serve in turn and records its rate and
+// the service's CPU per request in p: misses (each key at most once, in a
+// scattered order), hits (the keys the misses read, now in Redis), and
+// PUTs of random keys.
+func attackPaths(ctx context.Context, o options, w warehouse, serve *localstack.Served, p *point) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
+	kv, pid := serve.HTTP()+"/v1/kv/widgets/", serve.Pid()
+	perm := rand.New(rand.NewPCG(uint64(p.rows), 1)).Perm(p.rows)
+	var next atomic.Int64
+	p.attackPath(ctx, client, pid, o, w, "miss", 1, func() *http.Request {
+		i := next.Add(1) - 1
+		if i >= int64(len(perm)) {
+			return nil
+		}
+		req, _ := http.NewRequest(http.MethodGet, kv+strconv.Itoa(perm[i]+1), nil)
+		return req
+	})
+	read := int(min(next.Load(), int64(len(perm))))
+	p.attackPath(ctx, client, pid, o, w, "hit", 1, func() *http.Request {
+		req, _ := http.NewRequest(http.MethodGet, kv+strconv.Itoa(perm[rand.IntN(max(read, 1))]+1), nil)
+		return req
+	})
+	body := map[int]string{}
+	var mu sync.Mutex
+	p.attackPath(ctx, client, pid, o, w, "put", 1, func() *http.Request {
+		k := rand.IntN(p.rows) + 1
+		mu.Lock()
+		b, ok := body[k%64]
+		if !ok {
+			b = value(k%64, p.valueBytes)
+			body[k%64] = b
+		}
+		mu.Unlock()
+		req, _ := http.NewRequest(http.MethodPut, kv+strconv.Itoa(k), strings.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		return req
+	})
 }
 
 // pointEnv makes a temporary directory holding the widgets namespace of w
@@ -509,34 +575,13 @@ func pointEnv(o options, w warehouse, db string) (string, []string, error) {
 		"WARMCACHE_REDIS_ADDRS="+o.stack.RedisAddr(), "WARMCACHE_REDIS_PREFIX="+o.redisPrefix, "WARMCACHE_MAX_BODY_BYTES=4194304"), nil
 }
 
-// serveEnv is the environment of warmcache serve on db of w at addr.
-func serveEnv(env []string, w warehouse, db, addr string) []string {
-	return append(slices.Clone(env), "WARMCACHE_HTTP_ADDR="+addr, "WARMCACHE_POSTGRES_DSN="+w.serve(db), "WARMCACHE_PG_POOLER="+w.pooler,
+// startServe starts warmcache serve on db of w with env (pointEnv), on a
+// free loopback port and the servers' CPUs, and waits until it is ready
+// (localstack.Serve).
+func startServe(ctx context.Context, o options, env []string, w warehouse, db string) (*localstack.Served, error) {
+	env = append(slices.Clone(env), "WARMCACHE_HTTP_ADDR=127.0.0.1:0", "WARMCACHE_POSTGRES_DSN="+w.serve(db), "WARMCACHE_PG_POOLER="+w.pooler,
 		"WARMCACHE_LOG_LEVEL=warn", "WARMCACHE_NEAR_CACHE_BYTES=0", "WARMCACHE_GRPC_ADDR=127.0.0.1:0", "WARMCACHE_PPROF_ADDR=")
-}
-
-// startServe starts warmcache serve with env on the servers' CPUs and
-// waits until it is ready; it returns the process and its base URL.
-func startServe(ctx context.Context, o options, env []string) (*exec.Cmd, string, error) {
-	var addr string
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "WARMCACHE_HTTP_ADDR="); ok {
-			addr = v
-		}
-	}
-	name, args := o.place.Server(o.bin, []string{"serve"})
-	serve := command(ctx, env, name, args...)
-	serve.Stdout, serve.Stderr = io.Discard, io.Discard
-	if err := serve.Start(); err != nil {
-		return nil, "", err
-	}
-	base := "http://" + addr
-	if err := waitReady(ctx, base+"/readyz"); err != nil {
-		_ = serve.Process.Kill()
-		_ = serve.Wait()
-		return nil, "", err
-	}
-	return serve, base, nil
+	return localstack.Serve(ctx, o.bin, localstack.ServeOptions{Env: env, Wrap: o.place.Server})
 }
 
 // flush unlinks the service's Redis keys.
@@ -556,32 +601,6 @@ func command(ctx context.Context, env []string, name string, args ...string) *ex
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
 	return cmd
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-func waitReady(ctx context.Context, url string) error {
-	for range 300 {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("%s never answered 200", url)
 }
 
 // chart draws one line per path, y of each point against x, on

@@ -58,12 +58,30 @@ const (
 // key of an _mget batch and a PUT.
 var segmentPaths = []string{"miss", "hit", "mget", "put"}
 
+// measureFunc measures the point of rows values of size bytes (0: the
+// widget document) on w, running extra (when not nil) while it is served.
+type measureFunc func(w warehouse, rows, size int, extra func(p *point, base string, pid int) error) (point, error)
+
+// segmentReport measures the segment curve (segmentCurve) and writes its
+// charts and SEGMENTS.md to o.out.
+func segmentReport(ctx context.Context, o options, measurePoint measureFunc, log io.Writer) error {
+	began := time.Now()
+	segs, err := segmentCurve(ctx, o, measurePoint, log)
+	if err != nil {
+		return err
+	}
+	if err := drawSegments(o.out, segs); err != nil {
+		return err
+	}
+	return reportSegments(filepath.Join(o.out, "SEGMENTS.md"), o, segs, time.Since(began))
+}
+
 // segmentCurve measures the same table of o.segmentRows rows on each
 // cluster of o.gpClusters: misses, hits, cold _mget batches of o.gpBatch
 // keys and writes, with the CPU per request of the service, of the
 // coordinator and of the segments (from /proc, the cluster's processes by
 // its data directory), and the doctor's lines on each.
-func segmentCurve(ctx context.Context, o options, measurePoint func(w warehouse, rows, size int, extra func(p *point, base string, pid int) error) (point, error), log io.Writer) ([]point, error) {
+func segmentCurve(ctx context.Context, o options, measurePoint measureFunc, log io.Writer) ([]point, error) {
 	var out []point
 	for _, c := range o.gpClusters {
 		w, err := greenplumWarehouse(fmt.Sprintf("postgres://gpadmin@127.0.0.1:%d/postgres?sslmode=disable", c.port))

@@ -1,4 +1,9 @@
-package gateway
+// Package endpoint is the one format of the lines that warmcache serve
+// prints for each address it serves (Endpoint.Line), and its reader
+// (ParseLine), for the gateway that prints them and for whoever starts the
+// binary: the end-to-end tests and the load tools (internal/localstack's
+// Serve).
+package endpoint
 
 import (
 	"strings"
@@ -7,7 +12,7 @@ import (
 // Transport is what an endpoint serves.
 type Transport string
 
-// The transports, in the order Serve listens on them. Each is named in the
+// The transports, in the order the gateway listens on them. Each is named in the
 // log by its value and on stdout by its Title.
 const (
 	REST          Transport = "http"           // the REST API (internal/httpapi)
@@ -50,13 +55,13 @@ func (t Transport) http() bool {
 	return false
 }
 
-// Endpoint is one address that the gateway serves a transport on.
+// Endpoint is one address that warmcache serves a transport on.
 type Endpoint struct {
 	Transport Transport
 	// Network is "tcp" or "unix".
 	Network string
 	// Addr is host:port on tcp (with the port the system chose when the
-	// configuration asked for port 0, once Serve listens), or the socket's
+	// configuration asked for port 0, once the gateway listens), or the socket's
 	// path on unix.
 	Addr string
 	// TLS reports whether the endpoint serves TLS.
@@ -87,8 +92,8 @@ func (e Endpoint) URL() string {
 // linePrefix starts every serving line.
 const linePrefix = "warmcache: serving "
 
-// Line is the line that Serve prints on stdout for the endpoint, in the one
-// format of every endpoint:
+// Line is the line that the gateway's Serve prints on stdout for the
+// endpoint, in the one format of every endpoint:
 //
 //	warmcache: serving <title>[ <name>] on <url>[ (<notes>)]
 //
