@@ -23,7 +23,12 @@
 //   - policy.go: lifetimes (TTL, jitter, negative and delete entries),
 //     staleness and the writer's expiry, decided here and passed down to
 //     the hot tier and the near cache.
-//   - write.go: the write path (Transact, Put, Delete) and GetLatest.
+//   - write.go: the write path (Transact, Put, Delete) and GetLatest;
+//     fold.go: concurrent single writes folded into one warehouse round
+//     trip and one commit (Folder), each with its own outcome.
+//   - update.go: every update of the caches (fills, a write's update and
+//     its repair, retirement of changed keys) and the stamp of what a
+//     warehouse call re-checks after it returns (the restart rule).
 //   - doubt.go: keys in doubt, read past the caches until a repair lands.
 //   - changes.go: writes that bypassed the service, applied (Apply), and
 //     invalidation.
