@@ -21,13 +21,7 @@ var _ warmcache.Warm = (*pgstore.Store)(nil)
 // schema creates the tables of the test namespaces: a hash-partitioned
 // packed table with bigint keys, a packed table with text keys, and a
 // columns-layout table.
-const schema = `
-CREATE SEQUENCE warmcache_version_seq;
-CREATE TABLE widgets (key bigint, value jsonb NOT NULL, version bigint NOT NULL, PRIMARY KEY (key)) PARTITION BY HASH (key);
-CREATE TABLE widgets_p0 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 0);
-CREATE TABLE widgets_p1 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 1);
-CREATE TABLE widgets_p2 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 2);
-CREATE TABLE widgets_p3 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+const schema = pgstoretest.WidgetsSchema + `
 CREATE SCHEMA app;
 CREATE TABLE app.sessions (id text PRIMARY KEY, doc jsonb NOT NULL, version bigint NOT NULL);
 CREATE TABLE people (id bigint PRIMARY KEY, name text NOT NULL, age integer, tags jsonb, version bigint NOT NULL);

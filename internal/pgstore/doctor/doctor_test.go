@@ -21,13 +21,7 @@ import (
 
 // schema creates the version sequence, a hash-partitioned packed table and
 // a columns-layout table.
-const schema = `
-CREATE SEQUENCE warmcache_version_seq;
-CREATE TABLE widgets (key bigint, value jsonb NOT NULL, version bigint NOT NULL, PRIMARY KEY (key)) PARTITION BY HASH (key);
-CREATE TABLE widgets_p0 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 0);
-CREATE TABLE widgets_p1 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 1);
-CREATE TABLE widgets_p2 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 2);
-CREATE TABLE widgets_p3 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+const schema = pgstoretest.WidgetsSchema + `
 CREATE TABLE people (id bigint PRIMARY KEY, name text NOT NULL, age integer, version bigint NOT NULL);
 `
 

@@ -18,6 +18,18 @@ import (
 // Timeout bounds each of the helpers' calls, and the context of Context.
 const Timeout = 30 * time.Second
 
+// WidgetsSchema creates the version sequence and widgets, a table of
+// bigint keys, jsonb values and versions, hash-partitioned four ways: the
+// table of a packed namespace named widgets.
+const WidgetsSchema = `
+CREATE SEQUENCE warmcache_version_seq;
+CREATE TABLE widgets (key bigint, value jsonb NOT NULL, version bigint NOT NULL, PRIMARY KEY (key)) PARTITION BY HASH (key);
+CREATE TABLE widgets_p0 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 0);
+CREATE TABLE widgets_p1 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 1);
+CREATE TABLE widgets_p2 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 2);
+CREATE TABLE widgets_p3 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+`
+
 // Context returns a context that ends after Timeout, or with the test.
 func Context(tb testing.TB) context.Context {
 	tb.Helper()
