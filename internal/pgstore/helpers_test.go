@@ -11,6 +11,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/pgstore"
+	"github.com/warmcache/warmcache/internal/pgstore/pgstoretest"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
@@ -20,13 +21,7 @@ var _ warmcache.Warm = (*pgstore.Store)(nil)
 // schema creates the tables of the test namespaces: a hash-partitioned
 // packed table with bigint keys, a packed table with text keys, and a
 // columns-layout table.
-const schema = `
-CREATE SEQUENCE warmcache_version_seq;
-CREATE TABLE widgets (key bigint, value jsonb NOT NULL, version bigint NOT NULL, PRIMARY KEY (key)) PARTITION BY HASH (key);
-CREATE TABLE widgets_p0 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 0);
-CREATE TABLE widgets_p1 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 1);
-CREATE TABLE widgets_p2 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 2);
-CREATE TABLE widgets_p3 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+const schema = pgstoretest.WidgetsSchema + `
 CREATE SCHEMA app;
 CREATE TABLE app.sessions (id text PRIMARY KEY, doc jsonb NOT NULL, version bigint NOT NULL);
 CREATE TABLE people (id bigint PRIMARY KEY, name text NOT NULL, age integer, tags jsonb, version bigint NOT NULL);
@@ -89,44 +84,26 @@ func eachTarget(t *testing.T, test func(t *testing.T, tg target)) {
 	}
 }
 
-// newDatabase creates a fresh database with schema and returns its DSN.
+// newDatabase, execSQL, withConn and testContext are pgstoretest's, under
+// the names this package's tests call them by.
 func newDatabase(tb testing.TB, schema string) string {
 	tb.Helper()
-	dsn := testenv.NewDatabase(tb)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, schema); err != nil {
-		tb.Fatalf("create schema: %v", err)
-	}
-	return dsn
+	return pgstoretest.NewDatabase(tb, schema)
 }
 
-// execSQL runs sql on the database of dsn.
 func execSQL(tb testing.TB, dsn, sql string, args ...any) {
 	tb.Helper()
-	withConn(tb, dsn, func(ctx context.Context, conn *pgx.Conn) {
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			tb.Fatalf("exec %q: %v", sql, err)
-		}
-	})
+	pgstoretest.Exec(tb, dsn, sql, args...)
 }
 
-// withConn runs use with a connection to the database of dsn, closed after.
 func withConn(tb testing.TB, dsn string, use func(ctx context.Context, conn *pgx.Conn)) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(ctx)
-	use(ctx, conn)
+	pgstoretest.WithConn(tb, dsn, use)
+}
+
+func testContext(tb testing.TB) context.Context {
+	tb.Helper()
+	return pgstoretest.Context(tb)
 }
 
 // options returns the options that reach the database of dsn as tg says.
@@ -179,12 +156,4 @@ func key(tb testing.TB, ns *warmcache.Namespace, raw string) warmcache.Key {
 		tb.Fatalf("ParseKey(%q): %v", raw, err)
 	}
 	return k
-}
-
-// testContext returns a context that ends with the test.
-func testContext(tb testing.TB) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	tb.Cleanup(cancel)
-	return ctx
 }

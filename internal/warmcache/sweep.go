@@ -80,8 +80,11 @@ func (m sweepMetrics) collectors() []prometheus.Collector {
 // no Expirer, the sweeper is off (a negative SweepInterval) or no
 // namespace has an expiry column. Expired rows read as absent before they
 // are deleted; the sweeper only reclaims their space. It is meant to run
-// in its own goroutine, one per service. Its waits are on the wall clock,
-// not on Options.Now.
+// in its own goroutine, one per service. When rows are due is read on
+// Options.Now; the sweeper waits on real timers for the time that clock
+// says is left, never more than SweepMaxIdle, so that a clock stopped or
+// set back neither spins it nor puts it to sleep for longer. The length of
+// a batch, and so its rest, is taken on the wall clock.
 func (s *Service) RunSweeper(ctx context.Context) {
 	if _, ok := s.warm.(Expirer); !ok || s.opts.SweepInterval < 0 {
 		return
@@ -95,7 +98,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		next, due time.Time
 	}
 	var states []*state
-	now := time.Now()
+	now := s.opts.Now()
 	for _, name := range s.NamespaceNames() {
 		if ns, err := s.Namespace(name); err == nil && ns.ExpiresColumn != "" && ns.Writable {
 			states = append(states, &state{name: name, wait: base, next: now.Add(base)})
@@ -111,7 +114,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 		for _, st := range states {
 			wake = earliest(wake, st.next, st.due)
 		}
-		timer.Reset(time.Until(wake))
+		timer.Reset(min(wake.Sub(s.opts.Now()), maxIdle))
 		select {
 		case <-ctx.Done():
 			return
@@ -124,7 +127,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 				}
 			}
 		}
-		now = time.Now()
+		now = s.opts.Now()
 		due := s.takeSweepDue()
 		for _, st := range states {
 			if d, ok := due[st.name]; ok {
@@ -138,7 +141,7 @@ func (s *Service) RunSweeper(ctx context.Context) {
 				s.log.LogAttrs(ctx, slog.LevelWarn, "expired rows not deleted",
 					slog.String("namespace", st.name), slog.Any("err", err))
 			}
-			now = time.Now()
+			now = s.opts.Now()
 			if !st.due.IsZero() && !now.Before(st.due) {
 				st.due = time.Time{}
 			}
@@ -166,7 +169,7 @@ func earliest(times ...time.Time) time.Time {
 // expiryWritten tells RunSweeper that a write of ns committed a row that
 // expires ttl from now (the soonest of the write's), without waiting.
 func (s *Service) expiryWritten(ns *Namespace, ttl time.Duration) {
-	due := time.Now().Add(ttl)
+	due := s.opts.Now().Add(ttl)
 	s.sweep.mu.Lock()
 	if d, ok := s.sweep.due[ns.Name]; !ok || due.Before(d) {
 		s.sweep.due[ns.Name] = due

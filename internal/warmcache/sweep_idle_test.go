@@ -40,15 +40,15 @@ func (c *countedExpirer) DeleteExpired(ctx context.Context, ns *warmcache.Namesp
 	return keys, entries, err
 }
 
-// runSweeper serves a namespace whose rows expire, on the wall clock, with
-// RunSweeper running until the test ends.
-func runSweeper(t *testing.T, interval, maxIdle time.Duration) (*warmcache.Service, *countedExpirer) {
+// runSweeper serves a namespace whose rows expire, on the clock now (nil:
+// the wall clock), with RunSweeper running until the test ends.
+func runSweeper(t *testing.T, interval, maxIdle time.Duration, now func() time.Time) (*warmcache.Service, *countedExpirer) {
 	t.Helper()
 	warm := &countedExpirer{Warm: memtier.NewWarm(), deleted: make(chan struct{}, 1)}
 	ns := widgets()
 	ns.ExpiresColumn = "expires_at"
 	svc, err := warmcache.NewService(memtier.NewHot(nil), warm, []*warmcache.Namespace{ns}, prometheus.NewRegistry(),
-		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{SweepInterval: interval, SweepMaxIdle: maxIdle})
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{SweepInterval: interval, SweepMaxIdle: maxIdle, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,10 +67,39 @@ func runSweeper(t *testing.T, interval, maxIdle time.Duration) (*warmcache.Servi
 // where a sweep every interval would scan about 100 times. A busy machine
 // only makes the count smaller.
 func TestSweeperRestsWhenIdle(t *testing.T) {
-	_, warm := runSweeper(t, 20*time.Millisecond, 320*time.Millisecond)
+	_, warm := runSweeper(t, 20*time.Millisecond, 320*time.Millisecond, nil)
 	time.Sleep(2 * time.Second)
 	if n := warm.scans.Load(); n > 14 || n < 1 {
 		t.Errorf("%d scans in 2 s of idle at a 20ms interval, backing off to 320ms; want 1 to 14", n)
+	}
+}
+
+// TestSweeperOnTheServiceClock runs the sweeper on an Options.Now that
+// stands still, then moves. While it stands, nothing comes due, so the
+// sweeper does not scan; it still waits on real timers for what the clock
+// says is left (20ms here), reading the clock about 100 times a second,
+// where a sweeper that spun would read it millions of times. Once the
+// clock moves past the interval, a scan follows within a rest.
+func TestSweeperOnTheServiceClock(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var reads, moved atomic.Int64
+	now := func() time.Time {
+		reads.Add(1)
+		return start.Add(time.Duration(moved.Load()))
+	}
+	_, warm := runSweeper(t, 20*time.Millisecond, 320*time.Millisecond, now)
+	time.Sleep(time.Second)
+	if n := warm.scans.Load(); n != 0 {
+		t.Errorf("%d scans in 1 s on a clock that stands still; want none", n)
+	}
+	if n := reads.Load(); n > 1000 {
+		t.Errorf("the clock read %d times in 1 s of a sweeper at a 20ms interval: it spins", n)
+	}
+	moved.Store(int64(time.Second))
+	for deadline := time.Now().Add(time.Second); warm.scans.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no scan within 1 s of the clock moving 1 s forward, past the 20ms interval")
+		}
 	}
 }
 
@@ -81,7 +110,7 @@ func TestSweeperRestsWhenIdle(t *testing.T) {
 // row, written then with a 50ms TTL, must be deleted before the next sweep
 // of the backoff's schedule (the last scan plus twice the last gap).
 func TestSweeperWokenByAnExpiry(t *testing.T) {
-	svc, warm := runSweeper(t, time.Millisecond, time.Minute)
+	svc, warm := runSweeper(t, time.Millisecond, time.Minute, nil)
 	time.Sleep(2200 * time.Millisecond)
 	warm.mu.Lock()
 	n := len(warm.at)

@@ -223,8 +223,9 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 }
 
 // Repairs of failed hot-tier updates of writes: at most maxRepairs run at
-// once, each retrying for repairBudget with a doubling wait from
-// repairWait to a second.
+// once, each retrying for repairBudget on Options.Now with a doubling wait
+// from repairWait to a second, and never sleeping more than repairBudget
+// in all, however that clock moves.
 const (
 	maxRepairs   = 64
 	repairBudget = 10 * time.Second
@@ -249,9 +250,11 @@ func (s *Service) repair(ctx context.Context, ns *Namespace, fills []Fill) {
 	}
 	go func() {
 		defer func() { <-s.trust.repairs }()
-		deadline := time.Now().Add(repairBudget)
-		for wait := repairWait; time.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
+		deadline := s.opts.Now().Add(repairBudget)
+		slept := time.Duration(0)
+		for wait := repairWait; slept+wait < repairBudget && s.opts.Now().Add(wait).Before(deadline); wait = min(2*wait, time.Second) {
 			time.Sleep(wait)
+			slept += wait
 			// The stamp is taken before the doubts are looked at, and a
 			// fill whose doubt another update cleared is dropped (the
 			// restart rule).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/pgstore/doctor"
+	"github.com/warmcache/warmcache/internal/pgstore/pgstoretest"
 	"github.com/warmcache/warmcache/internal/testenv"
 )
 
@@ -32,7 +33,7 @@ func TestConnections(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := testContext(t)
+			ctx := pgstoretest.Context(t)
 			app := "warmcache_test_" + testenv.RandomSuffix(t)
 			direct := withApplicationName(t, tc.warehouse.NewDatabase(t), app)
 			opts := pgstore.Options{DSN: direct, MaxConns: 2}
@@ -42,7 +43,7 @@ func TestConnections(t *testing.T) {
 			}
 			s := openStore(t, opts)
 			var maxConns, superuserReserved int
-			withConn(t, direct, func(ctx context.Context, conn *pgx.Conn) {
+			pgstoretest.WithConn(t, direct, func(ctx context.Context, conn *pgx.Conn) {
 				err := conn.QueryRow(ctx, "SELECT current_setting('max_connections')::int, current_setting('superuser_reserved_connections')::int").
 					Scan(&maxConns, &superuserReserved)
 				if err != nil {

@@ -7,13 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/pgstore"
 	"github.com/warmcache/warmcache/internal/pgstore/doctor"
+	"github.com/warmcache/warmcache/internal/pgstore/pgstoretest"
 	migrations "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/testenv"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -21,13 +21,7 @@ import (
 
 // schema creates the version sequence, a hash-partitioned packed table and
 // a columns-layout table.
-const schema = `
-CREATE SEQUENCE warmcache_version_seq;
-CREATE TABLE widgets (key bigint, value jsonb NOT NULL, version bigint NOT NULL, PRIMARY KEY (key)) PARTITION BY HASH (key);
-CREATE TABLE widgets_p0 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 0);
-CREATE TABLE widgets_p1 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 1);
-CREATE TABLE widgets_p2 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 2);
-CREATE TABLE widgets_p3 PARTITION OF widgets FOR VALUES WITH (MODULUS 4, REMAINDER 3);
+const schema = pgstoretest.WidgetsSchema + `
 CREATE TABLE people (id bigint PRIMARY KEY, name text NOT NULL, age integer, version bigint NOT NULL);
 `
 
@@ -37,7 +31,7 @@ CREATE TABLE people (id bigint PRIMARY KEY, name text NOT NULL, age integer, ver
 func TestDoctor(t *testing.T) {
 	for _, pgbouncer := range []bool{false, true} {
 		t.Run(map[bool]string{false: "direct", true: "pgbouncer"}[pgbouncer], func(t *testing.T) {
-			dsn := newDatabase(t, schema+`
+			dsn := pgstoretest.NewDatabase(t, schema+`
 CREATE INDEX widgets_value_gin ON widgets USING gin (value jsonb_path_ops);
 INSERT INTO widgets SELECT g, jsonb_build_object('n', g), g FROM generate_series(1, 5000) g;
 CREATE TABLE broken (key bigint NOT NULL, value jsonb NOT NULL, version bigint NOT NULL);
@@ -60,7 +54,7 @@ ANALYZE;
 				opts.DSN, opts.Pooler = testenv.PgBouncerDSN(t, testenv.DatabaseName(t, dsn)), pgstore.PoolerPgBouncer
 			}
 			s := openStore(t, opts, widgets, broken, &tiny, people)
-			diags, err := doctor.Diagnose(testContext(t), s)
+			diags, err := doctor.Diagnose(pgstoretest.Context(t), s)
 			if err != nil {
 				t.Fatalf("Doctor: %v", err)
 			}
@@ -110,7 +104,7 @@ ANALYZE;
 			}
 			// The doctor leaves nothing behind: its statements are gone and
 			// a second run gives the same verdict.
-			again, err := doctor.Diagnose(testContext(t), s)
+			again, err := doctor.Diagnose(pgstoretest.Context(t), s)
 			if err != nil || len(again) != len(diags) || formatFindings(again[3].Findings) != formatFindings(diags[3].Findings) {
 				t.Fatalf("second Doctor = %v, %v", again, err)
 			}
@@ -134,16 +128,16 @@ func TestDoctorLane(t *testing.T) {
 			for _, ns := range namespaces {
 				// One row first: Greenplum takes statistics on a table's
 				// first insert, then never again by itself.
-				execSQL(t, dsn, fmt.Sprintf(`INSERT INTO %s VALUES (0, '{}', 1)`, ns.Table))
+				pgstoretest.Exec(t, dsn, fmt.Sprintf(`INSERT INTO %s VALUES (0, '{}', 1)`, ns.Table))
 				// Versions unique, as the sequence makes them: the version's
 				// index then looks as selective as the key's to the planner.
-				execSQL(t, dsn, fmt.Sprintf(`INSERT INTO %s SELECT g, jsonb_build_object('n', g), g + 1 FROM generate_series(1, 5000) g`, ns.Table))
+				pgstoretest.Exec(t, dsn, fmt.Sprintf(`INSERT INTO %s SELECT g, jsonb_build_object('n', g), g + 1 FROM generate_series(1, 5000) g`, ns.Table))
 			}
 			// A small pool: the Greenplum coordinator takes 100 connections in all.
 			s := openStore(t, pgstore.Options{DSN: dsn, MaxConns: 2}, namespaces...)
 			findings := func() map[string]string {
 				t.Helper()
-				diags, err := doctor.Diagnose(testContext(t), s)
+				diags, err := doctor.Diagnose(pgstoretest.Context(t), s)
 				if err != nil {
 					t.Fatalf("Doctor: %v", err)
 				}
@@ -155,9 +149,9 @@ func TestDoctorLane(t *testing.T) {
 			}
 			stale := findings()
 			for _, ns := range namespaces {
-				execSQL(t, dsn, "ANALYZE "+ns.Table)
+				pgstoretest.Exec(t, dsn, "ANALYZE "+ns.Table)
 			}
-			execSQL(t, dsn, "ALTER SEQUENCE "+pgstore.VersionSequence+" CACHE 20")
+			pgstoretest.Exec(t, dsn, "ALTER SEQUENCE "+pgstore.VersionSequence+" CACHE 20")
 			fresh := findings()
 			for _, ns := range namespaces {
 				t.Run(ns.Name, func(t *testing.T) {
@@ -240,7 +234,7 @@ func migrated(t testing.TB, w testenv.Warehouse) (string, []*warmcache.Namespace
 	t.Helper()
 	dsn := w.NewDatabase(t)
 	tables := laneTables()
-	withConn(t, dsn, func(ctx context.Context, conn *pgx.Conn) {
+	pgstoretest.WithConn(t, dsn, func(ctx context.Context, conn *pgx.Conn) {
 		m, err := migrations.OpenMigrator(ctx, conn, tables, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -259,54 +253,16 @@ func migrated(t testing.TB, w testenv.Warehouse) (string, []*warmcache.Namespace
 	return dsn, namespaces
 }
 
-// newDatabase creates a fresh PostgreSQL database with schema and returns
-// its DSN.
-func newDatabase(t testing.TB, schema string) string {
-	t.Helper()
-	dsn := testenv.NewDatabase(t)
-	execSQL(t, dsn, schema)
-	return dsn
-}
-
-// execSQL runs sql on the database of dsn.
-func execSQL(t testing.TB, dsn, sql string) {
-	t.Helper()
-	withConn(t, dsn, func(ctx context.Context, conn *pgx.Conn) {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("exec %q: %v", sql, err)
-		}
-	})
-}
-
-// withConn runs use with a connection to the database of dsn.
-func withConn(t testing.TB, dsn string, use func(ctx context.Context, conn *pgx.Conn)) {
-	t.Helper()
-	ctx := testContext(t)
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	use(ctx, conn)
-}
-
 // openStore opens a store with opts, closed when the test ends.
 func openStore(t testing.TB, opts pgstore.Options, namespaces ...*warmcache.Namespace) *pgstore.Store {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := pgstore.Open(testContext(t), opts, namespaces, prometheus.NewRegistry(), log)
+	s, err := pgstore.Open(pgstoretest.Context(t), opts, namespaces, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(s.Close)
 	return s
-}
-
-// testContext returns a context that ends with the test.
-func testContext(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // formatFindings writes findings one per line.
