@@ -138,31 +138,14 @@ func (s *Served) ready(ctx context.Context) error {
 	if !strings.HasPrefix(base, "http://") {
 		return nil
 	}
-	client := &http.Client{Timeout: 5 * time.Second}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	last := "no answer"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-s.exited:
-			return fmt.Errorf("warmcache serve exited (%v) before %s/readyz answered 200", s.err, base)
-		case <-ctx.Done():
-			return fmt.Errorf("warmcache serve not ready at %s/readyz: %s", base, last)
-		case <-tick.C:
-		}
+	err := s.WaitStatus(ctx, base+"/readyz", http.StatusOK, 50*time.Millisecond)
+	if errors.Is(err, ErrExited) {
+		return fmt.Errorf("warmcache serve exited (%v) before %s/readyz answered 200", s.err, base)
 	}
+	if err != nil {
+		return fmt.Errorf("warmcache serve not ready: %w", err)
+	}
+	return nil
 }
 
 // Served is a `warmcache serve` that Serve started.
@@ -247,6 +230,39 @@ func (p *Process) Signal(sig os.Signal) error {
 		return nil
 	}
 	return p.cmd.Process.Signal(sig)
+}
+
+// ErrExited reports a binary that exited while WaitStatus waited for it.
+var ErrExited = errors.New("exited")
+
+// WaitStatus polls url every interval until it answers status, the binary
+// exits (ErrExited) or ctx ends (an error with the last answer).
+func (p *Process) WaitStatus(ctx context.Context, url string, status int, interval time.Duration) error {
+	client := &http.Client{Timeout: 5 * time.Second}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	last := "no answer"
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == status {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-p.exited:
+			return ErrExited
+		case <-ctx.Done():
+			return fmt.Errorf("%s answered %s, want %d", url, last, status)
+		case <-tick.C:
+		}
+	}
 }
 
 // ErrNotStopped reports a binary that did not exit within the grace that

@@ -253,7 +253,7 @@ func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sock
 		return nil, "", err
 	}
 	base := "http://" + daprHTTP
-	if err := waitStatus(ctx, daprd, base+"/v1.0/healthz", http.StatusNoContent); err != nil {
+	if err := daprd.waitStatus(ctx, base+"/v1.0/healthz", http.StatusNoContent, time.Minute); err != nil {
 		_ = daprd.stop()
 		return nil, "", err
 	}
@@ -435,28 +435,6 @@ func writeDaprResources(dir, pgDSN, redisAddr string) error {
 		}
 	}
 	return nil
-}
-
-// waitStatus polls url until it answers status, p exits, or a minute
-// passes.
-func waitStatus(ctx context.Context, p *process, url string, status int) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == status {
-				return nil
-			}
-		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("%s exited (%v); see %s", p.name, p.Err(), p.log.Name())
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s; see %s", p.name, url, p.log.Name())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }
 
 // flushDaprRedis deletes state.redis's keys of the scenario.

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -279,32 +277,22 @@ func (p *process) stop() error {
 // waitReady polls url until it answers 200, the process exits, or 30s
 // pass.
 func (p *process) waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	return p.waitStatus(ctx, url, http.StatusOK, 30*time.Second)
+}
+
+// waitStatus polls url until it answers status, the process exits, or
+// limit passes.
+func (p *process) waitStatus(ctx context.Context, url string, status int, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var last string
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body))
-		} else {
-			last = err.Error()
-		}
-		select {
-		case <-p.Exited():
-			return fmt.Errorf("%s exited before it was ready (%v); see %s", p.name, p.Err(), p.log.Name())
-		case <-ctx.Done():
-			return fmt.Errorf("%s not ready at %s: %s; see %s", p.name, url, last, p.log.Name())
-		case <-tick.C:
-		}
+	err := p.WaitStatus(ctx, url, status, 100*time.Millisecond)
+	if errors.Is(err, localstack.ErrExited) {
+		return fmt.Errorf("%s exited before it was ready (%v); see %s", p.name, p.Err(), p.log.Name())
 	}
+	if err != nil {
+		return fmt.Errorf("%s not ready: %w; see %s", p.name, err, p.log.Name())
+	}
+	return nil
 }
 
 // captureSlot is the replication slot of the services the harness starts
