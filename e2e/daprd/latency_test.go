@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -91,43 +90,22 @@ func BenchmarkLowRateGet(b *testing.B) {
 			return nil
 		}
 	}
-	paths := []struct {
-		name string
-		do   func(int) error
-	}{
-		{"daprd-warmcache", daprGet(storeWarmcache)},
-		{"daprd-redis", daprGet(storeRedis)},
-		{"socket-get", func(i int) error {
+	harness.CompareAtRate(b, lowRate, lowRateFor, rounds, []harness.RatePath{
+		{Name: "daprd-warmcache", Do: daprGet(storeWarmcache)},
+		{Name: "daprd-redis", Do: daprGet(storeRedis)},
+		{Name: "socket-get", Do: func(i int) error {
 			resp, err := component.Get(callCtx, &proto.GetRequest{Key: fmt.Sprint(s.Prefix, "||k", i%keys)})
 			if err == nil && len(resp.GetData()) == 0 {
 				err = fmt.Errorf("socket get of k%d: no data", i%keys)
 			}
 			return err
 		}},
-		{"socket-ping", func(int) error {
+		{Name: "socket-ping", Do: func(int) error {
 			_, err := component.Ping(callCtx, &proto.PingRequest{})
 			return err
 		}},
-		{"redis-get", func(int) error { return rdb.Get(context.Background(), probe).Err() }},
-	}
-	lat := make(map[string][]time.Duration)
-	for range rounds {
-		for _, p := range paths {
-			d, err := harness.AtRate(lowRate, lowRateFor, p.do)
-			if err != nil {
-				b.Fatalf("%s: %v", p.name, err)
-			}
-			lat[p.name] = append(lat[p.name], d...)
-			slices.Sort(d)
-			b.Logf("%-16s p50 %6d µs  p90 %6d µs  p99 %6d µs", p.name, d[len(d)/2].Microseconds(), d[len(d)*9/10].Microseconds(), d[len(d)*99/100].Microseconds())
-		}
-	}
-	for _, p := range paths {
-		d := lat[p.name]
-		slices.Sort(d)
-		b.ReportMetric(float64(d[len(d)/2].Microseconds()), p.name+"-p50-µs")
-		b.ReportMetric(float64(d[len(d)*9/10].Microseconds()), p.name+"-p90-µs")
-	}
+		{Name: "redis-get", Do: func(int) error { return rdb.Get(context.Background(), probe).Err() }},
+	})
 }
 
 // jsonRaw is a JSON value sent as it is.

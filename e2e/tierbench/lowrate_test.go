@@ -3,7 +3,6 @@ package tierbench_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -47,30 +46,9 @@ func BenchmarkHitLowRate(b *testing.B) {
 			return err
 		}
 	}
-	paths := []struct {
-		name string
-		do   func(int) error
-	}{
-		{"core-fold64", coreGet(folded)},
-		{"core-fold1", coreGet(single)},
-		{"redis-get", func(i int) error { return t.raw.Get(ctx, t.prefix+"w:"+strconv.Itoa(i%hot+1)).Err() }},
-	}
-	lat := make(map[string][]time.Duration)
-	for range rounds {
-		for _, p := range paths {
-			d, err := harness.AtRate(rate, runFor, p.do)
-			if err != nil {
-				b.Fatalf("%s: %v", p.name, err)
-			}
-			lat[p.name] = append(lat[p.name], d...)
-			slices.Sort(d)
-			b.Logf("%-12s p50 %6d µs  p90 %6d µs  p99 %6d µs", p.name, d[len(d)/2].Microseconds(), d[len(d)*9/10].Microseconds(), d[len(d)*99/100].Microseconds())
-		}
-	}
-	for _, p := range paths {
-		d := lat[p.name]
-		slices.Sort(d)
-		b.ReportMetric(float64(d[len(d)/2].Microseconds()), p.name+"-p50-µs")
-		b.ReportMetric(float64(d[len(d)*9/10].Microseconds()), p.name+"-p90-µs")
-	}
+	harness.CompareAtRate(b, rate, runFor, rounds, []harness.RatePath{
+		{Name: "core-fold64", Do: coreGet(folded)},
+		{Name: "core-fold1", Do: coreGet(single)},
+		{Name: "redis-get", Do: func(i int) error { return t.raw.Get(ctx, t.prefix+"w:"+strconv.Itoa(i%hot+1)).Err() }},
+	})
 }
