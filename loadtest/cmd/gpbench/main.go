@@ -327,29 +327,25 @@ func (r *gpRun) misses() error {
 	return nil
 }
 
+// hitAttack reads keys 1 to 1,000 under base once, so that they are
+// cached, then attacks them at random.
+func (r *gpRun) hitAttack(base string) bench.Closed {
+	for i := 1; i <= 1000; i++ {
+		if res, err := r.client.Get(base + strconv.Itoa(i)); err == nil {
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+		}
+	}
+	return attack(r.client, r.o.workers, r.o.duration, func() *http.Request {
+		req, _ := http.NewRequest("GET", base+strconv.Itoa(1+mathrand.IntN(1000)), nil)
+		return req
+	})
+}
+
 // hits measures the service's Redis hits against a constant-body floor.
 func (r *gpRun) hits() error {
 	o := r.o
-	for i := 1; i <= 1000; i++ {
-		if res, err := r.client.Get(r.kv + strconv.Itoa(i)); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-		}
-	}
-	hit := attack(r.client, o.workers, o.duration, func() *http.Request {
-		req, _ := http.NewRequest("GET", r.kv+strconv.Itoa(1+mathrand.IntN(1000)), nil)
-		return req
-	})
-	for i := 1; i <= 1000; i++ {
-		if res, err := r.client.Get(r.peer + strconv.Itoa(i)); err == nil {
-			_, _ = io.Copy(io.Discard, res.Body)
-			res.Body.Close()
-		}
-	}
-	peerHit := attack(r.client, o.workers, o.duration, func() *http.Request {
-		req, _ := http.NewRequest("GET", r.peer+strconv.Itoa(1+mathrand.IntN(1000)), nil)
-		return req
-	})
+	hit, peerHit := r.hitAttack(r.kv), r.hitAttack(r.peer)
 	floorURL, closeFloor, err := startFloor(460)
 	if err != nil {
 		return err
