@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,7 +59,7 @@ func (s *Store) WriteEach(ctx context.Context, ns *warmcache.Namespace, writes [
 	for _, i := range together {
 		hashes[i] = lockHash(ns, &writes[i].Key)
 	}
-	slices.SortStableFunc(together, func(a, b int) int { return cmpInt64(hashes[a], hashes[b]) })
+	slices.SortStableFunc(together, func(a, b int) int { return cmp.Compare(hashes[a], hashes[b]) })
 	for len(together) > 1 {
 		at, err := s.fold(ctx, t, writes, together, entries)
 		if err == nil {
@@ -81,16 +82,6 @@ func (s *Store) WriteEach(ctx context.Context, ns *warmcache.Namespace, writes [
 		entries[i], errs[i] = s.writeAlone(ctx, ns, writes[i])
 	}
 	return entries, errs
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // alone checks what Write checks of a write before the warehouse sees it.
