@@ -17,6 +17,15 @@
 #   hot         the function on a copy with fillfactor 90 and no version
 #               index, as a namespace followed by change capture alone could
 #               have: its updates can be HOT (heap-only tuples)
+#   fold-calls  a fold of FOLD writes (default 8) as the service sent it
+#               before: BEGIN, one call of the function per write, COMMIT,
+#               in one round trip (a pgbench pipeline)
+#   fold        a fold as the service sends it: one statement calling the
+#               function for each write over unnest of arrays (FoldCall)
+# A fold's keys come one from each of FOLD equal ranges of the keys, in
+# order, as the service orders a fold's writes (by lock hash), so that two
+# folds cannot deadlock. Every rate is of writes: a fold's transactions/s
+# times FOLD.
 # PostgreSQL (the postmaster and its backends) and PgBouncer on CPU 0, pgbench
 # on CPU 1, so that each rate is what one core of the warehouse's side
 # sustains. The variants live in a schema of their own (wc_parts), dropped at
@@ -24,6 +33,7 @@
 # pg_stat_user_tables (n_tup_hot_upd / n_tup_upd) after the rounds.
 #
 #   loadtest/write-parts.sh 3
+#   FOLD=16 loadtest/write-parts.sh 3
 set -euo pipefail
 export PGOPTIONS="-c client_min_messages=warning"
 rounds=${1:-3}
@@ -75,6 +85,26 @@ call wc_parts.no_row_lock 'ARRAY[:k]::bigint[]' >"$work/no-row-lock.sql"
 call "$name" "'{}'::bigint[]" >"$work/function.sql"
 call wc_parts.copy_write "'{}'::bigint[]" >"$work/copy.sql"
 call wc_parts.hot_write "'{}'::bigint[]" >"$work/hot.sql"
+# The folds: FOLD keys, the i-th drawn from the i-th of FOLD equal ranges.
+fold=${FOLD:-8}
+keys=""
+args=""
+for i in $(seq "$fold"); do
+	keys+=$(printf '\\set k%d random(%d, %d)' "$i" $(( (i - 1) * rows / fold + 1 )) $(( i * rows / fold )))$'\n'
+	args+=":k$i,"
+done
+{
+	printf '%s\\startpipeline\nBEGIN;\n' "$keys"
+	for i in $(seq "$fold"); do
+		printf "SELECT * FROM %s(:k%d, %s, NULL, false, NULL, false, 1, ARRAY[:k%d]::bigint[], '{}'::bigint[]);\n" "$name" "$i" "$lit" "$i"
+	done
+	printf 'COMMIT;\n\\endpipeline\n'
+} >"$work/fold-calls.sql"
+{
+	printf '%s' "$keys"
+	printf "SELECT w.* FROM unnest(ARRAY[%s]::bigint[]) WITH ORDINALITY AS a(key, i), LATERAL %s(a.key, %s, NULL, false, NULL, false, 1, ARRAY[a.key], '{}'::bigint[]) AS w ORDER BY a.i;\n" "${args%,}" "$name" "$lit"
+} >"$work/fold.sql"
+declare -A per=([fold-calls]=$fold [fold]=$fold)
 
 # pin MASK: the local stack's PostgreSQL (its postmaster and every backend)
 # and PgBouncer on the CPUs of MASK; a backend forked later inherits it.
@@ -91,17 +121,18 @@ pin 1
 trap 'pin "$all"; rm -rf "$work"; psql -X "$direct" -qc "DROP SCHEMA IF EXISTS wc_parts CASCADE" >/dev/null 2>&1 || true' EXIT
 
 declare -A sum
-parts=(upsert lock-first no-row-lock function copy hot)
+parts=(upsert lock-first no-row-lock function copy hot fold-calls fold)
 for r in $(seq "$rounds"); do
 	for p in "${parts[@]}"; do
 		tps=$(env -u PGOPTIONS taskset -c 1 pgbench -n -M extended -c 16 -j 2 -T 5 -f "$work/$p.sql" "$pooled" 2>"$work/$p.err" | awk '/^tps/ {printf "%d", $3}' || true)
 		[[ -n $tps ]] || { echo "write-parts.sh: pgbench of $p failed:" >&2; tail -3 "$work/$p.err" >&2; exit 1; }
+		tps=$(( tps * ${per[$p]:-1} ))
 		sum[$p]=$(( ${sum[$p]:-0} + tps ))
-		echo "round $r: $p $tps/s"
+		echo "round $r: $p $tps writes/s"
 	done
 done
 echo
-echo "| what | statements/s (mean of $rounds) | × the upsert |"
+echo "| what | writes/s (mean of $rounds) | × the upsert |"
 echo "|---|---:|---:|"
 for p in "${parts[@]}"; do
 	awk -v p="$p" -v s="${sum[$p]}" -v u="${sum[upsert]}" -v n="$rounds" 'BEGIN { printf "| %s | %d | %.2f |\n", p, s / n, s / u }'

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/warmcache/warmcache/internal/dialect"
 	"github.com/warmcache/warmcache/internal/warmcache"
@@ -101,10 +102,12 @@ func (s *Store) writeAlone(ctx context.Context, ns *warmcache.Namespace, w warmc
 	return e[0], nil
 }
 
-// fold runs the writes at indexes in one transaction of one round trip
-// and fills their entries. On failure it returns the index of the write
-// that failed with its error, or -1 when the transaction failed as a whole;
-// then nothing was written.
+// fold runs the writes at indexes in one transaction and fills their
+// entries: first in one statement (FoldCall), which calls the write
+// function for each; when a write fails it, in one round trip of BEGIN, a
+// call per write and COMMIT, whose failed call names the write. On failure
+// it returns the index of the write that failed with its error, or -1 when
+// the transaction failed as a whole; then nothing was written.
 func (s *Store) fold(ctx context.Context, t *table, writes []warmcache.Write, indexes []int, entries []warmcache.Entry) (at int, err error) {
 	defer func(start time.Time) {
 		if at >= 0 {
@@ -113,6 +116,67 @@ func (s *Store) fold(ctx context.Context, t *table, writes []warmcache.Write, in
 			t.metrics[opFold].observe(start, err)
 		}
 	}(time.Now())
+	err = s.foldStatement(ctx, t, writes, indexes, entries)
+	var pgErr *pgconn.PgError
+	if err == nil || !errors.As(err, &pgErr) {
+		return -1, err
+	}
+	return s.foldCalls(ctx, t, writes, indexes, entries)
+}
+
+// foldStatement runs the writes at indexes in one statement, FoldCall, and
+// fills their entries. A write that fails fails the statement, and then
+// nothing was written.
+func (s *Store) foldStatement(ctx context.Context, t *table, writes []warmcache.Write, indexes []int, entries []warmcache.Entry) error {
+	keys := make([]warmcache.Key, len(indexes))
+	values := make([]any, len(indexes)) // NULL for a delete
+	ifMatch := make([]*int64, len(indexes))
+	deletes := make([]bool, len(indexes))
+	ttls := make([]*int64, len(indexes))
+	absentOK := make([]bool, len(indexes))
+	locks := make([]int64, len(indexes))
+	for j, i := range indexes {
+		w := writes[i]
+		keys[j], ifMatch[j], deletes[j], absentOK[j] = w.Key, w.IfMatch, w.Delete, w.AbsentOK
+		locks[j] = lockHash(t.ns, &w.Key)
+		if w.Delete {
+			continue
+		}
+		values[j] = valueArg(t.ns, w.Value)
+		if a := t.ttlArgs(w); len(a) == 1 {
+			if ms, ok := a[0].(int64); ok {
+				ttls[j] = &ms
+			}
+		}
+	}
+	rows, err := s.pool.Query(ctx, t.stmts.FoldCall, s.modes.Write, keyArray(t.ns, keys), values, ifMatch, deletes, ttls, absentOK, lockHash(t.ns, nil), locks)
+	if err != nil {
+		return err
+	}
+	r := newWriteResult(t)
+	j := 0
+	_, err = pgx.ForEachRow(rows, r.dest, func() error {
+		if j == len(indexes) {
+			return fmt.Errorf("the fold of %d writes returned more rows", len(indexes))
+		}
+		entries[indexes[j]] = r.entry(t, writes[indexes[j]])
+		j++
+		return nil
+	})
+	if err == nil && j != len(indexes) {
+		err = fmt.Errorf("the fold of %d writes returned %d rows", len(indexes), j)
+	}
+	if err != nil {
+		for _, i := range indexes {
+			entries[i] = warmcache.Entry{}
+		}
+	}
+	return err
+}
+
+// foldCalls runs the writes at indexes in one round trip of BEGIN, one
+// call of the write function per write and COMMIT, as fold returns.
+func (s *Store) foldCalls(ctx context.Context, t *table, writes []warmcache.Write, indexes []int, entries []warmcache.Entry) (at int, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return -1, classify(err)

@@ -1,16 +1,19 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/warmcache/warmcache/internal/memtier"
 	"github.com/warmcache/warmcache/internal/promreg/promregtest"
+	migrations "github.com/warmcache/warmcache/internal/schema"
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
@@ -78,7 +81,7 @@ func TestWriteEach(t *testing.T) {
 				t.Errorf("after the fold the rows are at %d and %d; the written one should be at %d", got[0].Version, got[1].Version, entries[0].Version)
 			}
 
-			before := trips.n.Load()
+			before, batches := trips.n.Load(), trips.batches.Load()
 			_, errs = s.WriteEach(ctx, people, []warmcache.Write{
 				{Key: k("8"), Value: []byte(`{"name": "Fa"}`)},
 				{Key: k("9"), Value: []byte(`{"name": "Gi"}`)},
@@ -91,6 +94,9 @@ func TestWriteEach(t *testing.T) {
 			}
 			if n := trips.n.Load() - before; n != 1 {
 				t.Errorf("a fold of three writes took %d round trips, want 1", n)
+			}
+			if n := trips.batches.Load() - batches; n != 0 {
+				t.Errorf("a fold of three writes that all apply sent %d batches, want one statement", n)
 			}
 		})
 	}
@@ -173,5 +179,82 @@ func TestFoldedWrites(t *testing.T) {
 				t.Errorf("%d folds of %v writes; want folds of more than one write, none above %d", count, sum, fold)
 			}
 		})
+	}
+}
+
+// TestFoldStatement checks a fold's one statement on a table of the bytes
+// layout with text keys and expiries: every byte value comes back as
+// written, each write at its own version, a TTL as an expiry, a delete
+// among puts, each fold one statement.
+func TestFoldStatement(t *testing.T) {
+	ns := bytesTable("blobs", migrations.Storage{}).Namespace
+	dsn := newDatabase(t, bytesSchema)
+	trips := &roundTrips{}
+	opts := options(t, dsn, targets()[4])
+	opts.Tracer = trips
+	s, err := openStore(t, opts, prometheus.NewRegistry(), ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	k := func(raw string) warmcache.Key { return key(t, ns, raw) }
+	every := make([]byte, 256)
+	for i := range every {
+		every[i] = byte(i)
+	}
+	folds := [][]warmcache.Write{
+		{
+			{Key: k("every-byte"), Value: every},
+			{Key: k("empty"), Value: []byte{}},
+			{Key: k("for a minute"), Value: []byte("soon gone"), TTL: time.Minute},
+		},
+		{
+			{Key: k("empty"), Delete: true},
+			{Key: k("every-byte"), Value: every[1:]},
+			{Key: k("never there"), Delete: true, AbsentOK: true},
+		},
+	}
+	var top int64 // the highest version of the folds before
+	for n, writes := range folds {
+		seen, high := map[int64]bool{}, top
+		before := trips.batches.Load()
+		started := time.Now()
+		entries, errs := s.WriteEach(ctx, ns, writes)
+		if sent := trips.batches.Load() - before; sent != 0 {
+			t.Errorf("fold %d sent %d batches, want one statement", n, sent)
+		}
+		keys := make([]warmcache.Key, len(writes))
+		for i, w := range writes {
+			keys[i] = w.Key
+			if errs[i] != nil {
+				t.Fatalf("fold %d, write %d (%s): %v", n, i, w.Key.Text, errs[i])
+			}
+			if w.AbsentOK {
+				continue
+			}
+			if v := entries[i].Version; v <= top || seen[v] {
+				t.Errorf("fold %d, write %d (%s) at version %d, want one of its own above %d", n, i, w.Key.Text, v, top)
+			}
+			seen[entries[i].Version], high = true, max(high, entries[i].Version)
+		}
+		top = high
+		got, err := s.LookupMany(ctx, ns, keys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, w := range writes {
+			switch {
+			case w.Delete && (got[i].Found || entries[i].Found):
+				t.Errorf("fold %d: %s deleted, then read %+v (written %+v)", n, w.Key.Text, got[i], entries[i])
+			case !w.Delete && (!got[i].Found || !bytes.Equal(got[i].Value, w.Value) || got[i].Version != entries[i].Version || !bytes.Equal(entries[i].Value, w.Value)):
+				t.Errorf("fold %d: %s written as %q at %d, read %q at %d", n, w.Key.Text, entries[i].Value, entries[i].Version, got[i].Value, got[i].Version)
+			}
+		}
+		if n == 0 {
+			exp := entries[2].ExpiresAt
+			if exp.Before(started.Add(time.Minute-5*time.Second)) || exp.After(time.Now().Add(time.Minute+5*time.Second)) {
+				t.Errorf("a write with a TTL of a minute expires at %v, %v after it was sent", exp, exp.Sub(started))
+			}
+		}
 	}
 }

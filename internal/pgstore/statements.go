@@ -94,6 +94,12 @@ type StatementSet struct {
 	// expiry. Both are empty without a write
 	// function (Greenplum, append-optimized tables, Options.WriteFunction).
 	WriteFunction, WriteCall string
+	// FoldCall calls the write function once per write of a fold, in one
+	// statement: $1 to $6 are arrays of WriteCall's $1 to $6, one element
+	// per write, $7 the table's lock hash and $8 the array of each write's
+	// key lock hash. The calls run in the arrays' order, and it returns
+	// WriteCall's row for each, in the same order. Empty with WriteCall.
+	FoldCall string
 	// writeSignature and writeBody are lookupSignature and lookupBody of
 	// the write function.
 	writeSignature, writeBody string

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
@@ -115,6 +116,10 @@ func (s *StatementSet) setWriteFunction(ns *warmcache.Namespace, schema string, 
 	s.WriteFunction = "CREATE OR REPLACE FUNCTION " + fn + definition
 	s.WriteCall = fmt.Sprintf("SELECT * FROM %s($1::%s, $2::%s, $3::bigint, $4::boolean, $5::bigint, $6::boolean, $7::bigint, $8::bigint[], $9::%s[])",
 		fn, keyType, valueType, keyType)
+	s.FoldCall = fmt.Sprintf("SELECT w.* FROM unnest($1::%[2]s[], $2::%[3]s[], $3::bigint[], $4::boolean[], $5::bigint[], $6::boolean[], $8::bigint[])"+
+		" WITH ORDINALITY AS a(key, value, if_match, del, ttl, absent_ok, lock, i),"+
+		" LATERAL %[1]s(a.key, a.value, a.if_match, a.del, a.ttl, a.absent_ok, $7::bigint, ARRAY[a.lock], '{}'::%[2]s[]) AS w ORDER BY a.i",
+		fn, keyType, valueType)
 	s.writeReturnsValue = w.returnsValue
 }
 
@@ -243,7 +248,7 @@ func (w writeBody) lockFirst() string {
 // dropWriteFunction leaves s without a write function: writes run their
 // statements in a transaction of their own.
 func (s *StatementSet) dropWriteFunction() {
-	s.WriteFunction, s.WriteCall, s.writeSignature, s.writeBody = "", "", "", ""
+	s.WriteFunction, s.WriteCall, s.FoldCall, s.writeSignature, s.writeBody = "", "", "", "", ""
 	s.writeReturnsValue = false
 }
 
@@ -390,32 +395,48 @@ type writeAt struct {
 func (e *writeAt) Error() string { return e.err.Error() }
 func (e *writeAt) Unwrap() error { return e.err }
 
-// readWriteResult reads the row of one call of the write function: the
-// stored entry (with w's own value where the function returns none), or a
-// delete's version, 0 for an absent key that may be absent.
+// readWriteResult reads the row of one call of the write function (see
+// writeResult).
 func readWriteResult(t *table, w warmcache.Write, rows pgx.Rows) (warmcache.Entry, error) {
+	r := newWriteResult(t)
+	if _, err := pgx.ForEachRow(rows, r.dest, func() error { return nil }); err != nil {
+		return warmcache.Entry{}, err
+	}
+	return r.entry(t, w), nil
+}
+
+// writeResult reads the OUT parameters of a call of t's write function:
+// the version, the value where the function returns it and the expiry
+// with Expiring (entryRow's order is value, version, expiry).
+type writeResult struct {
+	*entryRow
+	dest []any
+}
+
+func newWriteResult(t *table) writeResult {
 	r := t.entryRow()
-	dest := r.dest
-	// The OUT parameters: the version, the value where the function
-	// returns it, the expiry with Expiring (entryRow's order is value,
-	// version, expiry).
+	dest := slices.Clone(r.dest)
 	if t.stmts.writeReturnsValue {
 		dest[0], dest[1] = dest[1], dest[0]
 	} else {
 		dest = dest[1:]
 	}
-	if _, err := pgx.ForEachRow(rows, dest, func() error { return nil }); err != nil {
-		return warmcache.Entry{}, err
-	}
+	return writeResult{r, dest}
+}
+
+// entry returns the row last scanned as w's outcome: the stored entry
+// (with w's own value where the function returns none), or a delete's
+// version, 0 for an absent key that may be absent.
+func (r writeResult) entry(t *table, w warmcache.Write) warmcache.Entry {
 	switch {
 	case w.Delete && r.version == 0:
-		return warmcache.Entry{}, nil
+		return warmcache.Entry{}
 	case w.Delete:
-		return warmcache.Entry{Version: r.version}, nil
+		return warmcache.Entry{Version: r.version}
 	case !t.stmts.writeReturnsValue:
 		r.value = valueArg(t.ns, w.Value).([]byte)
 	}
-	return r.entry(), nil
+	return r.entryRow.entry()
 }
 
 // writeResultError turns the write function's refusal of w into the

@@ -18,7 +18,7 @@ import (
 
 // roundTrips is a pgx tracer that counts what a pool sends: each query and
 // each batch is one round trip.
-type roundTrips struct{ n atomic.Int64 }
+type roundTrips struct{ n, batches atomic.Int64 }
 
 func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	r.n.Add(1)
@@ -29,6 +29,7 @@ func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEnd
 
 func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	r.n.Add(1)
+	r.batches.Add(1)
 	return ctx
 }
 
