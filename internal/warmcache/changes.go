@@ -66,12 +66,20 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 	keys := make([]Key, 0, len(changes))
 	entries := make([]Entry, 0, len(changes))
 	var refresh []Key
+	echoed := 0
 	for _, c := range changes {
+		if s.trust.echoes.take(ns, c.Key, c.Entry.Version) {
+			echoed++ // this instance's own write, already applied
+			continue
+		}
 		if c.Refresh {
 			refresh = append(refresh, c.Key)
 			continue
 		}
 		keys, entries = append(keys, c.Key), append(entries, c.Entry)
+	}
+	if echoed > 0 {
+		s.metrics.hotWrites.WithLabelValues(ns.Name, string(updateChange), "echo").Add(float64(echoed))
 	}
 	if err := s.retire(ctx, ns, updateChange, s.fills(ns, keys, entries), stamp{}); err != nil {
 		return err

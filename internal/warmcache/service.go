@@ -123,7 +123,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"namespace", "tier", "result"})
 	s.metrics.hotWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_cache_fills_total",
-		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write, expire: rows the sweeper deleted) and result (ok, error).",
+		Help: "Hot-tier updates by namespace, reason (read, write, change: a write that bypassed the service, invalidate, load, repair: a retried update of a write, expire: rows the sweeper deleted) and result (ok, error, echo: a captured change that was this instance's own write at the version it already applied, skipped).",
 	}, []string{"namespace", "reason", "result"})
 	s.metrics.flightJoin = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_fill_coalesced_total",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -26,6 +27,61 @@ type trust struct {
 	// repairs bounds the background retries of failed hot-tier updates
 	// of writes (see repair).
 	repairs chan struct{}
+	// echoes are this instance's writes whose updates landed (see echoes).
+	echoes echoes
+}
+
+// maxEchoes bounds the writes echoes remembers.
+const maxEchoes = 8192
+
+// echoes remembers this instance's latest writes whose cache updates
+// landed and were trusted, by namespace, key and version, so that change
+// capture's report of the same row at the same version (the write's echo)
+// is not applied a second time: the hot tier holds that version or a
+// newer one (an echo only replaces, and the version rules never go
+// back), and the near caches were told. An echo forgotten (the oldest go
+// first, past maxEchoes) is only applied again, as any change is.
+type echoes struct {
+	mu    sync.Mutex
+	seen  map[echo]struct{}
+	order []echo // a ring of the remembered, oldest at next
+	next  int
+}
+
+type echo struct {
+	ns, key string
+	version int64
+}
+
+// add remembers the writes of ns at their versions.
+func (e *echoes) add(ns *Namespace, keys []Key, entries []Entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.seen == nil {
+		e.seen = make(map[echo]struct{}, maxEchoes)
+	}
+	for i, k := range keys {
+		w := echo{ns.Name, k.Text, entries[i].Version}
+		if len(e.order) < maxEchoes {
+			e.order = append(e.order, w)
+		} else {
+			delete(e.seen, e.order[e.next])
+			e.order[e.next] = w
+			e.next = (e.next + 1) % maxEchoes
+		}
+		e.seen[w] = struct{}{}
+	}
+}
+
+// take reports whether key of ns at version is a remembered write, and
+// forgets it: a change is its write's echo once.
+func (e *echoes) take(ns *Namespace, key Key, version int64) bool {
+	w := echo{ns.Name, key.Text, version}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.seen[w]
+	delete(e.seen, w)
+	return ok
 }
 
 // stamp is what a warehouse call's cache update must check once the call
@@ -219,6 +275,10 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 		s.logFill(ctx, ns, updateWrite, err)
 		s.trust.fence.Add(1)
 		s.repair(ctx, ns, fills)
+		return
+	}
+	if _, restarted := s.since(st); !restarted {
+		s.trust.echoes.add(ns, fk, fe)
 	}
 }
 

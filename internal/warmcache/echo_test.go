@@ -1,0 +1,65 @@
+package warmcache_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/warmcache/warmcache/internal/memtier"
+	"github.com/warmcache/warmcache/internal/promreg/promregtest"
+	"github.com/warmcache/warmcache/internal/warmcache"
+)
+
+// TestChangeEchoOfOwnWrite checks that change capture's report of a row
+// this instance wrote, at the version it wrote, does not update the hot
+// tier a second time, and is counted as an echo; that an echo is skipped
+// once; and that a change at another version of the same key is applied.
+func TestChangeEchoOfOwnWrite(t *testing.T) {
+	hot := memtier.NewHot(nil)
+	reg := prometheus.NewRegistry()
+	svc, err := warmcache.NewService(hot, memtier.NewWarm(), []*warmcache.Namespace{widgets()}, reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ns, err := svc.Namespace("widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ns.ParseKey("7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echoes := func() float64 {
+		return promregtest.Value(t, reg, "warmcache_cache_fills_total", "reason", "change", "result", "echo")
+	}
+	apply := func(c warmcache.Change) int64 {
+		t.Helper()
+		before := hot.Fills()
+		if err := svc.Apply(ctx, ns, []warmcache.Change{c}); err != nil {
+			t.Fatal(err)
+		}
+		return hot.Fills() - before
+	}
+	if n := apply(warmcache.Change{Key: key, Entry: it.Entry}); n != 0 || echoes() != 1 {
+		t.Errorf("the echo of the service's own write filled %d keys and counted %v echoes; want 0 and 1", n, echoes())
+	}
+	if n := apply(warmcache.Change{Key: key, Entry: it.Entry}); n != 1 || echoes() != 1 {
+		t.Errorf("the same change again filled %d keys and counted %v echoes; want 1 and 1", n, echoes())
+	}
+	newer := warmcache.Entry{Value: []byte(`{"v":2}`), Version: it.Entry.Version + 10, Found: true}
+	if n := apply(warmcache.Change{Key: key, Entry: newer}); n != 1 {
+		t.Errorf("a change at a newer version filled %d keys, want 1", n)
+	}
+	if e, ok := hot.Peek("widgets", "7"); !ok || e.Version != newer.Version {
+		t.Errorf("after a newer change the hot tier holds %+v (%v), want version %d", e, ok, newer.Version)
+	}
+}
