@@ -16,9 +16,11 @@ import (
 // TestChangeEchoOfOwnWrite checks that change capture's report of a row
 // this instance wrote, at the version it wrote, does not update the hot
 // tier a second time, and is counted as an echo; that an echo is skipped
-// once; and that a change at another version of the same key is applied.
+// once; that a change at another version of the same key is applied; and
+// that the echo of a write whose update failed is applied.
 func TestChangeEchoOfOwnWrite(t *testing.T) {
-	hot := memtier.NewHot(nil)
+	mem := memtier.NewHot(nil)
+	hot := &fillFailing{Hot: mem}
 	reg := prometheus.NewRegistry()
 	svc, err := warmcache.NewService(hot, memtier.NewWarm(), []*warmcache.Namespace{widgets()}, reg,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
@@ -43,11 +45,11 @@ func TestChangeEchoOfOwnWrite(t *testing.T) {
 	}
 	apply := func(c warmcache.Change) int64 {
 		t.Helper()
-		before := hot.Fills()
+		before := mem.Fills()
 		if err := svc.Apply(ctx, ns, []warmcache.Change{c}); err != nil {
 			t.Fatal(err)
 		}
-		return hot.Fills() - before
+		return mem.Fills() - before
 	}
 	if n := apply(warmcache.Change{Key: key, Entry: it.Entry}); n != 0 || echoes() != 1 {
 		t.Errorf("the echo of the service's own write filled %d keys and counted %v echoes; want 0 and 1", n, echoes())
@@ -59,7 +61,28 @@ func TestChangeEchoOfOwnWrite(t *testing.T) {
 	if n := apply(warmcache.Change{Key: key, Entry: newer}); n != 1 {
 		t.Errorf("a change at a newer version filled %d keys, want 1", n)
 	}
-	if e, ok := hot.Peek("widgets", "7"); !ok || e.Version != newer.Version {
+	if e, ok := mem.Peek("widgets", "7"); !ok || e.Version != newer.Version {
 		t.Errorf("after a newer change the hot tier holds %+v (%v), want version %d", e, ok, newer.Version)
+	}
+
+	if _, err := svc.Put(ctx, "widgets", "8", []byte(`{"v":0}`), nil); err != nil {
+		t.Fatal(err)
+	}
+	hot.failing.Store(true)
+	failed, err := svc.Put(ctx, "widgets", "8", []byte(`{"v":1}`), nil)
+	hot.failing.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key8, err := ns.ParseKey("8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply(warmcache.Change{Key: key8, Entry: failed.Entry})
+	if echoes() != 1 {
+		t.Errorf("the echo of a write whose update failed was skipped: %v echoes, want 1", echoes())
+	}
+	if e, ok := mem.Peek("widgets", "8"); !ok || e.Version != failed.Entry.Version {
+		t.Errorf("after the echo of a write whose update failed the hot tier holds %+v (%v), want version %d", e, ok, failed.Entry.Version)
 	}
 }

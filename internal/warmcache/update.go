@@ -34,13 +34,17 @@ type trust struct {
 // maxEchoes bounds the writes echoes remembers.
 const maxEchoes = 8192
 
-// echoes remembers this instance's latest writes whose cache updates
-// landed and were trusted, by namespace, key and version, so that change
-// capture's report of the same row at the same version (the write's echo)
-// is not applied a second time: the hot tier holds that version or a
-// newer one (an echo only replaces, and the version rules never go
-// back), and the near caches were told. An echo forgotten (the oldest go
-// first, past maxEchoes) is only applied again, as any change is.
+// echoes remembers this instance's latest writes, by namespace, key and
+// version, from their commit until their echo (change capture's report of
+// the same row at the same version) arrives, so that the echo is not
+// applied a second time: the write's own update stores that version (an
+// echo only replaces, and the version rules never go back) and tells the
+// near caches. A write whose update failed or landed untrusted (the
+// restart rule) is forgotten once its update returns, so that an echo
+// arriving later applies; one arriving while the update was under way
+// was skipped, and the write's repair and its doubt (see doubts) stand in
+// for it. An echo forgotten (the oldest go first, past maxEchoes) is only
+// applied again, as any change is.
 type echoes struct {
 	mu    sync.Mutex
 	seen  map[echo]struct{}
@@ -70,6 +74,15 @@ func (e *echoes) add(ns *Namespace, keys []Key, entries []Entry) {
 			e.next = (e.next + 1) % maxEchoes
 		}
 		e.seen[w] = struct{}{}
+	}
+}
+
+// forget forgets the writes of ns at their versions.
+func (e *echoes) forget(ns *Namespace, keys []Key, entries []Entry) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, k := range keys {
+		delete(e.seen, echo{ns.Name, k.Text, entries[i].Version})
 	}
 }
 
@@ -271,14 +284,17 @@ func (s *Service) written(ctx context.Context, ns *Namespace, keys []Key, entrie
 	for i := range fills {
 		fills[i].Cached = true // a write usually replaces a cached key
 	}
-	if err := s.retire(ctx, ns, updateWrite, fills, st); err != nil {
+	// The echoes are remembered before the update: capture may bring them
+	// back while it is under way.
+	s.trust.echoes.add(ns, fk, fe)
+	err := s.retire(ctx, ns, updateWrite, fills, st)
+	if _, restarted := s.since(st); err != nil || restarted {
+		s.trust.echoes.forget(ns, fk, fe)
+	}
+	if err != nil {
 		s.logFill(ctx, ns, updateWrite, err)
 		s.trust.fence.Add(1)
 		s.repair(ctx, ns, fills)
-		return
-	}
-	if _, restarted := s.since(st); !restarted {
-		s.trust.echoes.add(ns, fk, fe)
 	}
 }
 
