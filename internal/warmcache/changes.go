@@ -3,6 +3,7 @@ package warmcache
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -66,12 +67,8 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 	keys := make([]Key, 0, len(changes))
 	entries := make([]Entry, 0, len(changes))
 	var refresh []Key
-	echoed := 0
+	changes, echoed := s.echoed(ns, changes)
 	for _, c := range changes {
-		if s.trust.echoes.take(ns, c.Key, c.Entry.Version) {
-			echoed++ // this instance's own write, already applied
-			continue
-		}
 		if c.Refresh {
 			refresh = append(refresh, c.Key)
 			continue
@@ -112,6 +109,53 @@ func (s *Service) applyChunk(ctx context.Context, ns *Namespace, changes []Chang
 		n = max(1, min(applyChunkKeys, refreshBytes/(size/len(part)+1)))
 	}
 	return nil
+}
+
+// echoWait bounds how long Apply waits for this instance's writes of
+// changed keys, still under way, to tell their versions, and echoPoll is
+// how often it looks.
+const (
+	echoWait = 5 * time.Millisecond
+	echoPoll = 100 * time.Microsecond
+)
+
+// echoed returns changes without the echoes of this instance's own writes
+// (see echoes), and how many it left out. Capture often brings a write's
+// row back before the write's answer reached the service: a change of a
+// key that this instance is writing waits, at most echoWait, until that
+// write tells its version or ends.
+func (s *Service) echoed(ns *Namespace, changes []Change) ([]Change, int) {
+	n := len(changes)
+	var waiting []int // indexes of changes whose key a write is writing
+	changes = slices.Clone(changes)
+	kept := changes[:0]
+	for _, c := range changes {
+		switch {
+		case s.trust.echoes.take(ns, c.Key, c.Entry.Version):
+		case s.trust.doubts.writing(ns, c.Key):
+			waiting = append(waiting, len(kept))
+			kept = append(kept, c)
+		default:
+			kept = append(kept, c)
+		}
+	}
+	echo := make(map[int]bool)
+	for deadline := time.Now().Add(echoWait); len(waiting) > 0 && time.Now().Before(deadline); {
+		time.Sleep(echoPoll)
+		waiting = slices.DeleteFunc(waiting, func(i int) bool {
+			c := kept[i]
+			if s.trust.echoes.take(ns, c.Key, c.Entry.Version) {
+				echo[i] = true
+				return true
+			}
+			return !s.trust.doubts.writing(ns, c.Key)
+		})
+	}
+	if len(echo) > 0 {
+		i := 0
+		kept = slices.DeleteFunc(kept, func(Change) bool { i++; return echo[i-1] })
+	}
+	return kept, n - len(kept)
 }
 
 // Invalidate makes the caches answer the given keys of a namespace from the

@@ -131,6 +131,13 @@ func (d *doubts) begin(ns *Namespace, keys []Key, now time.Time) {
 	}
 }
 
+// writing reports whether a write of key of ns may be under way: one of
+// its stripe is.
+func (d *doubts) writing(ns *Namespace, key Key) bool {
+	_, quiet := d.stripes.quiet(flightKey(ns, key))
+	return !quiet
+}
+
 // end records that writes of keys ended, after their caches were updated
 // or their keys put in doubt.
 func (d *doubts) end(ns *Namespace, keys []Key) {
