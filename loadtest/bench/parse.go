@@ -191,6 +191,14 @@ func packageOf(fn string) string {
 // series of the same name with a suffix (_bucket, _sum), are skipped.
 func SumSamples(text, metric string, match map[string]string) float64 {
 	total := 0.0
+	eachSample(text, metric, match, func(_ string, v float64) { total += v })
+	return total
+}
+
+// eachSample calls fn with the labels (as printed, without braces) and
+// the value of every sample of metric in text whose labels include every
+// pair of match.
+func eachSample(text, metric string, match map[string]string, fn func(labels string, v float64)) {
 	for _, line := range strings.Split(text, "\n") {
 		if !strings.HasPrefix(line, metric) || strings.HasPrefix(line, "#") {
 			continue
@@ -210,7 +218,7 @@ func SumSamples(text, metric string, match map[string]string) float64 {
 		}
 		ok := true
 		for k, v := range match {
-			if !strings.Contains(","+labels+",", ","+k+`="`+v+`",`) {
+			if labelValue(labels, k) != v {
 				ok = false
 				break
 			}
@@ -220,10 +228,22 @@ func SumSamples(text, metric string, match map[string]string) float64 {
 			continue
 		}
 		if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
-			total += v
+			fn(labels, v)
 		}
 	}
-	return total
+}
+
+// labelValue returns the value of label name in labels as a sample prints
+// them (name="value",...), or "" when it is absent. Values holding a
+// comma or an escaped quote are not told apart: the service's are neither.
+func labelValue(labels, name string) string {
+	for _, pair := range strings.Split(labels, ",") {
+		k, v, ok := strings.Cut(pair, "=")
+		if ok && k == name && len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+			return v[1 : len(v)-1]
+		}
+	}
+	return ""
 }
 
 // CumulativeShare returns the cumulative percentage of function fn (its

@@ -71,6 +71,9 @@ type Run struct {
 	// Fold is how the service folded reads during the attack (and its
 	// warm-up); nil when not measured.
 	Fold *Fold
+	// WriteFold is how the service folded writes during the attack (not
+	// its warm-up); nil when not measured.
+	WriteFold *WriteFold `json:",omitempty"`
 }
 
 // Fold counts the service's folded reads (its warmcache_batch_keys
@@ -128,7 +131,9 @@ func (r Run) SourceFraction(src string) float64 {
 // Baseline is a measurement by a reference tool (pgbench, redis-benchmark)
 // in the same run.
 type Baseline struct {
-	Name    string
+	Name string
+	// Mode is pgbench's protocol (-M); empty for other tools.
+	Mode    string `json:",omitempty"`
 	Command string
 	Clients int
 	// Rate is the requested rate; zero means saturation.
@@ -248,9 +253,12 @@ type Report struct {
 	// the service calls it for a PUT: the warehouse's share of a PUT, with
 	// the locks and the version draw that order its writes.
 	WriteFunction []*Baseline
-	RedisGet      *Baseline
-	Stampede      *StampedeRun
-	Profiles      []Profile
+	// SingleClient is one client's PUTs against pgbench's one client of
+	// the same upsert; nil when not measured.
+	SingleClient *SingleClient `json:",omitempty"`
+	RedisGet     *Baseline
+	Stampede     *StampedeRun
+	Profiles     []Profile
 	// Notes are remarks from the run (skipped steps, failures).
 	Notes []string
 	// Dapr is the dapr scenario's section of the report, rendered by the
@@ -287,6 +295,11 @@ type TargetRow struct {
 // PoolerReference returns the fastest pgbench run through PgBouncer, the
 // reference of the miss path, or nil when none was measured.
 func (r *Report) PoolerReference() *Baseline { return fastest(r.Pooler) }
+
+// UpsertReference returns the fastest pgbench of the service's upsert
+// through PgBouncer, the reference of the write path, or nil when none was
+// measured.
+func (r *Report) UpsertReference() *Baseline { return fastest(r.Upsert) }
 
 // fastest returns the baseline of bs with the highest throughput, or nil.
 func fastest(bs []*Baseline) *Baseline {
@@ -388,7 +401,7 @@ func (r *Report) writeTargetRows() []TargetRow {
 		row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(peer.Throughput), peer.Name)
 		row.Verdict = verdict(ratio >= 0.5, ratio)
 	}
-	return append(rows, fill(row))
+	return append(append(rows, fill(row)), r.writeCostRows()...)
 }
 
 // throughputRow holds run's throughput against ref's: at least min times.
@@ -593,6 +606,7 @@ func (r *Report) WriteMarkdown(w io.Writer, chartDir string) error {
 	r.writeFolding(p)
 	r.writeCPU(p)
 	r.writeLatency(p)
+	r.writeWrites(p)
 	r.writeStampede(p)
 	r.writeBaselines(p)
 	r.writeProfiles(p)

@@ -78,6 +78,11 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
+func foldOf(h bench.Histogram) *bench.WriteFold {
+	f := bench.NewWriteFold(h)
+	return &f
+}
+
 // sampleReport is a report as one run could leave it.
 func sampleReport() *bench.Report {
 	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
@@ -102,14 +107,26 @@ func sampleReport() *bench.Report {
 				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 30 * time.Millisecond, bench.ProcRedis: 8 * time.Millisecond}}},
 			bench.PeerMiss: {Scenario: bench.PeerMiss, Throughput: 2500, Success: 1, KeysPerRequest: 1, Sources: map[string]uint64{"miss": 10},
 				CPU: &bench.CPU{Server: "peer", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 60 * time.Millisecond, bench.ProcPostgres: 40 * time.Millisecond}}},
-			bench.Put:        {Scenario: bench.Put, Throughput: 1600, Success: 1, KeysPerRequest: 1},
+			bench.Put: {Scenario: bench.Put, Throughput: 1600, Success: 1, KeysPerRequest: 1, Workers: 16,
+				Latency:   bench.Latency{P50: ms(8), P90: ms(12), P99: ms(20), Max: ms(30), Count: 8000},
+				CPU:       &bench.CPU{Server: "warmcache", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 150 * time.Millisecond}},
+				WriteFold: foldOf(bench.Histogram{Buckets: []bench.Bucket{{UpperBound: 1, Count: 10}, {UpperBound: 2, Count: 20}, {UpperBound: 4, Count: 40}, {UpperBound: 8, Count: 100}}, Count: 100, Sum: 470})},
 			bench.PutIfMatch: {Scenario: bench.PutIfMatch, Throughput: 1400, Success: 1, KeysPerRequest: 1},
 			bench.Delete:     {Scenario: bench.Delete, Throughput: 2000, Success: 1, KeysPerRequest: 1},
 		},
 		Upsert: []*bench.Baseline{
 			{Name: "pgbench upsert extended", Command: "pgbench -M extended -f upsert.sql", Clients: 16, Throughput: 1800},
-			{Name: "pgbench upsert simple", Command: "pgbench -M simple -f upsert.sql", Clients: 16, Throughput: 2000},
+			{Name: "pgbench upsert simple", Mode: "simple", Command: "pgbench -M simple -f upsert.sql", Clients: 16, Throughput: 2000,
+				Latency: bench.Latency{P50: ms(6), P90: ms(7), P99: ms(8), Max: ms(15), Count: 10000}},
 		},
+		SingleClient: &bench.SingleClient{Mode: "simple", Command: "pgbench -c 1 -M simple -f upsert.sql",
+			Rounds: []bench.SingleRound{
+				{PutRate: 800, UpsertRate: 1000, Put: bench.Latency{P50: ms(1.1), P99: ms(2.5), Count: 4000}, Upsert: bench.Latency{P50: ms(0.9), P99: ms(1.4), Count: 5000}},
+				{PutRate: 780, UpsertRate: 990, Put: bench.Latency{P50: ms(1.3), P99: ms(3.5), Count: 3900}, Upsert: bench.Latency{P50: ms(1.1), P99: ms(1.6), Count: 4950}},
+			},
+			Put:    bench.Latency{P50: ms(1.2), P99: ms(3), Count: 7900},
+			Upsert: bench.Latency{P50: ms(1), P99: ms(1.5), Count: 9950},
+			Fold:   foldOf(bench.Histogram{Buckets: []bench.Bucket{{UpperBound: 1, Count: 500}, {UpperBound: 2, Count: 500}}, Count: 500, Sum: 500})},
 		PeerUpsert: []*bench.Baseline{{Name: "pgbench peer upsert", Command: "pgbench -M simple -f peer-upsert.sql", Clients: 16, Throughput: 3000}},
 		Fixed: map[string]bench.Run{
 			bench.Floor:   {Scenario: bench.Floor, Rate: 7500, Latency: bench.Latency{P50: ms(0.2), P90: ms(0.4), P99: ms(1), Max: ms(3), Count: 30000}},
@@ -151,6 +168,10 @@ func TestTargets(t *testing.T) {
 		{"0.70 ×", bench.Missed}, // put-if-match: 1400 / 2000
 		{"1.00 ×", bench.Pass},   // delete: 2000 / 2000
 		{"0.53 ×", bench.Pass},   // put against the peer's upsert: 1600 / 3000
+		{"2.50 ×", bench.Missed}, // put p99: 20 ms / 8 ms (the faster pgbench upsert's)
+		{"1.20 ×", bench.Pass},   // one client's p50: 1.2 ms / 1 ms
+		{"2.00 ×", bench.Missed}, // one client's p99: 3 ms / 1.5 ms
+		{"3.75 ×", bench.Pass},   // the service's CPU per PUT against per hit: 150 µs / 40 µs
 	}
 	if len(rows) != len(want) {
 		t.Fatalf("got %d target rows, want %d", len(rows), len(want))
@@ -206,6 +227,19 @@ func TestWriteMarkdown(t *testing.T) {
 		"| `internal/runtime/syscall/linux` | 30.6% |",
 		"```sh\nmake bench\n```",
 		"constant 460-byte JSON body",
+		"| `put`: p99 at saturation | ≤ 2.0 × pgbench's p99 of the same upsert via PgBouncer, as many clients | 2.50 × (20.0 ms vs 8.000 ms, pgbench upsert simple) | miss |",
+		"| `put`: the service's CPU per PUT | ≤ 4.0 × its CPU per hit (`hot`) | 3.75 × (150.0 µs vs 40.0 µs) | pass |",
+		// Fold sizes: 470 writes in 100 folds, 10 of them alone; the
+		// median and p99 estimated in (4, 8]; put-1 all alone; the
+		// attacks without a histogram say so.
+		"| `put` | 100 | 470 | 4.7 | 5 | 8 | 2.1% |",
+		"| `put-if-match` | n/a | n/a | n/a | n/a | n/a | n/a |",
+		"| `put-1` | 500 | 500 | 1.0 | 1 | 1 | 100.0% |",
+		"The reference is pgbench upsert simple",
+		"| `put` | 1,600 | 8.000 ms | 12.0 ms | 20.0 ms | 30.0 ms | 2.50 |",
+		"| pgbench upsert simple | 2,000 | 6.000 ms | 7.000 ms | 8.000 ms | 15.0 ms | 1.00 |",
+		"| 2 | 780 | 990 | 1.300 ms | 1.100 ms | 1.18 | 3.500 ms | 1.600 ms | 2.19 |",
+		"| all |  |  | 1.200 ms | 1.000 ms | 1.20 | 3.000 ms | 1.500 ms | 2.00 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
@@ -287,7 +321,8 @@ func TestReportJSONRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Saturation[bench.Hot].CPU.PerRequest(bench.ProcServer) != 40 || got.PoolerReference().Throughput != 8000 || got.Env.Workers != 32 {
+	if got.Saturation[bench.Hot].CPU.PerRequest(bench.ProcServer) != 40 || got.PoolerReference().Throughput != 8000 || got.Env.Workers != 32 ||
+		got.Saturation[bench.Put].WriteFold.Sizes.AtMost(4) != 40 || got.SingleClient.Upsert.P99 != r.SingleClient.Upsert.P99 || got.UpsertReference().Mode != "simple" {
 		t.Errorf("round trip lost data: %+v", got)
 	}
 }

@@ -33,6 +33,8 @@ type attackSpec struct {
 	paths  wrkPaths
 	base   string
 	header map[string]string
+	// samples, when set, receives every request's latency.
+	samples *[]time.Duration
 }
 
 // attack runs spec and summarises its results. Latencies are exact
@@ -64,6 +66,9 @@ func attack(ctx context.Context, spec attackSpec) bench.Run {
 		}
 	}
 	m.Close()
+	if spec.samples != nil {
+		*spec.samples = append(*spec.samples, lat...)
+	}
 	errs := m.Errors
 	if len(errs) > 5 {
 		errs = errs[:5]

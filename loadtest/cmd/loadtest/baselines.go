@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,30 +47,40 @@ func (h *harness) pgbench(ctx context.Context, addr, mode string, clients int, r
 	if err := os.WriteFile(script, fmt.Appendf(nil, pgbenchScript, h.opts.Rows), 0o644); err != nil {
 		return nil, fmt.Errorf("pgbench script: %w", err)
 	}
-	return h.runPgbench(ctx, addr, mode, clients, rate, script)
+	b, _, err := h.runPgbench(ctx, pgbenchRun{addr: addr, mode: mode, clients: clients, rate: rate, script: script})
+	return b, err
 }
 
-// pgbenchScript runs pgbench's script at saturation, as pgbench does its
-// lookups.
-func (h *harness) pgbenchScript(ctx context.Context, addr, mode string, clients int, script string) (*bench.Baseline, error) {
-	return h.runPgbench(ctx, addr, mode, clients, 0, script)
+// pgbenchRun is one run of pgbench: script at addr (PostgreSQL directly,
+// or PgBouncer) in protocol mode with clients, for the attack duration.
+// Rate zero runs at saturation, with the CPU of PostgreSQL's backends,
+// PgBouncer and pgbench measured over the run; a positive rate is paced.
+// logged keeps every transaction's latency from pgbench's transaction
+// log (--log); a paced run always keeps them.
+type pgbenchRun struct {
+	addr, mode, script string
+	clients            int
+	rate               float64
+	logged             bool
 }
 
-// runPgbench runs pgbench with script, as pgbench describes.
-func (h *harness) runPgbench(ctx context.Context, addr, mode string, clients int, rate float64, script string) (*bench.Baseline, error) {
+// runPgbench runs pr and returns its baseline and, when it was logged,
+// every transaction's latency (its percentiles are the baseline's).
+func (h *harness) runPgbench(ctx context.Context, pr pgbenchRun) (*bench.Baseline, []time.Duration, error) {
 	bin, err := findPgbench()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	args, logDir, err := h.pgbenchArgs(addr, mode, clients, rate, script)
+	pr.logged = pr.logged || pr.rate > 0
+	args, logDir, err := h.pgbenchArgs(pr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	name, argv := h.pin.Loader(bin, args)
 	cmd := exec.CommandContext(ctx, name, argv...)
 	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=5")
 	var w *cpuWindow
-	if rate == 0 {
+	if pr.rate == 0 {
 		w = h.meter(0).start()
 	}
 	out, err := cmd.CombinedOutput()
@@ -79,49 +90,56 @@ func (h *harness) runPgbench(ctx context.Context, addr, mode string, clients int
 		used, wall = w.stop()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("pgbench: %w\n%s", err, out)
+		return nil, nil, fmt.Errorf("pgbench: %w\n%s", err, out)
 	}
 	tps, err := bench.ParsePgbenchTPS(string(out))
 	if err != nil {
-		return nil, fmt.Errorf("%w\n%s", err, out)
+		return nil, nil, fmt.Errorf("%w\n%s", err, out)
 	}
 	b := &bench.Baseline{
-		Name:       h.pgbenchName(addr, mode),
+		Name:       h.pgbenchName(pr.addr, pr.mode),
+		Mode:       pr.mode,
 		Command:    "pgbench " + strings.Join(args, " "),
-		Clients:    clients,
-		Rate:       rate,
+		Clients:    pr.clients,
+		Rate:       pr.rate,
 		Throughput: tps,
 	}
 	if w != nil {
 		if b.CPU, err = pgbenchCPU(cmd, used, wall, string(out)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	if rate > 0 {
-		if b.Latency, err = pgbenchLatency(logDir); err != nil {
-			return nil, err
-		}
+	if !pr.logged {
+		return b, nil, nil
 	}
-	return b, nil
+	lat, err := pgbenchLatencies(logDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	b.Latency = bench.Percentiles(slices.Clone(lat))
+	return b, lat, nil
 }
 
-// pgbenchArgs returns pgbench's arguments for script and the directory of
-// its transaction log, emptied, when rate is positive.
-func (h *harness) pgbenchArgs(addr, mode string, clients int, rate float64, script string) ([]string, string, error) {
-	host, port, _ := net.SplitHostPort(addr)
+// pgbenchArgs returns pgbench's arguments for pr and the directory of its
+// transaction log, emptied, when pr is logged.
+func (h *harness) pgbenchArgs(pr pgbenchRun) ([]string, string, error) {
+	host, port, _ := net.SplitHostPort(pr.addr)
 	secs := max(1, int(h.opts.Duration.Round(time.Second)/time.Second))
-	threads := min(clients, 2)
-	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", mode,
-		"-c", strconv.Itoa(clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", script}
+	threads := min(pr.clients, 2)
+	args := []string{"-h", host, "-p", port, "-U", "postgres", "-n", "-M", pr.mode,
+		"-c", strconv.Itoa(pr.clients), "-j", strconv.Itoa(threads), "-T", strconv.Itoa(secs), "-f", pr.script}
+	if pr.rate > 0 {
+		args = append(args, "-R", strconv.Itoa(max(1, int(pr.rate))))
+	}
 	logDir := filepath.Join(h.opts.ArtifactDir, "pgbench-log")
-	if rate > 0 {
+	if pr.logged {
 		if err := os.RemoveAll(logDir); err != nil {
 			return nil, "", fmt.Errorf("pgbench log dir: %w", err)
 		}
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			return nil, "", fmt.Errorf("pgbench log dir: %w", err)
 		}
-		args = append(args, "-R", strconv.Itoa(max(1, int(rate))), "--log", "--log-prefix="+filepath.Join(logDir, "pgbench"))
+		args = append(args, "--log", "--log-prefix="+filepath.Join(logDir, "pgbench"))
 	}
 	return append(args, h.opts.Database), logDir, nil
 }
@@ -149,24 +167,24 @@ func pgbenchCPU(cmd *exec.Cmd, used map[string]time.Duration, wall time.Duration
 	return &bench.CPU{Used: used, Wall: wall, Requests: n, Server: "—"}, nil
 }
 
-// pgbenchLatency reads the percentiles of pgbench's transaction logs in
-// logDir.
-func pgbenchLatency(logDir string) (bench.Latency, error) {
+// pgbenchLatencies reads every transaction's latency from pgbench's
+// transaction logs in logDir.
+func pgbenchLatencies(logDir string) ([]time.Duration, error) {
 	files, _ := filepath.Glob(filepath.Join(logDir, "pgbench*"))
 	var lat []time.Duration
 	for _, f := range files {
 		r, err := os.Open(f)
 		if err != nil {
-			return bench.Latency{}, fmt.Errorf("pgbench log: %w", err)
+			return nil, fmt.Errorf("pgbench log: %w", err)
 		}
 		ds, err := bench.ParsePgbenchLog(r)
 		r.Close()
 		if err != nil {
-			return bench.Latency{}, err
+			return nil, err
 		}
 		lat = append(lat, ds...)
 	}
-	return bench.Percentiles(lat), nil
+	return lat, nil
 }
 
 // redisBenchmark runs redis-benchmark GET on one key of the harness's

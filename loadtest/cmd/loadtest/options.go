@@ -46,6 +46,9 @@ type options struct {
 	// WriteWorkers are the workers of the write scenarios and the clients
 	// of their pgbench references.
 	WriteWorkers int
+	// SingleRounds are the turns of one client's PUTs and pgbench's one
+	// client of the same upsert; zero leaves them out.
+	SingleRounds int
 	Timeout      time.Duration // the whole run
 	Command      string        // how the run was started, for the report
 	Pin          bool          // servers and load generators on separate CPUs
@@ -91,6 +94,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.Float64Var(&o.ZipfS, "zipf-s", 1.1, "Zipf exponent of the hot keys (> 1)")
 	fs.IntVar(&o.HotSamples, "hot-samples", 1<<16, "Zipf draws in the hot key sequence")
 	fs.IntVar(&o.WriteWorkers, "write-workers", 16, "concurrent workers of the write scenarios, and clients of the pgbench upserts they are held against")
+	fs.IntVar(&o.SingleRounds, "single-rounds", 2, "rounds of the writes scenario's single client: one client's PUTs, then pgbench -c 1 of the same upsert, each for -duration; 0 leaves them out")
 	fs.IntVar(&o.MGetBatch, "mget-batch", 50, "keys per _mget request")
 	fs.IntVar(&o.StampedeN, "stampede", 500, "concurrent requests for one cold key")
 	fs.IntVar(&o.FloorBytes, "floor-bytes", 460, "body size of the floor server")
@@ -205,6 +209,9 @@ func (o options) validate() error {
 	}
 	if o.Duration < time.Second || o.Duration > time.Minute {
 		errs = append(errs, fmt.Errorf("-duration: want 1s to 1m, got %s", o.Duration))
+	}
+	if o.SingleRounds < 0 {
+		errs = append(errs, fmt.Errorf("-single-rounds: want 0 or more, got %d", o.SingleRounds))
 	}
 	if !(o.ZipfS > 1) {
 		errs = append(errs, fmt.Errorf("-zipf-s: want > 1, got %g", o.ZipfS))

@@ -176,36 +176,48 @@ func scrapeSQLQueries(ctx context.Context, url string) (float64, error) {
 // scrapeSum reads the service's metrics at url and sums the samples of
 // metric whose labels include every pair of match.
 func scrapeSum(ctx context.Context, url, metric string, match map[string]string) (float64, error) {
+	text, err := scrape(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	return bench.SumSamples(text, metric, match), nil
+}
+
+// scrapeHistogram reads the service's histogram metric (all its series
+// summed) from its metrics at url.
+func scrapeHistogram(ctx context.Context, url, metric string) (bench.Histogram, error) {
+	text, err := scrape(ctx, url)
+	if err != nil {
+		return bench.Histogram{}, err
+	}
+	return bench.ParseHistogram(text, metric, nil)
+}
+
+// scrape returns the service's metrics at url, in Prometheus's text format.
+func scrape(ctx context.Context, url string) (string, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return "", fmt.Errorf("scrape %s: %w", url, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return "", fmt.Errorf("scrape %s: %w", url, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s: %s", url, resp.Status)
+		return "", fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
-	return bench.SumSamples(string(body), metric, match), nil
+	return string(body), nil
 }
 
 // scrapeFold reads the service's warmcache_batch_keys histogram: batches
 // and keys per tier, since the service started.
 func scrapeFold(ctx context.Context, url string) (bench.Fold, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	text, err := scrape(ctx, url)
 	if err != nil {
-		return bench.Fold{}, fmt.Errorf("scrape %s: %w", url, err)
+		return bench.Fold{}, err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return bench.Fold{}, fmt.Errorf("scrape %s: %s %v", url, resp.Status, err)
-	}
-	text := string(body)
 	sql, redis := map[string]string{"tier": "sql"}, map[string]string{"tier": "redis"}
 	sum := func(metric string, ops ...string) (seconds, count float64) {
 		for _, op := range ops {

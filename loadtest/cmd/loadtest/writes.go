@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
@@ -26,6 +27,10 @@ const upsertScript = `\set k random(1, %[1]d)
 INSERT INTO widgets (key, value, version) VALUES (:k, %[2]s::jsonb, nextval('warmcache_version_seq'))
 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, version = EXCLUDED.version;
 `
+
+// upsertScriptFile is the file of upsertScript in the artifact directory,
+// written by upsertBaselines.
+const upsertScriptFile = "pgbench-upsert.sql"
 
 // writeFunctionScript calls the table's write function as the service
 // does for a PUT of a uniformly random key: its table lock, its key's write
@@ -111,22 +116,56 @@ func (r *benchRun) writeScenarios(ctx context.Context) error {
 	if err := r.restoreRows(ctx, deletes); err != nil {
 		return err
 	}
-	return r.upsertBaselines(ctx)
+	if err := r.upsertBaselines(ctx); err != nil {
+		return err
+	}
+	return r.singleClient(ctx, puts)
 }
 
 // writeAttack runs an unmeasured warm-up, then the measured attack at
-// saturation, with the CPU of every process measured over it, and records
-// it under name.
+// saturation, with the CPU of every process and the service's fold sizes
+// measured over it, and records it under name.
 func (r *benchRun) writeAttack(ctx context.Context, name string, spec func() attackSpec) {
 	if r.opts.Warmup > 0 {
 		w := spec()
 		w.duration = r.opts.Warmup
 		_ = attack(ctx, w)
 	}
-	run := r.measured(r.svc.process, "warmcache", func() bench.Run { return attack(ctx, spec()) })
+	var run bench.Run
+	run.WriteFold = r.writeFolds(ctx, name, func() {
+		run = r.measured(r.svc.process, "warmcache", func() bench.Run { return attack(ctx, spec()) })
+	})
 	r.report.Saturation[name] = run
 	r.logRun(run)
 }
+
+// writeFolds runs attack and returns how the service folded the writes
+// meanwhile: the rise of its warmcache_write_fold_size histogram. It
+// returns nil, with a note, when the histogram could not be read.
+func (r *benchRun) writeFolds(ctx context.Context, name string, attack func()) *bench.WriteFold {
+	metrics := r.svc.base + "/metrics"
+	before, err := scrapeHistogram(ctx, metrics, writeFoldSize)
+	attack()
+	after, errAfter := scrapeHistogram(ctx, metrics, writeFoldSize)
+	var sizes bench.Histogram
+	if err == nil {
+		err = errAfter
+	}
+	if err == nil {
+		sizes, err = after.Since(before)
+	}
+	if err != nil {
+		r.note("%s: fold sizes not measured: %v", name, err)
+		return nil
+	}
+	f := bench.NewWriteFold(sizes)
+	r.logf("%s: %.0f writes in %.0f folds; writes per fold: mean %.2f, median %.1f, p99 %.1f", name, sizes.Sum, sizes.Count, f.Mean, f.P50, f.P99)
+	return &f
+}
+
+// writeFoldSize is the service's histogram of writes per folded warehouse
+// write.
+const writeFoldSize = "warmcache_write_fold_size"
 
 // versions reads the version of each key.
 func (r *benchRun) versions(ctx context.Context, keys []int64) (map[int64]int64, error) {
@@ -165,7 +204,7 @@ FROM unnest($1::bigint[]) AS k ON CONFLICT (key) DO NOTHING`, keys, widgetDoc)
 // upsertBaselines runs pgbench of the service's upsert, and of the peer's
 // on its own table (created and filled from widgets once), through the
 // same PgBouncer with WriteWorkers clients, in each protocol PgBouncer
-// takes.
+// takes, each transaction's latency logged.
 func (r *benchRun) upsertBaselines(ctx context.Context) error {
 	o := r.opts
 	if err := r.preparePeerTable(ctx); err != nil {
@@ -181,7 +220,7 @@ func (r *benchRun) upsertBaselines(ctx context.Context) error {
 		modes              []string
 		into               *[]*bench.Baseline
 	}{
-		{"upsert", "pgbench-upsert.sql", upsertScript, []string{"extended", "simple"}, &r.report.Upsert},
+		{"upsert", upsertScriptFile, upsertScript, []string{"extended", "simple"}, &r.report.Upsert},
 		{"write function", "pgbench-write-function.sql", writeFunctionScript, []string{"extended"}, &r.report.WriteFunction},
 		{"peer's upsert", "pgbench-peer-upsert.sql", peerUpsertScript, []string{"extended", "simple"}, &r.report.PeerUpsert},
 	} {
@@ -195,7 +234,7 @@ func (r *benchRun) upsertBaselines(ctx context.Context) error {
 		}
 		for _, mode := range b.modes {
 			r.logf("baseline: pgbench %s -M %s through PgBouncer, %d clients, %s", b.name, mode, o.WriteWorkers, o.Duration)
-			res, err := r.pgbenchScript(ctx, o.PGBouncer, mode, o.WriteWorkers, script)
+			res, _, err := r.runPgbench(ctx, pgbenchRun{addr: o.PGBouncer, mode: mode, clients: o.WriteWorkers, script: script, logged: true})
 			if err != nil {
 				r.note("pgbench %s -M %s through PgBouncer failed: %v", b.name, mode, err)
 				continue
@@ -252,4 +291,57 @@ func (r *benchRun) preparePeerTable(ctx context.Context) error {
 	}
 	_, err = conn.Exec(ctx, "VACUUM (ANALYZE) peer_widgets")
 	return err
+}
+
+// singleClient takes turns, SingleRounds times, between one client's PUTs
+// of random keys (puts), one at a time on one connection, and pgbench of
+// the same upsert with one client through the same PgBouncer, in the
+// protocol of the saturation reference, each for the attack duration; and
+// records every round and the percentiles over all of them. The fold
+// sizes are read once around all rounds: pgbench's turns write nothing
+// through the service.
+func (r *benchRun) singleClient(ctx context.Context, puts []vegetaTarget) error {
+	o := r.opts
+	if o.SingleRounds == 0 {
+		return nil
+	}
+	mode := "extended"
+	if ref := r.report.UpsertReference(); ref != nil {
+		mode = ref.Mode
+	}
+	spec := func(samples *[]time.Duration) attackSpec {
+		return attackSpec{scenario: bench.PutOneClient, client: r.client, targeter: ring(puts), workers: 1, duration: o.Duration, keysPerRequest: 1, samples: samples}
+	}
+	if o.Warmup > 0 {
+		w := spec(nil)
+		w.duration = o.Warmup
+		_ = attack(ctx, w)
+	}
+	s := &bench.SingleClient{Mode: mode}
+	var putLat, upsertLat []time.Duration
+	pr := pgbenchRun{addr: o.PGBouncer, mode: mode, clients: 1, script: filepath.Join(o.ArtifactDir, upsertScriptFile), logged: true}
+	var err error
+	s.Fold = r.writeFolds(ctx, bench.PutOneClient, func() {
+		for i := range o.SingleRounds {
+			r.logf("%s: round %d of %d: one client's PUTs, then pgbench -c 1 -M %s of the same upsert, %s each", bench.PutOneClient, i+1, o.SingleRounds, mode, o.Duration)
+			put := attack(ctx, spec(&putLat))
+			var up *bench.Baseline
+			var lat []time.Duration
+			if up, lat, err = r.runPgbench(ctx, pr); err != nil {
+				return
+			}
+			upsertLat = append(upsertLat, lat...)
+			s.Command = up.Command
+			s.Rounds = append(s.Rounds, bench.SingleRound{PutRate: put.Throughput, UpsertRate: up.Throughput, Put: put.Latency, Upsert: up.Latency})
+			r.logf("  PUT p50 %s p99 %s (%.1f%% success); upsert p50 %s p99 %s", bench.FormatDuration(put.Latency.P50), bench.FormatDuration(put.Latency.P99),
+				100*put.Success, bench.FormatDuration(up.Latency.P50), bench.FormatDuration(up.Latency.P99))
+		}
+	})
+	if err != nil {
+		r.note("%s: pgbench -c 1 failed: %v", bench.PutOneClient, err)
+		return nil
+	}
+	s.Put, s.Upsert = bench.Percentiles(putLat), bench.Percentiles(upsertLat)
+	r.report.SingleClient = s
+	return nil
 }
