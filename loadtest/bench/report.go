@@ -386,20 +386,20 @@ func (r *Report) writeTargetRows() []TargetRow {
 	upsert, peer := fastest(r.Upsert), fastest(r.PeerUpsert)
 	for _, w := range []struct{ name, what string }{{Put, "PUT"}, {PutIfMatch, "conditional PUT (If-Match)"}, {Delete, "DELETE"}} {
 		run, ok := r.Saturation[w.name]
-		row := TargetRow{Scenario: fmt.Sprintf("`%s`: %s/s of random keys", w.name, w.what), Target: "≥ 0.8 × pgbench of the same upsert on the same table via PgBouncer"}
+		row := TargetRow{Scenario: fmt.Sprintf("`%s`: %s/s of random keys", w.name, w.what), Target: "≥ 1.0 × pgbench of the same upsert on the same table via PgBouncer"}
 		if ok && upsert != nil {
 			ratio := Ratio(run.Throughput, upsert.Throughput)
 			row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s; %s success)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(upsert.Throughput), upsert.Name, FormatPercent(run.Success))
-			row.Verdict = verdict(ratio >= 0.8, ratio)
+			row.Verdict = verdict(ratio >= 1, ratio)
 		}
 		rows = append(rows, fill(row))
 	}
 	run, ok := r.Saturation[Put]
-	row := TargetRow{Scenario: "`put`: PUT/s against the peer's upsert on its own table", Target: "≥ 0.5 × pgbench of the peer's upsert via PgBouncer"}
+	row := TargetRow{Scenario: "`put`: PUT/s against the peer's upsert on its own table", Target: "≥ 0.6 × pgbench of the peer's upsert via PgBouncer"}
 	if ok && peer != nil {
 		ratio := Ratio(run.Throughput, peer.Throughput)
 		row.Measured = fmt.Sprintf("%s × (%s vs %s/s, %s)", FormatRatio(ratio), FormatRate(run.Throughput), FormatRate(peer.Throughput), peer.Name)
-		row.Verdict = verdict(ratio >= 0.5, ratio)
+		row.Verdict = verdict(ratio >= 0.6, ratio)
 	}
 	return append(append(rows, fill(row)), r.writeCostRows()...)
 }
