@@ -200,6 +200,10 @@ func TestUpIsIdempotentAndDownStopsAll(t *testing.T) {
 		t.Errorf("Seed wrote:\n%s", &seeded)
 	}
 
+	if pids := localstack.Pids(c); len(pids) != 3 || pids["postgres"] == 0 || pids["pgbouncer"] == 0 || pids["redis-server"] == 0 {
+		t.Errorf("Pids = %v, want the postmaster, pgbouncer and redis-server", pids)
+	}
+
 	var down bytes.Buffer
 	if err := localstack.Down(ctx, c, &down); err != nil {
 		t.Fatalf("Down: %v\n%s", err, &down)
@@ -209,6 +213,9 @@ func TestUpIsIdempotentAndDownStopsAll(t *testing.T) {
 			conn.Close()
 			t.Errorf("port %d still answers after Down:\n%s", port, &down)
 		}
+	}
+	if pids := localstack.Pids(c); len(pids) != 0 {
+		t.Errorf("Pids after Down = %v, want none", pids)
 	}
 	var again bytes.Buffer
 	if err := localstack.Down(ctx, c, &again); err != nil || !strings.Contains(again.String(), "nothing") {

@@ -403,16 +403,7 @@ func (s *stack) createDatabase(ctx context.Context) (string, error) {
 func Down(ctx context.Context, c Config, w io.Writer) error {
 	s := &stack{cfg: c.withDefaults(), w: w}
 	stopped := false
-	for _, srv := range []struct {
-		name, pidFile, comm string
-		sig                 syscall.Signal
-	}{
-		// SIGTERM closes PgBouncer's connections at once, SIGINT has
-		// PostgreSQL roll open transactions back (fast shutdown).
-		{"pgbouncer", s.pgbouncer().PidPath(), "pgbouncer", syscall.SIGTERM},
-		{"PostgreSQL", filepath.Join(s.postgres("").Data, "postmaster.pid"), "postgres", syscall.SIGINT},
-		{"redis-server", s.redis().PidFile, "redis-server", syscall.SIGTERM},
-	} {
+	for _, srv := range s.daemons() {
 		pid, ok := pidFileAlive(srv.pidFile, srv.comm)
 		if !ok {
 			continue
@@ -427,6 +418,40 @@ func Down(ctx context.Context, c Config, w io.Writer) error {
 		s.logf("nothing that localstack started is running (state in %s)", s.cfg.Dir)
 	}
 	return nil
+}
+
+// stackDaemon is one server the stack runs: its pid file, its command
+// name, and the signal that stops it.
+type stackDaemon struct {
+	name, pidFile, comm string
+	sig                 syscall.Signal
+}
+
+// daemons returns the stack's servers in the order Down stops them.
+func (s *stack) daemons() []stackDaemon {
+	return []stackDaemon{
+		// SIGTERM closes PgBouncer's connections at once, SIGINT has
+		// PostgreSQL roll open transactions back (fast shutdown).
+		{"pgbouncer", s.pgbouncer().PidPath(), "pgbouncer", syscall.SIGTERM},
+		{"PostgreSQL", filepath.Join(s.postgres("").Data, "postmaster.pid"), "postgres", syscall.SIGINT},
+		{"redis-server", s.redis().PidFile, "redis-server", syscall.SIGTERM},
+	}
+}
+
+// Pids returns the pids of the stack's running servers by command name,
+// from their pid files: "postgres" (the postmaster, whose children are
+// the backends), "pgbouncer" and "redis-server". A server that does not
+// run, or that the stack did not start (a Redis that answered on the
+// port), is absent. The load tools measure the servers' CPU by them.
+func Pids(c Config) map[string]int {
+	s := &stack{cfg: c.withDefaults()}
+	out := map[string]int{}
+	for _, srv := range s.daemons() {
+		if pid, ok := pidFileAlive(srv.pidFile, srv.comm); ok {
+			out[srv.comm] = pid
+		}
+	}
+	return out
 }
 
 // Seed runs the SQL file path on the database warmcache of the stack's

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +74,79 @@ func ProcessCPU(pids ...int) time.Duration {
 	for _, pid := range pids {
 		if st, err := ReadProcStat(pid); err == nil {
 			sum += st.CPU
+		}
+	}
+	return sum
+}
+
+// Children returns the live children of pid, found by scanning /proc for
+// their parent pid.
+func Children(pid int) []int {
+	var out []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, dir := range dirs {
+		child, err := strconv.Atoi(filepath.Base(dir))
+		if err != nil {
+			continue
+		}
+		if st, err := ReadProcStat(child); err == nil && st.PPID == pid {
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// TreeCPU returns the CPU time that root and its children have used so
+// far: root's own, that of the children it has reaped, and that of each
+// live child (a PostgreSQL postmaster and its backends). Between two
+// calls, a child that ended is counted through root's reaped children and
+// one forked in between in full. A root that cannot be read counts as none.
+func TreeCPU(root int) time.Duration {
+	st, err := ReadProcStat(root)
+	if err != nil {
+		return 0
+	}
+	return st.CPU + st.Children + ProcessCPU(Children(root)...)
+}
+
+// ContextSwitches returns the context switches, voluntary and not, of
+// every thread of the processes pids so far, from
+// /proc/<pid>/task/<tid>/status; a thread that ended is not counted.
+func ContextSwitches(pids ...int) int64 {
+	var sum int64
+	for _, pid := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/[0-9]*/status", pid))
+		for _, t := range tasks {
+			sum += sumFields(t, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+		}
+	}
+	return sum
+}
+
+// Syscalls returns the read and write system calls (syscr and syscw of
+// /proc/<pid>/io, every thread's) that the processes pids have made so
+// far, counting a process that cannot be read as none.
+func Syscalls(pids ...int) int64 {
+	var sum int64
+	for _, pid := range pids {
+		sum += sumFields(fmt.Sprintf("/proc/%d/io", pid), "syscr", "syscw")
+	}
+	return sum
+}
+
+// sumFields sums the numbers of the "name: number" lines of file that
+// names lists; a file that cannot be read sums to zero.
+func sumFields(file string, names ...string) int64 {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	var sum int64
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		if slices.Contains(names, name) {
+			n, _ := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+			sum += n
 		}
 	}
 	return sum

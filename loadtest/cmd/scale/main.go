@@ -3,10 +3,12 @@
 // (on PostgreSQL and, with -greenplum, on the Greenplum kit) and as the
 // values grow; keys per second and CPU per key by the batch size of
 // _mget; requests per second and CPU per request of one, two and four
-// instances sharing one Redis and one warehouse; and the near cache's Go
-// heap per entry. For each table it creates a database of its own
-// (dropped at the end unless -keep), bulk-loads it with the project's own
-// `warmcache load` (whose rate it reports), starts `warmcache serve`
+// instances sharing one Redis and one warehouse; the same fleet on the
+// stack's Redis and on a Redis Cluster of its own, with the CPU of every
+// process (FLEET.md); and the near cache's Go heap per entry. For each
+// table it creates a database of its own (dropped at the end unless
+// -keep), bulk-loads it with the project's own `warmcache load` (whose
+// rate it reports), starts `warmcache serve`
 // pinned to the servers' CPU (through PgBouncer on PostgreSQL), and
 // measures each path at saturation with the CPU of the service per
 // request. It writes loadtest/scale/SCALE.md and one PNG per curve.
@@ -68,6 +70,10 @@ type options struct {
 	gpClusters            []gpCluster // the segment curve's clusters; none: no segment curve
 	segmentRows           int
 	gpBatch               int
+	fleetRows             int             // rows of the fleet curve's table
+	fleetRounds           int             // of the fleet curve's points
+	clusterMasters        int             // of the fleet curve's Redis Cluster
+	clusterReplicas       int             // per master
 	curves                map[string]bool // the curves to draw
 }
 
@@ -193,7 +199,11 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	clusters := fs.String("gp-clusters", "", "Greenplum clusters of the segment curve, each port:datadir (the kit's GP_PORT and GP_DATA), comma-separated; empty leaves the curve out")
 	fs.IntVar(&o.segmentRows, "segment-rows", 1000000, "rows of the segment curve's table")
 	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
-	only := fs.String("curves", "rows,sizes,gp-rows,batches,instances,near,segments", "the curves to draw; SCALE.md is written only when the row curve is among them, SEGMENTS.md with the segment curve")
+	fs.IntVar(&o.fleetRows, "fleet-rows", 100000, "rows of the fleet curve's table")
+	fs.IntVar(&o.fleetRounds, "fleet-rounds", 2, "rounds of the fleet curve; each point keeps the round that cost the fewest µs over every process")
+	fs.IntVar(&o.clusterMasters, "cluster-masters", 3, "masters of the fleet curve's Redis Cluster")
+	fs.IntVar(&o.clusterReplicas, "cluster-replicas", 0, "replicas of each master of the fleet curve's Redis Cluster")
+	only := fs.String("curves", "rows,sizes,gp-rows,batches,instances,near,segments,fleet", "the curves to draw; SCALE.md is written only when the row curve is among them, SEGMENTS.md with the segment curve, FLEET.md with the fleet curve")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -208,6 +218,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 			return options{}, err
 		}
 	}
+	o.fleetRounds = max(o.fleetRounds, 1)
 	o.only(*only)
 	return o, nil
 }
@@ -272,6 +283,11 @@ func measureCurves(ctx context.Context, o options, dbs *databases, log io.Writer
 	}
 	if o.curves["segments"] && len(o.gpClusters) > 0 {
 		if err := segmentReport(ctx, o, measurePoint, log); err != nil {
+			return c, err
+		}
+	}
+	if o.curves["fleet"] && len(o.instances) > 0 {
+		if err := fleetReport(ctx, o, dbs, log); err != nil {
 			return c, err
 		}
 	}
@@ -403,20 +419,11 @@ func dropDatabase(ctx context.Context, w warehouse, db string) {
 // database, loads its table unless an earlier run did, serves it, attacks
 // each path, and runs extra (when not nil) while it is served.
 func measureOn(ctx context.Context, o options, w warehouse, db string, p point, log io.Writer, extra func(p *point, base string, pid int) error) (point, error) {
-	if err := createDatabase(ctx, w, db); err != nil {
-		return p, err
-	}
-	dir, env, err := pointEnv(o, w, db)
+	dir, env, err := prepareTable(ctx, o, w, db, &p, log)
 	if err != nil {
 		return p, err
 	}
 	defer os.RemoveAll(dir)
-	if err := localstack.Migrate(ctx, o.bin, env); err != nil {
-		return p, err
-	}
-	if err := loadTable(ctx, o, w, db, env, dir, &p, log); err != nil {
-		return p, err
-	}
 	if w.dataDir != "" {
 		p.dispatch = doctorLines(ctx, o, env)
 	}
@@ -436,6 +443,28 @@ func measureOn(ctx context.Context, o options, w warehouse, db string, p point, 
 		return p, extra(&p, serve.HTTP(), serve.Pid())
 	}
 	return p, nil
+}
+
+// prepareTable creates db on w unless it exists, migrates it and loads
+// the widgets table of p's rows unless an earlier run did (loadTable). It
+// returns the temporary directory of the namespaces file, which the
+// caller removes, and the environment of warmcache's commands on db.
+func prepareTable(ctx context.Context, o options, w warehouse, db string, p *point, log io.Writer) (string, []string, error) {
+	if err := createDatabase(ctx, w, db); err != nil {
+		return "", nil, err
+	}
+	dir, env, err := pointEnv(o, w, db)
+	if err != nil {
+		return "", nil, err
+	}
+	if err = localstack.Migrate(ctx, o.bin, env); err == nil {
+		err = loadTable(ctx, o, w, db, env, dir, p, log)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return dir, env, nil
 }
 
 // createDatabase creates db on w unless it exists.
@@ -577,10 +606,11 @@ func pointEnv(o options, w warehouse, db string) (string, []string, error) {
 
 // startServe starts warmcache serve on db of w with env (pointEnv), on a
 // free loopback port and the servers' CPUs, and waits until it is ready
-// (localstack.Serve).
-func startServe(ctx context.Context, o options, env []string, w warehouse, db string) (*localstack.Served, error) {
+// (localstack.Serve). The variables of more come last and win.
+func startServe(ctx context.Context, o options, env []string, w warehouse, db string, more ...string) (*localstack.Served, error) {
 	env = append(slices.Clone(env), "WARMCACHE_HTTP_ADDR=127.0.0.1:0", "WARMCACHE_POSTGRES_DSN="+w.serve(db), "WARMCACHE_PG_POOLER="+w.pooler,
 		"WARMCACHE_LOG_LEVEL=warn", "WARMCACHE_NEAR_CACHE_BYTES=0", "WARMCACHE_GRPC_ADDR=127.0.0.1:0", "WARMCACHE_PPROF_ADDR=")
+	env = append(env, more...)
 	return localstack.Serve(ctx, o.bin, localstack.ServeOptions{Env: env, Wrap: o.place.Server})
 }
 
