@@ -12,6 +12,12 @@ import (
 	"github.com/warmcache/warmcache/internal/warmcache"
 )
 
+// coarseTick is how often the near cache's clock reads the system clock,
+// and so how long an entry may outlive its TTL. Each tick wakes a
+// goroutine, idle or not: at 1 ms an idle instance spent about 25 ms of
+// CPU a second on it (docs/performance.md, "The fleet on Redis Cluster").
+const coarseTick = 10 * time.Millisecond
+
 var _ warmcache.Near = (*Cache)(nil)
 
 // Options configure a Cache. The zero value of each field selects the default
@@ -152,9 +158,9 @@ func (c *Cache) otterOptions(opts Options) *otter.Options[mapKey, item] {
 		oo.Clock = clock{opts.Now}
 	} else {
 		// Reading the system clock on every Get costs a quarter of a hit;
-		// a clock that ticks every millisecond is as good for TTLs of a
+		// a clock that ticks every coarseTick is as good for TTLs of a
 		// second. Its goroutine ends when the cache is collected.
-		oo.Clock = otter.NewCoarseClock(time.Millisecond)
+		oo.Clock = otter.NewCoarseClock(coarseTick)
 	}
 	return oo
 }
