@@ -1,6 +1,7 @@
 package warmcache
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -125,10 +126,8 @@ const (
 // key that this instance is writing waits, at most echoWait, until that
 // write tells its version or ends.
 func (s *Service) echoed(ns *Namespace, changes []Change) ([]Change, int) {
-	n := len(changes)
-	var waiting []int // indexes of changes whose key a write is writing
-	changes = slices.Clone(changes)
-	kept := changes[:0]
+	kept := make([]Change, 0, len(changes))
+	var waiting []int // indexes in kept of changes whose key a write is writing
 	for _, c := range changes {
 		switch {
 		case s.trust.echoes.take(ns, c.Key, c.Entry.Version):
@@ -139,23 +138,23 @@ func (s *Service) echoed(ns *Namespace, changes []Change) ([]Change, int) {
 			kept = append(kept, c)
 		}
 	}
-	echo := make(map[int]bool)
-	for deadline := time.Now().Add(echoWait); len(waiting) > 0 && time.Now().Before(deadline); {
+	// The wait is on the system's clock, whatever Options.Now says: it
+	// bounds a real sleep.
+	echo := make([]bool, len(kept))
+	for deadline := time.Now().Add(cmp.Or(s.trust.echoes.wait, echoWait)); len(waiting) > 0 && time.Now().Before(deadline); {
 		time.Sleep(echoPoll)
 		waiting = slices.DeleteFunc(waiting, func(i int) bool {
-			c := kept[i]
-			if s.trust.echoes.take(ns, c.Key, c.Entry.Version) {
-				echo[i] = true
-				return true
-			}
-			return !s.trust.doubts.writing(ns, c.Key)
+			echo[i] = s.trust.echoes.take(ns, kept[i].Key, kept[i].Entry.Version)
+			return echo[i] || !s.trust.doubts.writing(ns, kept[i].Key)
 		})
 	}
-	if len(echo) > 0 {
-		i := 0
-		kept = slices.DeleteFunc(kept, func(Change) bool { i++; return echo[i-1] })
+	out := kept[:0]
+	for i, c := range kept {
+		if !echo[i] {
+			out = append(out, c)
+		}
 	}
-	return kept, n - len(kept)
+	return out, len(changes) - len(out)
 }
 
 // Invalidate makes the caches answer the given keys of a namespace from the

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -84,5 +85,56 @@ func TestChangeEchoOfOwnWrite(t *testing.T) {
 	}
 	if e, ok := mem.Peek("widgets", "8"); !ok || e.Version != failed.Entry.Version {
 		t.Errorf("after the echo of a write whose update failed the hot tier holds %+v (%v), want version %d", e, ok, failed.Entry.Version)
+	}
+}
+
+// TestChangeEchoWaitsForTheWrite checks that the echo of a write that
+// committed but has not yet answered the service (capture is often that
+// fast) is recognized: Apply waits for the write's version, then skips it.
+func TestChangeEchoWaitsForTheWrite(t *testing.T) {
+	mem := memtier.NewHot(nil)
+	warm := &heldWrite{Warm: memtier.NewWarm(), hold: newHold()}
+	reg := prometheus.NewRegistry()
+	svc, err := warmcache.NewService(mem, warm, []*warmcache.Namespace{widgets()}, reg,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	warmcache.SetEchoWait(svc, time.Minute)
+	ctx := context.Background()
+	ns, err := svc.Namespace("widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ns.ParseKey("9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.Put(ctx, "widgets", "9", []byte(`{"v":1}`), nil)
+		done <- err
+	}()
+	<-warm.started // committed; the service has not seen the answer
+	committed, err := warm.Warm.LookupMany(ctx, ns, []warmcache.Key{key})
+	if err != nil || !committed[0].Found {
+		t.Fatalf("the committed row: %+v, %v", committed, err)
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		close(warm.release)
+	}()
+	before := mem.Fills()
+	if err := svc.Apply(ctx, ns, []warmcache.Change{{Key: key, Entry: committed[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := promregtest.Value(t, reg, "warmcache_cache_fills_total", "reason", "change", "result", "echo"); got != 1 {
+		t.Errorf("the echo of a write under way counted %v echoes, want 1", got)
+	}
+	if n := mem.Fills() - before; n != 1 {
+		t.Errorf("the write and its echo filled %d keys, want 1 (the write's own)", n)
 	}
 }

@@ -37,3 +37,7 @@ func SetMaxDoubts(s *Service, n int) {
 	s.trust.doubts.max = n
 	s.trust.doubts.mu.Unlock()
 }
+
+// SetEchoWait sets how long Apply waits for a write under way to tell its
+// version, so that a test on a loaded machine does not depend on 5 ms.
+func SetEchoWait(s *Service, d time.Duration) { s.trust.echoes.wait = d }

@@ -50,6 +50,9 @@ type echoes struct {
 	seen  map[echo]struct{}
 	order []echo // a ring of the remembered, oldest at next
 	next  int
+	// wait bounds how long Apply waits for a write under way to tell its
+	// version (echoWait; zero: echoWait).
+	wait time.Duration
 }
 
 type echo struct {
