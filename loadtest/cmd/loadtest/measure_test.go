@@ -93,11 +93,13 @@ func TestCPUMeterCountsWorkInTheWindow(t *testing.T) {
 		_ = idle.Wait()
 	}()
 	m := &cpuMeter{interval: 10 * time.Millisecond, groups: []cpuGroup{pidGroup("self", os.Getpid()), pidGroup("idle", idle.Process.Pid)}}
+	// The window starts before the loop's own reading, so that whatever the
+	// loop counts (in /proc's ticks of 10 ms) is inside the window.
+	w := m.start()
 	before, err := bench.ReadProcStat(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := m.start()
 	x := uint64(1)
 	for i := 0; i < 1e10; i++ {
 		x = x*6364136223846793005 + 1442695040888963407
