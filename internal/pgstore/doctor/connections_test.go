@@ -95,7 +95,9 @@ func TestConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := formatFindings(after.Findings())
-			if after.Open != at.Open+held || !after.Exhaustible() || !strings.Contains(got, "warn  connections: the fleet can exhaust") {
+			// The store's own idle session may close between the two
+			// counts: the held ones must all be counted, and no more.
+			if after.Open < held || after.Open > at.Open+held || !after.Exhaustible() || !strings.Contains(got, "warn  connections: the fleet can exhaust") {
 				t.Fatalf("with %d more sessions of %q open: %d counted (%d before), findings:\n%s", held, app, after.Open, at.Open, got)
 			}
 			t.Log(got)
