@@ -79,10 +79,25 @@ func ProcessCPU(pids ...int) time.Duration {
 	return sum
 }
 
-// Children returns the live children of pid, found by scanning /proc for
-// their parent pid.
+// Children returns the live children of pid: from
+// /proc/<pid>/task/*/children, or by scanning /proc for their parent pid
+// where that file does not exist.
 func Children(pid int) []int {
 	var out []int
+	if tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid)); len(tasks) > 0 {
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
 	dirs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, dir := range dirs {
 		child, err := strconv.Atoi(filepath.Base(dir))
@@ -94,6 +109,16 @@ func Children(pid int) []int {
 		}
 	}
 	return out
+}
+
+// LoadAverages returns the machine's load averages over 1, 5 and 15
+// minutes as /proc/loadavg prints them, or nil where it cannot be read.
+func LoadAverages() []string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return f[:3]
+	}
+	return nil
 }
 
 // TreeCPU returns the CPU time that root and its children have used so

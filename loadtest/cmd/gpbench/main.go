@@ -732,12 +732,12 @@ func startFloor(size int) (string, func(), error) {
 	return "http://" + ln.Addr().String() + "/", func() { _ = srv.Close() }, nil
 }
 
+// loadAvg returns the 1-minute load average, or "unknown".
 func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
+	if f := bench.LoadAverages(); f != nil {
+		return f[0]
 	}
-	return strings.Fields(string(b))[0]
+	return "unknown"
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }

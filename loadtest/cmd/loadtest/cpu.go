@@ -106,7 +106,7 @@ func backendsGroup(name string, postmaster int, database string) cpuGroup {
 		mu.Lock()
 		defer mu.Unlock()
 		var out []int
-		for _, pid := range childPIDs(postmaster) {
+		for _, pid := range bench.Children(postmaster) {
 			ok, known := matches[pid]
 			if !known {
 				title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -129,39 +129,6 @@ func backendsGroup(name string, postmaster int, database string) cpuGroup {
 func backendServes(title []byte, database string) bool {
 	t := strings.ReplaceAll(string(title), "\x00", " ")
 	return strings.HasPrefix(t, "postgres: ") && strings.Contains(t, " "+database+" ")
-}
-
-// childPIDs returns the children of pid, from
-// /proc/<pid>/task/*/children, or by scanning /proc where that file does
-// not exist.
-func childPIDs(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	if len(tasks) > 0 {
-		for _, t := range tasks {
-			b, err := os.ReadFile(t)
-			if err != nil {
-				continue
-			}
-			for _, f := range strings.Fields(string(b)) {
-				if n, err := strconv.Atoi(f); err == nil {
-					out = append(out, n)
-				}
-			}
-		}
-		return out
-	}
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		n, err := strconv.Atoi(filepath.Base(d))
-		if err != nil {
-			continue
-		}
-		if st, err := bench.ReadProcStat(n); err == nil && st.PPID == pid {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // cpuMeter measures the CPU that groups of processes use during a window.

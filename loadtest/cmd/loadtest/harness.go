@@ -120,7 +120,7 @@ func (h *harness) pinAll() error {
 func (h *harness) serverPIDs() []int {
 	pids := []int{h.redisPID, h.pgbouncerPID}
 	if h.postmasterPID > 0 {
-		pids = append(append(pids, h.postmasterPID), childPIDs(h.postmasterPID)...)
+		pids = append(append(pids, h.postmasterPID), bench.Children(h.postmasterPID)...)
 	}
 	return pids
 }
@@ -500,13 +500,8 @@ func handWritten(dir string) []byte {
 // loadAverage returns the 1-minute load average, or "" where
 // /proc/loadavg does not exist.
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
+	if f := bench.LoadAverages(); f != nil {
+		return f[0]
 	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
+	return ""
 }

@@ -75,7 +75,7 @@ func TestChildPIDs(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	if kids := childPIDs(os.Getpid()); !slices.Contains(kids, cmd.Process.Pid) {
+	if kids := bench.Children(os.Getpid()); !slices.Contains(kids, cmd.Process.Pid) {
 		t.Errorf("childPIDs = %v, want it to hold %d", kids, cmd.Process.Pid)
 	}
 }

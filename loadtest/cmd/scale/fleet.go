@@ -156,9 +156,8 @@ func fleetReport(ctx context.Context, o options, dbs *databases, log io.Writer) 
 // loadAverage returns the machine's load averages over 1, 5 and 15
 // minutes, from /proc/loadavg.
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], ", ")
+	if f := bench.LoadAverages(); f != nil {
+		return strings.Join(f, ", ")
 	}
 	return "unknown"
 }
