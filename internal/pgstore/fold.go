@@ -139,15 +139,7 @@ func (s *Store) foldStatement(ctx context.Context, t *table, writes []warmcache.
 		w := writes[i]
 		keys[j], ifMatch[j], deletes[j], absentOK[j] = w.Key, w.IfMatch, w.Delete, w.AbsentOK
 		locks[j] = lockHash(t.ns, &w.Key)
-		if w.Delete {
-			continue
-		}
-		values[j] = valueArg(t.ns, w.Value)
-		if a := t.ttlArgs(w); len(a) == 1 {
-			if ms, ok := a[0].(int64); ok {
-				ttls[j] = &ms
-			}
-		}
+		values[j], ttls[j] = t.writeValue(w)
 	}
 	rows, err := s.pool.Query(ctx, t.stmts.FoldCall, s.modes.Write, keyArray(t.ns, keys), values, ifMatch, deletes, ttls, absentOK, lockHash(t.ns, nil), locks)
 	if err != nil {

@@ -297,13 +297,7 @@ func (t *table) byFunction(writes []warmcache.Write) bool {
 // locks before it writes; without, locks holds w's key alone, and the call
 // locks it only where it needs it (see setWriteFunction).
 func (s *Store) writeFunctionArgs(t *table, w warmcache.Write, locks []lock, rowsFirst bool) []any {
-	var value, ttl any // NULL for a delete
-	if !w.Delete {
-		value = valueArg(t.ns, w.Value)
-		if a := t.ttlArgs(w); len(a) == 1 {
-			ttl = a[0]
-		}
-	}
+	value, ttl := t.writeValue(w)
 	var tableLock *int64
 	var keyLocks []int64
 	var rowKeys any = keyArray(t.ns, nil)
@@ -320,6 +314,21 @@ func (s *Store) writeFunctionArgs(t *table, w warmcache.Write, locks []lock, row
 		}
 	}
 	return []any{s.modes.Write, keyArg(t.ns, w.Key), value, w.IfMatch, w.Delete, ttl, w.AbsentOK, tableLock, keyLocks, rowKeys}
+}
+
+// writeValue returns the value and TTL arguments of w for t's write
+// function: the value as valueArg gives it and the TTL in milliseconds, or
+// nil (NULL) for a delete, and for a TTL without expiry.
+func (t *table) writeValue(w warmcache.Write) (value any, ttl *int64) {
+	if w.Delete {
+		return nil, nil
+	}
+	if a := t.ttlArgs(w); len(a) == 1 {
+		if ms, ok := a[0].(int64); ok {
+			ttl = &ms
+		}
+	}
+	return valueArg(t.ns, w.Value), ttl
 }
 
 // writeByFunction runs writes through t's write function: one call for

@@ -27,7 +27,8 @@ type trust struct {
 	// repairs bounds the background retries of failed hot-tier updates
 	// of writes (see repair).
 	repairs chan struct{}
-	// echoes are this instance's writes whose updates landed (see echoes).
+	// echoes are this instance's latest writes, whose echoes change
+	// capture need not apply (see echoes).
 	echoes echoes
 }
 
