@@ -47,6 +47,7 @@ var flagDefaults = map[string]struct {
 	"max-warm-inflight":  {func(c config.Config) any { return c.Tiers.MaxWarmInflight }, warmcache.DefaultMaxWarmInflight},
 	"warm-lanes":         {func(c config.Config) any { return c.Tiers.WarmLanes }, warmcache.DefaultWarmLanes},
 	"hot-lanes":          {func(c config.Config) any { return c.Tiers.HotLanes }, warmcache.DefaultHotLanes},
+	"hot-lane-spill":     {func(c config.Config) any { return c.Tiers.HotLaneSpill }, warmcache.DefaultHotLaneSpill},
 	"write-fold":         {func(c config.Config) any { return c.Tiers.WriteFold }, warmcache.DefaultWriteFold},
 	"write-lanes":        {func(c config.Config) any { return c.Tiers.WriteLanes }, warmcache.DefaultWriteLanes},
 	"write-fold-wait":    {func(c config.Config) any { return c.Tiers.WriteFoldWait }, warmcache.DefaultWriteFoldWait},

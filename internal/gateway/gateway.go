@@ -244,6 +244,15 @@ func (g *Gateway) startServer(ctx context.Context) error {
 	return g.buildTransports()
 }
 
+// hotLaneSpill is the core's HotLaneSpill of --hot-lane-spill, whose 0
+// turns spilling off (the core's zero means its default).
+func hotLaneSpill(cfg config.Config) time.Duration {
+	if cfg.Tiers.HotLaneSpill <= 0 {
+		return -1
+	}
+	return cfg.Tiers.HotLaneSpill
+}
+
 // serverCoreOptions returns the core's options of a Server.
 func (g *Gateway) serverCoreOptions() warmcache.Options {
 	cfg := g.cfg
@@ -253,6 +262,7 @@ func (g *Gateway) serverCoreOptions() warmcache.Options {
 		MaxWarmInflight:  cfg.Tiers.MaxWarmInflight,
 		WarmLanes:        cfg.Tiers.WarmLanes,
 		HotLanes:         cfg.Tiers.HotLanes,
+		HotLaneSpill:     hotLaneSpill(cfg),
 		WriteFold:        cfg.Tiers.WriteFold,
 		WriteLanes:       cfg.Tiers.WriteLanes,
 		WriteFoldWait:    cfg.Tiers.WriteFoldWait,

@@ -18,6 +18,16 @@ import (
 // key. With maxBatch at most one, folding is off: every group runs at
 // once as a batch of its own, with no lanes. A batcher is safe for
 // concurrent use.
+//
+// Lanes suit a tier whose round trip is about its own work, as on
+// loopback: a busy tier then answers folded batches sooner than a queue of
+// single keys. A tier a network hop away is slow to answer while idle, and
+// a group that waits for a lane then pays a round trip for its place and
+// another for its batch. With spill set, a group that finds every lane
+// busy and no batch taken for longer than spill starts one more lane, up
+// to spillLanes in all, so that its wait is bounded by spill rather than
+// by the round trip; under a load that keeps the lanes taking batches
+// within spill, no lane is added.
 type batcher[G comparable] struct {
 	lanes    int
 	maxBatch int
@@ -35,11 +45,19 @@ type batcher[G comparable] struct {
 	// another lane's batch runs waits for its batch to fill to maxBatch
 	// before taking it; with no other batch running it never waits.
 	linger time.Duration
+	// spill, when positive, lets a group that finds lanes batches running
+	// start one more, up to spillLanes, if the last batch was taken (or
+	// the last lane started) more than spill ago.
+	spill      time.Duration
+	spillLanes int
 
 	mu      sync.Mutex
 	queue   []G
 	queued  int // keys in queue
 	running int
+	// taken is when the last batch was taken or the last lane started,
+	// kept only with spill.
+	taken time.Time
 	// full, when not nil, is closed once queued reaches maxBatch: a
 	// lingering lane waits on it.
 	full chan struct{}
@@ -111,11 +129,21 @@ func (b *batcher[G]) enqueue(g G) bool {
 		close(b.full)
 		b.full = nil
 	}
-	if b.running < b.lanes {
+	if b.running < b.lanes || b.spills() {
 		b.running++
+		if b.spill > 0 {
+			b.taken = time.Now()
+		}
 		return true
 	}
 	return false
+}
+
+// spills reports whether a group that finds every lane busy starts one
+// more: the lanes have taken no batch for longer than spill, and fewer
+// than spillLanes run. b.mu must be held.
+func (b *batcher[G]) spills() bool {
+	return b.spill > 0 && b.running < b.spillLanes && time.Since(b.taken) > b.spill
 }
 
 // next takes the next batch off the queue, and reports whether it holds
@@ -127,6 +155,9 @@ func (b *batcher[G]) next(mine G) ([]G, bool) {
 		b.queue = nil // release the drained backing array
 		b.running--
 		return nil, false
+	}
+	if b.spill > 0 {
+		b.taken = time.Now()
 	}
 	if b.key != nil {
 		return b.nextByKey(mine)

@@ -85,3 +85,64 @@ func TestBatcherLingerOnlyWhenBusy(t *testing.T) {
 		t.Errorf("batch sizes %v, want [1 1 4]: the lingering lane sends a full batch", sizes)
 	}
 }
+
+// TestBatcherSpill checks that a group finding every lane busy waits while
+// the lanes took a batch within spill, starts one more lane once they have
+// taken none for longer, and never starts more than spillLanes.
+func TestBatcherSpill(t *testing.T) {
+	const spill = 50 * time.Millisecond
+	var mu sync.Mutex
+	var ran [][]string
+	hold := make(chan struct{})
+	b := &batcher[*keyed]{lanes: 1, maxBatch: 8, spill: spill, spillLanes: 2, size: func(*keyed) int { return 1 },
+		run: func(batch []*keyed) {
+			var keys []string
+			for _, g := range batch {
+				keys = append(keys, g.key)
+			}
+			mu.Lock()
+			ran = append(ran, keys)
+			mu.Unlock()
+			if slices.ContainsFunc(batch, func(g *keyed) bool { return g.key != "early" }) {
+				<-hold
+			}
+		}}
+	state := func() (running, waiting int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.running, b.queued
+	}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				r, w := state()
+				t.Fatalf("%s: still %d lanes running and %d groups waiting", what, r, w)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	defer func() { close(hold); wg.Wait() }()
+	wg.Go(func() { b.runHere(&keyed{key: "first"}) })
+	until("the first lane", func() bool { r, w := state(); return r == 1 && w == 0 })
+	wg.Go(func() { b.runHere(&keyed{key: "early"}) })
+	until("a group queued within spill", func() bool { _, w := state(); return w == 1 })
+	if r, _ := state(); r != 1 {
+		t.Fatalf("%d lanes run after a group arrived within spill of the last batch, want 1", r)
+	}
+	time.Sleep(2 * spill)
+	wg.Go(func() { b.runHere(&keyed{key: "late"}) })
+	until("a lane spilled", func() bool { r, w := state(); return r == 2 && w == 0 })
+	mu.Lock()
+	spilled := ran[len(ran)-1]
+	mu.Unlock()
+	if !slices.Equal(spilled, []string{"early", "late"}) {
+		t.Errorf("the spilled lane's batch %v, want [early late]: it takes every waiting group", spilled)
+	}
+	time.Sleep(2 * spill)
+	wg.Go(func() { b.runHere(&keyed{key: "capped"}) })
+	until("a group queued at spillLanes", func() bool { _, w := state(); return w == 1 })
+	if r, _ := state(); r != 2 {
+		t.Errorf("%d lanes run, want spillLanes (2)", r)
+	}
+}

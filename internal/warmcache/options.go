@@ -108,6 +108,12 @@ type Options struct {
 	// reads that arrive while all lanes are busy wait and go together in
 	// the next pipeline. Zero means 2.
 	HotLanes int
+	// HotLaneSpill, when positive, lets a read that finds every hot lane
+	// busy, and no pipeline sent for longer than this, start one more
+	// lane, up to 4×HotLanes: Redis a network hop away is then waited for
+	// once, not for a lane and again for the read's own pipeline (see
+	// batcher). Zero means DefaultHotLaneSpill; negative turns it off.
+	HotLaneSpill time.Duration
 	// SweepInterval is how often RunSweeper deletes the rows whose expiry
 	// has passed. Zero means a second; negative turns the sweeper off
 	// (expired rows still read as absent).
@@ -139,6 +145,8 @@ const (
 	DefaultMaxLoadBytes     = 64 << 20
 	DefaultWarmLanes        = 1
 	DefaultHotLanes         = 2
+	DefaultHotLaneSpill     = 500 * time.Microsecond
+	hotSpillLanesPerLane    = 4
 	DefaultWriteFold        = 64
 	DefaultWriteLanes       = 2
 	DefaultWriteFoldWait    = time.Duration(0)
@@ -176,6 +184,9 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxBatchFold, defaultMaxBatchFold)
 	def(&o.WarmLanes, DefaultWarmLanes)
 	def(&o.HotLanes, DefaultHotLanes)
+	if o.HotLaneSpill == 0 {
+		o.HotLaneSpill = DefaultHotLaneSpill
+	}
 	def(&o.WriteFold, DefaultWriteFold)
 	def(&o.WriteLanes, DefaultWriteLanes)
 	def(&o.MaxLoads, DefaultMaxLoads)

@@ -215,13 +215,15 @@ func (s *Service) lookup(ns *Namespace, tier lookupTier, result lookupResult) pr
 }
 
 // newLanes returns the lanes of ns: HotLanes for the hot tier (two keep
-// Redis busy while one pipeline is on the wire) and WarmLanes for the
+// Redis busy while one pipeline is on the wire; more while the pipelines
+// wait on a slow round trip, see HotLaneSpill) and WarmLanes for the
 // warehouse (one folds the misses that arrive during a query into the
 // next). With folding off (MaxBatchFold 1) every read goes at once on its
 // own.
 func (s *Service) newLanes(ns *Namespace) *nsLanes {
 	return &nsLanes{
 		hot: &batcher[*hotCall]{lanes: s.opts.HotLanes, maxBatch: s.opts.MaxBatchFold,
+			spill: s.opts.HotLaneSpill, spillLanes: hotSpillLanesPerLane * s.opts.HotLanes,
 			size: func(c *hotCall) int { return len(c.keys) },
 			run:  func(calls []*hotCall) { s.runHotReads(ns, calls) }},
 		warm: &batcher[*loadGroup]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
