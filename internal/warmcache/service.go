@@ -68,6 +68,7 @@ type serviceMetrics struct {
 	batchRedis func() prometheus.Observer
 	batchSQL   func() prometheus.Observer
 	foldWrites prometheus.Histogram
+	laneSpills *prometheus.CounterVec
 }
 
 // NewService returns a Service over the given tiers and namespaces. It
@@ -138,6 +139,10 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		Help:    "Keys per folded read, by tier (redis, sql).",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
 	}, []string{"tier"})
+	s.metrics.laneSpills = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "warmcache_hot_lane_spills_total",
+		Help: "Redis read lanes opened beyond --hot-lanes, by namespace, because reads had waited --hot-lane-spill for a lane (Redis slow to answer, or the process kept off the CPU).",
+	}, []string{"namespace"})
 	s.metrics.foldWrites = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "warmcache_write_fold_size",
 		Help:    "Writes per folded warehouse write (one round trip and one commit).",
@@ -153,7 +158,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 		return 0
 	})
 	s.sweep.metrics = newSweepMetrics()
-	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.metrics.lookups, s.metrics.hotWrites, s.metrics.flightJoin, s.metrics.stale, breakerOpen, s.metrics.batchKeys, s.metrics.foldWrites}, append(s.sweep.metrics.collectors(), s.trust.doubts.collectors()...)...)...)
+	return promreg.Register(reg, "warmcache", append([]prometheus.Collector{s.metrics.lookups, s.metrics.hotWrites, s.metrics.flightJoin, s.metrics.stale, breakerOpen, s.metrics.batchKeys, s.metrics.laneSpills, s.metrics.foldWrites}, append(s.sweep.metrics.collectors(), s.trust.doubts.collectors()...)...)...)
 }
 
 // nsLanes fold one namespace's concurrent reads: hot-tier lookups into
@@ -224,8 +229,9 @@ func (s *Service) newLanes(ns *Namespace) *nsLanes {
 	return &nsLanes{
 		hot: &batcher[*hotCall]{lanes: s.opts.HotLanes, maxBatch: s.opts.MaxBatchFold,
 			spill: s.opts.HotLaneSpill, spillLanes: hotSpillLanesPerLane * s.opts.HotLanes,
-			size: func(c *hotCall) int { return len(c.keys) },
-			run:  func(calls []*hotCall) { s.runHotReads(ns, calls) }},
+			spilled: s.metrics.laneSpills.WithLabelValues(ns.Name).Inc,
+			size:    func(c *hotCall) int { return len(c.keys) },
+			run:     func(calls []*hotCall) { s.runHotReads(ns, calls) }},
 		warm: &batcher[*loadGroup]{lanes: s.opts.WarmLanes, maxBatch: s.opts.MaxBatchFold,
 			size: func(g *loadGroup) int { return len(g.flights) },
 			run:  func(groups []*loadGroup) { s.runLoads(ns, groups) }},

@@ -273,7 +273,7 @@ func TestConcurrentHitsFoldIntoOnePipeline(t *testing.T) {
 		warm.Set("widgets", k, []byte(k), 1)
 	}
 	svc, err := warmcache.NewService(hot, warm, []*warmcache.Namespace{widgets()}, prometheus.NewRegistry(),
-		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{HotLanes: 1, HotTimeout: time.Minute})
+		slog.New(slog.NewTextHandler(io.Discard, nil)), warmcache.Options{HotLanes: 1, HotLaneSpill: -1, HotTimeout: time.Minute}) // no spill: the held lane stays the only one
 	if err != nil {
 		t.Fatal(err)
 	}
