@@ -88,6 +88,19 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	}
 }
 
+// TestZeroTurnsOff checks that the durations whose zero turns something
+// off take 0 from the environment and from a flag.
+func TestZeroTurnsOff(t *testing.T) {
+	c, err := config.Load(config.ServeCommand, []string{"--write-fold-wait", "0"},
+		env(map[string]string{"WARMCACHE_HOT_LANE_SPILL": "0"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Tiers.HotLaneSpill != 0 || c.Tiers.WriteFoldWait != 0 {
+		t.Errorf("HotLaneSpill, WriteFoldWait = %v, %v; want 0, 0", c.Tiers.HotLaneSpill, c.Tiers.WriteFoldWait)
+	}
+}
+
 func TestInvalidSettingsNameTheField(t *testing.T) {
 	cases := []struct {
 		name string
@@ -96,6 +109,8 @@ func TestInvalidSettingsNameTheField(t *testing.T) {
 		want string
 	}{
 		{"bad duration", nil, map[string]string{"WARMCACHE_HOT_TIMEOUT": "soon"}, "WARMCACHE_HOT_TIMEOUT"},
+		{"zero duration", nil, map[string]string{"WARMCACHE_HOT_TIMEOUT": "0"}, "WARMCACHE_HOT_TIMEOUT"},
+		{"negative duration", []string{"--hot-lane-spill", "-1ms"}, nil, "hot-lane-spill"},
 		{"bad number", nil, map[string]string{"WARMCACHE_PG_MAX_CONNS": "-1"}, "WARMCACHE_PG_MAX_CONNS"},
 		{"bad exec mode", []string{"--pg-exec-mode", "fast"}, nil, "pg-exec-mode"},
 		{"prepared through pgbouncer", []string{"--pg-exec-mode", "cache_statement", "--pg-pooler", "pgbouncer"}, nil, "PgBouncer"},

@@ -50,17 +50,40 @@ func (s *settings) list(p *[]string, name, env string, def []string, help string
 	}
 }
 
+// duration registers a duration that must be above zero.
 func (s *settings) duration(p *time.Duration, name, env string, def time.Duration, help string) {
+	durationOf(s, p, name, env, def, false, help)
+}
+
+// nonNegativeDuration registers a duration that may be zero.
+func (s *settings) nonNegativeDuration(p *time.Duration, name, env string, def time.Duration, help string) {
+	durationOf(s, p, name, env, def, true, help)
+}
+
+// durationOf registers a duration, above zero unless zero is allowed.
+func durationOf(s *settings, p *time.Duration, name, env string, def time.Duration, zero bool, help string) {
+	want := "a positive duration such as 50ms"
+	if zero {
+		want = "a duration such as 50ms, or 0"
+	}
 	*p = def
 	if v := s.env(env); v != "" {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			s.errs = append(s.errs, fmt.Errorf("%s: want a positive duration such as 50ms, got %q", env, v))
+		if err != nil || d < 0 || d == 0 && !zero {
+			s.errs = append(s.errs, fmt.Errorf("%s: want %s, got %q", env, want, v))
 		} else {
 			*p = d
 		}
 	}
 	s.fs.DurationVar(p, name, *p, help+" ("+env+")")
+	if zero {
+		s.check(func() error {
+			if *p < 0 {
+				return fmt.Errorf("%s: must not be negative, got %v", name, *p)
+			}
+			return nil
+		})
+	}
 }
 
 // positive registers an int that must be above zero.

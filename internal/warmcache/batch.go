@@ -23,12 +23,14 @@ import (
 // loopback: a busy tier then answers folded batches sooner than a queue of
 // single keys. A tier a network hop away is slow to answer while idle, and
 // a group that waits for a lane then pays a round trip for its place and
-// another for its batch. With spill set, groups that have waited for a
-// lane for spill start one more lane, up to spillLanes in all, which takes
-// them: a group's wait is then bounded by spill rather than by the round
-// trip. Under a load that keeps the lanes taking batches within spill, no
-// lane is added; after the process was kept off the CPU for longer, one
-// is, whose batch takes every group that waited.
+// another for its batch. With spill set, a group that finds every lane
+// busy and no batch taken for longer than spill starts one more lane, up
+// to spillLanes in all, rather than wait for a round trip and then pay its
+// own; under a load that keeps the lanes taking batches within spill, no
+// lane is added. A process kept off the CPU for longer than spill finds
+// the lanes' last batch old when it resumes: its first group then starts
+// one lane, which takes every group that waited, and the groups after it
+// find a batch just taken.
 type batcher[G comparable] struct {
 	lanes    int
 	maxBatch int
@@ -46,8 +48,10 @@ type batcher[G comparable] struct {
 	// another lane's batch runs waits for its batch to fill to maxBatch
 	// before taking it; with no other batch running it never waits.
 	linger time.Duration
-	// spill, when positive, is how long groups wait for a lane before
-	// one more starts, up to spillLanes; spilled is called when one does.
+	// spill, when positive, lets a group that finds lanes batches running
+	// start one more, up to spillLanes, if the last batch was taken (or
+	// the last lane started) more than spill ago; spilled is called when
+	// one does.
 	spill      time.Duration
 	spillLanes int
 	spilled    func()
@@ -56,10 +60,9 @@ type batcher[G comparable] struct {
 	queue   []G
 	queued  int // keys in queue
 	running int
-	// since is when the groups in queue began to wait for a lane, and
-	// spillTimer fires spill after it; both only with spill.
-	since      time.Time
-	spillTimer *time.Timer
+	// taken is when the last batch was taken or the last lane started,
+	// kept only with spill.
+	taken time.Time
 	// full, when not nil, is closed once queued reaches maxBatch: a
 	// lingering lane waits on it.
 	full chan struct{}
@@ -125,7 +128,6 @@ func (b *batcher[G]) runHere(g G) {
 func (b *batcher[G]) enqueue(g G) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	first := len(b.queue) == 0
 	b.queue = append(b.queue, g)
 	b.queued += b.size(g)
 	if b.full != nil && b.queued >= b.maxBatch {
@@ -134,43 +136,27 @@ func (b *batcher[G]) enqueue(g G) bool {
 	}
 	if b.running < b.lanes {
 		b.running++
+		if b.spill > 0 {
+			b.taken = time.Now()
+		}
 		return true
 	}
-	if first && b.spill > 0 {
-		b.since = time.Now()
-		b.armSpill(b.spill)
+	if b.spills() {
+		b.running++
+		b.taken = time.Now()
+		if b.spilled != nil {
+			b.spilled()
+		}
+		return true
 	}
 	return false
 }
 
-// armSpill makes spillLane run after d. b.mu must be held.
-func (b *batcher[G]) armSpill(d time.Duration) {
-	if b.spillTimer == nil {
-		b.spillTimer = time.AfterFunc(d, b.spillLane)
-		return
-	}
-	b.spillTimer.Reset(d)
-}
-
-// spillLane starts one more lane, up to spillLanes, when groups have
-// waited in queue for spill, and runs batches in it until nothing waits.
-func (b *batcher[G]) spillLane() {
-	b.mu.Lock()
-	if len(b.queue) == 0 || b.running >= b.spillLanes {
-		b.mu.Unlock()
-		return
-	}
-	if wait := b.spill - time.Since(b.since); wait > 0 {
-		b.armSpill(wait)
-		b.mu.Unlock()
-		return
-	}
-	b.running++
-	b.mu.Unlock()
-	if b.spilled != nil {
-		b.spilled()
-	}
-	b.loop()
+// spills reports whether a group that finds every lane busy starts one
+// more: the lanes have taken no batch for longer than spill, and fewer
+// than spillLanes run. b.mu must be held.
+func (b *batcher[G]) spills() bool {
+	return b.spill > 0 && b.running < b.spillLanes && time.Since(b.taken) > b.spill
 }
 
 // next takes the next batch off the queue, and reports whether it holds
@@ -184,13 +170,7 @@ func (b *batcher[G]) next(mine G) ([]G, bool) {
 		return nil, false
 	}
 	if b.spill > 0 {
-		// The groups left behind (over maxBatch) wait from now.
-		defer func() {
-			if len(b.queue) > 0 {
-				b.since = time.Now()
-				b.armSpill(b.spill)
-			}
-		}()
+		b.taken = time.Now()
 	}
 	if b.key != nil {
 		return b.nextByKey(mine)

@@ -2,7 +2,6 @@ package warmcache
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,22 +87,27 @@ func TestBatcherLingerOnlyWhenBusy(t *testing.T) {
 	}
 }
 
-// TestBatcherSpill checks that groups waiting for a lane start one more
-// once they have waited spill, not before, and that no more than
-// spillLanes run.
+// TestBatcherSpill checks that a group finding every lane busy waits while
+// the lanes took a batch within spill, starts one more lane once they have
+// taken none for longer, which takes every waiting group, and that no more
+// than spillLanes run.
 func TestBatcherSpill(t *testing.T) {
 	const spill = 50 * time.Millisecond
-	hold, waited := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var ran [][]string
+	hold := make(chan struct{})
 	var spills atomic.Int64
 	b := &batcher[*keyed]{lanes: 1, maxBatch: 8, spill: spill, spillLanes: 2, size: func(*keyed) int { return 1 },
 		spilled: func() { spills.Add(1) },
 		run: func(batch []*keyed) {
+			var keys []string
 			for _, g := range batch {
-				if g.key == "waits" {
-					close(waited)
-				}
+				keys = append(keys, g.key)
 			}
-			if strings.HasSuffix(batch[0].key, "hold") {
+			mu.Lock()
+			ran = append(ran, keys)
+			mu.Unlock()
+			if slices.ContainsFunc(batch, func(g *keyed) bool { return g.key != "early" }) {
 				<-hold
 			}
 		}}
@@ -123,33 +127,29 @@ func TestBatcherSpill(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	defer func() { close(hold); wg.Wait() }()
-	wg.Go(func() { b.runHere(&keyed{key: "first-hold"}) })
+	wg.Go(func() { b.runHere(&keyed{key: "first"}) })
 	until("the first lane", func() bool { r, w := state(); return r == 1 && w == 0 })
-
-	// A group that finds the lane busy waits spill, then gets a lane of
-	// its own while the first batch still runs.
-	start := time.Now()
-	b.runHere(&keyed{key: "waits"})
-	select {
-	case <-waited:
-	case <-time.After(10 * time.Second):
-		t.Fatal("a group waiting for a busy lane did not run while the lane stayed busy")
+	wg.Go(func() { b.runHere(&keyed{key: "early"}) })
+	until("a group queued within spill", func() bool { _, w := state(); return w == 1 })
+	if r, _ := state(); r != 1 {
+		t.Fatalf("%d lanes run after a group arrived within spill of the last batch, want 1", r)
 	}
-	if d := time.Since(start); d < spill {
-		t.Errorf("a group waiting for a busy lane spilled after %v, before spill (%v)", d, spill)
+	time.Sleep(2 * spill)
+	wg.Go(func() { b.runHere(&keyed{key: "late"}) })
+	until("a lane spilled", func() bool { r, w := state(); return r == 2 && w == 0 })
+	mu.Lock()
+	spilled := ran[len(ran)-1]
+	mu.Unlock()
+	if !slices.Equal(spilled, []string{"early", "late"}) {
+		t.Errorf("the spilled lane's batch %v, want [early late]: it takes every waiting group", spilled)
 	}
 	if n := spills.Load(); n != 1 {
 		t.Errorf("%d lanes spilled, want 1", n)
 	}
-
-	// A spilled lane that stays busy counts: with spillLanes running, a
-	// group waits for one of them however long it waits.
-	wg.Go(func() { b.runHere(&keyed{key: "second-hold"}) })
-	until("the spilled lane", func() bool { r, w := state(); return r == 2 && w == 0 })
+	time.Sleep(2 * spill)
 	wg.Go(func() { b.runHere(&keyed{key: "capped"}) })
-	until("a group queued", func() bool { _, w := state(); return w == 1 })
-	time.Sleep(3 * spill)
-	if r, w := state(); r != 2 || w != 1 {
-		t.Errorf("%d lanes running and %d groups waiting after 3 × spill, want spillLanes (2) and 1", r, w)
+	until("a group queued at spillLanes", func() bool { _, w := state(); return w == 1 })
+	if r, _ := state(); r != 2 {
+		t.Errorf("%d lanes run, want spillLanes (2)", r)
 	}
 }

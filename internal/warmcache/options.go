@@ -145,7 +145,7 @@ const (
 	DefaultMaxLoadBytes     = 64 << 20
 	DefaultWarmLanes        = 1
 	DefaultHotLanes         = 2
-	DefaultHotLaneSpill     = 500 * time.Microsecond
+	DefaultHotLaneSpill     = 200 * time.Microsecond
 	hotSpillLanesPerLane    = 4
 	DefaultWriteFold        = 64
 	DefaultWriteLanes       = 2

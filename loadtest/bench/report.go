@@ -81,6 +81,9 @@ type Run struct {
 type Fold struct {
 	SQLQueries, SQLKeys     float64
 	RedisBatches, RedisKeys float64
+	// LaneSpills counts the Redis read lanes the service opened beyond
+	// its --hot-lanes (warmcache_hot_lane_spills_total).
+	LaneSpills float64
 	// The time the service spent in each tier call, from its
 	// warmcache_sql_query_duration_seconds (lookups) and
 	// warmcache_redis_duration_seconds (reads and fills) histograms: with
@@ -95,6 +98,7 @@ func (f Fold) Since(before Fold) Fold {
 	return Fold{
 		SQLQueries: f.SQLQueries - before.SQLQueries, SQLKeys: f.SQLKeys - before.SQLKeys,
 		RedisBatches: f.RedisBatches - before.RedisBatches, RedisKeys: f.RedisKeys - before.RedisKeys,
+		LaneSpills: f.LaneSpills - before.LaneSpills,
 		SQLSeconds: f.SQLSeconds - before.SQLSeconds,
 		RedisReads: f.RedisReads - before.RedisReads, RedisReadSeconds: f.RedisReadSeconds - before.RedisReadSeconds,
 		Fills: f.Fills - before.Fills, FillSeconds: f.FillSeconds - before.FillSeconds,
@@ -672,8 +676,8 @@ func (r *Report) writeThroughput(p func(string, ...any)) {
 func (r *Report) writeFolding(p func(string, ...any)) {
 	for _, name := range scenarioOrder {
 		if f := r.Saturation[name].Fold; f != nil && f.SQLQueries == 0 {
-			p("Folding during `%s` (its warm-up included): %s keys per Redis read batch (%s batches).\n\n",
-				name, formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches))
+			p("Folding during `%s` (its warm-up included): %s keys per Redis read batch (%s batches; %s lanes opened beyond `--hot-lanes`).\n\n",
+				name, formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches), FormatRate(f.LaneSpills))
 		} else if f != nil {
 			p("Folding during `%s` (its warm-up included): %s keys per warehouse query (%s queries), %s keys per Redis read batch (%s batches). Mean time of one call, as the service measured it: warehouse query %s, Redis read %s, Redis fill %s.\n\n",
 				name, formatPerBatch(f.SQLKeys, f.SQLQueries), FormatRate(f.SQLQueries), formatPerBatch(f.RedisKeys, f.RedisBatches), FormatRate(f.RedisBatches),

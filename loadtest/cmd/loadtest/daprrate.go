@@ -68,6 +68,14 @@ type daprRated struct {
 func (h *harness) daprAtRates(ctx context.Context, client *http.Client, st *daprStack, keys []string, setting string) ([]daprRated, error) {
 	var out []daprRated
 	stores := append(slices.Clone(daprStores), daprNearStore)
+	metrics := strings.TrimSuffix(st.rest, "/v1/kv/statestore/") + "/metrics"
+	if before, err := scrapeFold(ctx, metrics); err == nil {
+		defer func() {
+			if after, err := scrapeFold(ctx, metrics); err == nil {
+				h.logf("dapr %s: warmcache opened %.0f Redis read lanes beyond --hot-lanes during the fixed-rate attacks", setting, after.Since(before).LaneSpills)
+			}
+		}()
+	}
 	for _, rate := range h.opts.DaprRates {
 		for round := 1; round <= daprRateRounds; round++ {
 			for _, store := range stores {

@@ -175,7 +175,7 @@ func (h *harness) folded(ctx context.Context, s *service, scenario string, attac
 	fold := after.Since(before)
 	run.Fold = &fold
 	h.report.Saturation[scenario] = run
-	h.logf("%s: %.2f keys per Redis read batch (%.0f batches)", scenario, run.Fold.RedisKeys/max(run.Fold.RedisBatches, 1), run.Fold.RedisBatches)
+	h.logf("%s: %.2f keys per Redis read batch (%.0f batches, %.0f lanes spilled)", scenario, run.Fold.RedisKeys/max(run.Fold.RedisBatches, 1), run.Fold.RedisBatches, run.Fold.LaneSpills)
 }
 
 // findServers finds the processes of Redis, PostgreSQL (the postmaster)

@@ -231,6 +231,7 @@ func scrapeFold(ctx context.Context, url string) (bench.Fold, error) {
 		SQLKeys:      bench.SumSamples(text, "warmcache_batch_keys_sum", sql),
 		RedisBatches: bench.SumSamples(text, "warmcache_batch_keys_count", redis),
 		RedisKeys:    bench.SumSamples(text, "warmcache_batch_keys_sum", redis),
+		LaneSpills:   bench.SumSamples(text, "warmcache_hot_lane_spills_total", nil),
 	}
 	f.SQLSeconds, _ = sum("warmcache_sql_query_duration_seconds", "lookup", "lookup_many")
 	f.RedisReadSeconds, f.RedisReads = sum("warmcache_redis_duration_seconds", "get", "get_many")
