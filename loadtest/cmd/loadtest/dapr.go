@@ -241,6 +241,22 @@ func (h *harness) startDaprd(ctx context.Context, bin, database, resources, sock
 	if err := writeDaprResources(resources, dsn(srv.postgres, database), srv.redis); err != nil {
 		return nil, "", err
 	}
+	// The ports are free when picked, and another process may take one
+	// before daprd listens: a daprd that exits early starts again on new
+	// ports, three times at most.
+	var err error
+	for try := 1; ; try++ {
+		var daprd *process
+		var base string
+		if daprd, base, err = h.startDaprdOnce(ctx, bin, resources, sockets); err == nil || try == 3 || ctx.Err() != nil {
+			return daprd, base, err
+		}
+		h.logf("dapr: daprd did not start (%v); again on other ports", err)
+	}
+}
+
+// startDaprdOnce starts daprd on three ports free when picked.
+func (h *harness) startDaprdOnce(ctx context.Context, bin, resources, sockets string) (*process, string, error) {
 	daprHTTP, _ := freeAddr()
 	daprGRPC, _ := freeAddr()
 	internal, _ := freeAddr()
