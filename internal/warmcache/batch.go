@@ -26,11 +26,11 @@ import (
 // another for its batch. With spill set, a group that finds every lane
 // busy and no batch taken for longer than spill starts one more lane, up
 // to spillLanes in all, rather than wait for a round trip and then pay its
-// own; under a load that keeps the lanes taking batches within spill, no
-// lane is added. A process kept off the CPU for longer than spill finds
-// the lanes' last batch old when it resumes: its first group then starts
-// one lane, which takes every group that waited, and the groups after it
-// find a batch just taken.
+// own; that only where the tier is slow to answer, its shortest recent
+// batch longer than spill (minRTT). A process kept off the CPU finds the
+// lanes' last batch old when it resumes, and a tier on loopback still
+// answers some batches fast: there no lane is added, and folding stays as
+// it was.
 type batcher[G comparable] struct {
 	lanes    int
 	maxBatch int
@@ -61,8 +61,9 @@ type batcher[G comparable] struct {
 	queued  int // keys in queue
 	running int
 	// taken is when the last batch was taken or the last lane started,
-	// kept only with spill.
+	// and rtt the shortest recent batches; both kept only with spill.
 	taken time.Time
+	rtt   minRTT
 	// full, when not nil, is closed once queued reaches maxBatch: a
 	// lingering lane waits on it.
 	full chan struct{}
@@ -108,7 +109,7 @@ func (b *batcher[G]) runHere(g G) {
 		if batch == nil {
 			return
 		}
-		b.run(batch)
+		b.runBatch(batch)
 		if mine {
 			b.mu.Lock()
 			more := len(b.queue) > 0
@@ -153,10 +154,58 @@ func (b *batcher[G]) enqueue(g G) bool {
 }
 
 // spills reports whether a group that finds every lane busy starts one
-// more: the lanes have taken no batch for longer than spill, and fewer
-// than spillLanes run. b.mu must be held.
+// more: the tier is slow to answer (even the shortest recent batch took
+// longer than spill), the lanes have taken no batch for longer than spill,
+// and fewer than spillLanes run. b.mu must be held.
 func (b *batcher[G]) spills() bool {
-	return b.spill > 0 && b.running < b.spillLanes && time.Since(b.taken) > b.spill
+	return b.spill > 0 && b.running < b.spillLanes && b.rtt.get() > b.spill && time.Since(b.taken) > b.spill
+}
+
+// runBatch runs batch and, with spill, keeps how long it took.
+func (b *batcher[G]) runBatch(batch []G) {
+	if b.spill <= 0 {
+		b.run(batch)
+		return
+	}
+	start := time.Now()
+	b.run(batch)
+	end := time.Now()
+	b.mu.Lock()
+	b.rtt.add(end.Sub(start), end)
+	b.mu.Unlock()
+}
+
+// rttWindow is how long a batch's time counts in minRTT: one to two
+// windows.
+const rttWindow = time.Second
+
+// minRTT keeps the shortest batch of the last one to two seconds: the
+// tier's own round trip, without the waits for the CPU that a loaded
+// process adds to many batches. On loopback it stays at tens of
+// microseconds however busy the core; a tier a network hop away never
+// answers faster than the hop.
+type minRTT struct {
+	cur, prev time.Duration
+	since     time.Time // when cur's window began
+}
+
+func (m *minRTT) add(d time.Duration, now time.Time) {
+	switch age := now.Sub(m.since); {
+	case age > 2*rttWindow: // the windows before are too old to count
+		m.prev, m.cur, m.since = 0, d, now
+	case age > rttWindow:
+		m.prev, m.cur, m.since = m.cur, d, now
+	default:
+		m.cur = min(m.cur, d)
+	}
+}
+
+// get returns the shortest batch kept, or 0 before the first.
+func (m *minRTT) get() time.Duration {
+	if m.prev == 0 {
+		return m.cur
+	}
+	return min(m.cur, m.prev)
 }
 
 // next takes the next batch off the queue, and reports whether it holds
@@ -248,7 +297,7 @@ func (b *batcher[G]) loop() {
 		if batch == nil {
 			return
 		}
-		b.run(batch)
+		b.runBatch(batch)
 	}
 }
 

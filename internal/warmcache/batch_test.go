@@ -87,69 +87,86 @@ func TestBatcherLingerOnlyWhenBusy(t *testing.T) {
 	}
 }
 
-// TestBatcherSpill checks that a group finding every lane busy waits while
-// the lanes took a batch within spill, starts one more lane once they have
-// taken none for longer, which takes every waiting group, and that no more
-// than spillLanes run.
+// TestBatcherSpill checks that, on a tier slow to answer, a group finding
+// every lane busy waits while the lanes took a batch within spill, starts
+// one more lane once they have taken none for longer, which takes every
+// waiting group, and that no more than spillLanes run; and that on a tier
+// whose batches are quick, however long the lanes are busy, none starts.
 func TestBatcherSpill(t *testing.T) {
 	const spill = 50 * time.Millisecond
-	var mu sync.Mutex
-	var ran [][]string
-	hold := make(chan struct{})
-	var spills atomic.Int64
-	b := &batcher[*keyed]{lanes: 1, maxBatch: 8, spill: spill, spillLanes: 2, size: func(*keyed) int { return 1 },
-		spilled: func() { spills.Add(1) },
-		run: func(batch []*keyed) {
-			var keys []string
-			for _, g := range batch {
-				keys = append(keys, g.key)
+	for _, slow := range []bool{true, false} {
+		t.Run(map[bool]string{true: "slow tier", false: "quick tier"}[slow], func(t *testing.T) {
+			var mu sync.Mutex
+			var ran [][]string
+			hold := make(chan struct{})
+			var spills atomic.Int64
+			b := &batcher[*keyed]{lanes: 1, maxBatch: 8, spill: spill, spillLanes: 2, size: func(*keyed) int { return 1 },
+				spilled: func() { spills.Add(1) },
+				run: func(batch []*keyed) {
+					var keys []string
+					for _, g := range batch {
+						keys = append(keys, g.key)
+					}
+					mu.Lock()
+					ran = append(ran, keys)
+					mu.Unlock()
+					switch {
+					case batch[0].key == "warm-up" && slow:
+						time.Sleep(2 * spill)
+					case slices.ContainsFunc(batch, func(g *keyed) bool { return g.key != "warm-up" && g.key != "early" }):
+						<-hold
+					}
+				}}
+			state := func() (running, waiting int) {
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				return b.running, b.queued
 			}
+			until := func(what string, ok func() bool) {
+				t.Helper()
+				for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+					if time.Now().After(deadline) {
+						r, w := state()
+						t.Fatalf("%s: still %d lanes running and %d groups waiting", what, r, w)
+					}
+				}
+			}
+			b.runHere(&keyed{key: "warm-up"}) // the tier's round trip
+			var wg sync.WaitGroup
+			defer func() { close(hold); wg.Wait() }()
+			wg.Go(func() { b.runHere(&keyed{key: "first"}) })
+			until("the first lane", func() bool { r, w := state(); return r == 1 && w == 0 })
+			wg.Go(func() { b.runHere(&keyed{key: "early"}) })
+			until("a group queued within spill", func() bool { _, w := state(); return w == 1 })
+			if r, _ := state(); r != 1 {
+				t.Fatalf("%d lanes run after a group arrived within spill of the last batch, want 1", r)
+			}
+			time.Sleep(2 * spill)
+			wg.Go(func() { b.runHere(&keyed{key: "late"}) })
+			if !slow {
+				until("a group queued behind a busy lane", func() bool { _, w := state(); return w == 2 })
+				time.Sleep(2 * spill)
+				if r, w := state(); r != 1 || w != 2 || spills.Load() != 0 {
+					t.Errorf("%d lanes running, %d groups waiting, %d spilled; want 1, 2, 0: the tier answers quickly", r, w, spills.Load())
+				}
+				return
+			}
+			until("a lane spilled", func() bool { r, w := state(); return r == 2 && w == 0 })
 			mu.Lock()
-			ran = append(ran, keys)
+			spilled := ran[len(ran)-1]
 			mu.Unlock()
-			if slices.ContainsFunc(batch, func(g *keyed) bool { return g.key != "early" }) {
-				<-hold
+			if !slices.Equal(spilled, []string{"early", "late"}) {
+				t.Errorf("the spilled lane's batch %v, want [early late]: it takes every waiting group", spilled)
 			}
-		}}
-	state := func() (running, waiting int) {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.running, b.queued
-	}
-	until := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
-			if time.Now().After(deadline) {
-				r, w := state()
-				t.Fatalf("%s: still %d lanes running and %d groups waiting", what, r, w)
+			if n := spills.Load(); n != 1 {
+				t.Errorf("%d lanes spilled, want 1", n)
 			}
-		}
-	}
-	var wg sync.WaitGroup
-	defer func() { close(hold); wg.Wait() }()
-	wg.Go(func() { b.runHere(&keyed{key: "first"}) })
-	until("the first lane", func() bool { r, w := state(); return r == 1 && w == 0 })
-	wg.Go(func() { b.runHere(&keyed{key: "early"}) })
-	until("a group queued within spill", func() bool { _, w := state(); return w == 1 })
-	if r, _ := state(); r != 1 {
-		t.Fatalf("%d lanes run after a group arrived within spill of the last batch, want 1", r)
-	}
-	time.Sleep(2 * spill)
-	wg.Go(func() { b.runHere(&keyed{key: "late"}) })
-	until("a lane spilled", func() bool { r, w := state(); return r == 2 && w == 0 })
-	mu.Lock()
-	spilled := ran[len(ran)-1]
-	mu.Unlock()
-	if !slices.Equal(spilled, []string{"early", "late"}) {
-		t.Errorf("the spilled lane's batch %v, want [early late]: it takes every waiting group", spilled)
-	}
-	if n := spills.Load(); n != 1 {
-		t.Errorf("%d lanes spilled, want 1", n)
-	}
-	time.Sleep(2 * spill)
-	wg.Go(func() { b.runHere(&keyed{key: "capped"}) })
-	until("a group queued at spillLanes", func() bool { _, w := state(); return w == 1 })
-	if r, _ := state(); r != 2 {
-		t.Errorf("%d lanes run, want spillLanes (2)", r)
+			time.Sleep(2 * spill)
+			wg.Go(func() { b.runHere(&keyed{key: "capped"}) })
+			until("a group queued at spillLanes", func() bool { _, w := state(); return w == 1 })
+			if r, _ := state(); r != 2 {
+				t.Errorf("%d lanes run, want spillLanes (2)", r)
+			}
+		})
 	}
 }
