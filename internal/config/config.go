@@ -295,8 +295,9 @@ type Tiers struct {
 	// (--hot-lanes).
 	HotLanes int
 	// HotLaneSpill is how long the hot lanes may go without sending a
-	// pipeline before a read that finds them busy starts one more
-	// (--hot-lane-spill); 0 never adds one.
+	// pipeline, while Redis is slower than that to answer, before a read
+	// that finds them busy starts one more (--hot-lane-spill); 0 never
+	// adds one.
 	HotLaneSpill time.Duration
 	// WriteFold bounds the single writes that go to the warehouse in one
 	// round trip and one commit (--write-fold).
@@ -733,7 +734,7 @@ func (t *Tiers) registerProtection(s *settings) {
 	s.positive(&t.MaxWarmInflight, "max-warm-inflight", "WARMCACHE_MAX_WARM_INFLIGHT", warmcache.DefaultMaxWarmInflight, "concurrent warehouse reads")
 	s.positive(&t.WarmLanes, "warm-lanes", "WARMCACHE_WARM_LANES", warmcache.DefaultWarmLanes, "folded warehouse reads of a namespace at once; misses that arrive meanwhile go together in the next query")
 	s.positive(&t.HotLanes, "hot-lanes", "WARMCACHE_HOT_LANES", warmcache.DefaultHotLanes, "folded Redis reads of a namespace at once; reads that arrive meanwhile go together in the next pipeline")
-	s.nonNegativeDuration(&t.HotLaneSpill, "hot-lane-spill", "WARMCACHE_HOT_LANE_SPILL", warmcache.DefaultHotLaneSpill, "how long the Redis read lanes of a namespace may go without sending a pipeline before a read that finds them busy opens one more (up to 4 × --hot-lanes), so that a Redis a network hop away is waited for once; 0 never opens more")
+	s.nonNegativeDuration(&t.HotLaneSpill, "hot-lane-spill", "WARMCACHE_HOT_LANE_SPILL", warmcache.DefaultHotLaneSpill, "how long the Redis read lanes of a namespace may go without sending a pipeline, while even Redis's shortest recent pipeline takes longer, before a read that finds them busy opens one more (up to 4 × --hot-lanes), so that a Redis a network hop away is waited for once; 0 never opens more")
 	s.positive(&t.WriteFold, "write-fold", "WARMCACHE_WRITE_FOLD", warmcache.DefaultWriteFold, "most single writes of distinct keys that go to PostgreSQL together, in one round trip and one commit; 1 sends every write alone")
 	s.positive(&t.WriteLanes, "write-lanes", "WARMCACHE_WRITE_LANES", warmcache.DefaultWriteLanes, "folded writes of a namespace at once; writes that arrive meanwhile go together in the next transaction")
 	s.nonNegativeDuration(&t.WriteFoldWait, "write-fold-wait", "WARMCACHE_WRITE_FOLD_WAIT", warmcache.DefaultWriteFoldWait, "how long a write lane waits for company while another lane's writes are in the warehouse; 0 never waits")

@@ -48,10 +48,9 @@ type batcher[G comparable] struct {
 	// another lane's batch runs waits for its batch to fill to maxBatch
 	// before taking it; with no other batch running it never waits.
 	linger time.Duration
-	// spill, when positive, lets a group that finds lanes batches running
-	// start one more, up to spillLanes, if the last batch was taken (or
-	// the last lane started) more than spill ago; spilled is called when
-	// one does.
+	// spill, when positive, lets a group that finds every lane busy start
+	// one more, up to spillLanes, when the tier is slow to answer (see
+	// spills); spilled is called when one does.
 	spill      time.Duration
 	spillLanes int
 	spilled    func()

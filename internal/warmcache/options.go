@@ -110,9 +110,11 @@ type Options struct {
 	HotLanes int
 	// HotLaneSpill, when positive, lets a read that finds every hot lane
 	// busy, and no pipeline sent for longer than this, start one more
-	// lane, up to 4×HotLanes: Redis a network hop away is then waited for
-	// once, not for a lane and again for the read's own pipeline (see
-	// batcher). Zero means DefaultHotLaneSpill; negative turns it off.
+	// lane, up to 4×HotLanes, while Redis is slow to answer (its shortest
+	// pipeline of the last second or two took longer than this): Redis a
+	// network hop away is then waited for once, not for a lane and again
+	// for the read's own pipeline (see batcher). Zero means
+	// DefaultHotLaneSpill; negative turns it off.
 	HotLaneSpill time.Duration
 	// SweepInterval is how often RunSweeper deletes the rows whose expiry
 	// has passed. Zero means a second; negative turns the sweeper off

@@ -141,7 +141,7 @@ func (s *Service) registerMetrics(reg prometheus.Registerer) error {
 	}, []string{"tier"})
 	s.metrics.laneSpills = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "warmcache_hot_lane_spills_total",
-		Help: "Redis read lanes opened beyond --hot-lanes, by namespace, because reads had waited --hot-lane-spill for a lane (Redis slow to answer, or the process kept off the CPU).",
+		Help: "Redis read lanes opened beyond --hot-lanes, by namespace: a read found every lane busy, their last pipeline sent more than --hot-lane-spill ago, while Redis was slow to answer (even its shortest recent pipeline took longer).",
 	}, []string{"namespace"})
 	s.metrics.foldWrites = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "warmcache_write_fold_size",
