@@ -176,6 +176,7 @@ type daprServers struct{ redis, postgres, pgbouncer string }
 type daprStack struct {
 	wc, daprd *process
 	base      string // daprd's HTTP API
+	wcBase    string // warmcache's HTTP listener
 	rest      string // warmcache's REST base of the statestore namespace
 }
 
@@ -199,9 +200,10 @@ func (h *harness) startDapr(ctx context.Context, daprdBin, dir, namespaces, data
 	sockets := filepath.Join(dir, "sockets")
 	st := &daprStack{}
 	var err error
-	if st.wc, st.rest, err = h.serveDaprComponent(ctx, database, namespaces, sockets, srv); err != nil {
+	if st.wc, st.wcBase, err = h.serveDaprComponent(ctx, database, namespaces, sockets, srv); err != nil {
 		return nil, err
 	}
+	st.rest = st.wcBase + "/v1/kv/statestore/"
 	if st.daprd, st.base, err = h.startDaprd(ctx, daprdBin, database, filepath.Join(dir, "resources"), sockets, srv); err != nil {
 		st.stop()
 		return nil, err
@@ -213,7 +215,7 @@ func (h *harness) startDapr(ctx context.Context, daprdBin, dir, namespaces, data
 // migrated), its pluggable components statestore and daprNearStore
 // listening in the folder sockets, with a 64 MiB near cache (used by
 // daprNearStore's namespace alone), reaching the servers at srv; it
-// returns the process and its REST base for the statestore namespace.
+// returns the process and the base URL of its HTTP listener.
 func (h *harness) serveDaprComponent(ctx context.Context, database, namespaces, sockets string, srv daprServers) (*process, string, error) {
 	httpAddr, _ := freeAddr()
 	pprofAddr, _ := freeAddr()
@@ -230,7 +232,7 @@ func (h *harness) serveDaprComponent(ctx context.Context, database, namespaces, 
 	if err != nil {
 		return nil, "", err
 	}
-	return wc, "http://" + httpAddr + "/v1/kv/statestore/", nil
+	return wc, "http://" + httpAddr, nil
 }
 
 // startDaprd starts daprd with deploy/dapr's YAMLs, written to resources

@@ -68,7 +68,7 @@ type daprRated struct {
 func (h *harness) daprAtRates(ctx context.Context, client *http.Client, st *daprStack, keys []string, setting string) ([]daprRated, error) {
 	var out []daprRated
 	stores := append(slices.Clone(daprStores), daprNearStore)
-	metrics := strings.TrimSuffix(st.rest, "/v1/kv/statestore/") + "/metrics"
+	metrics := st.wcBase + "/metrics"
 	if before, err := scrapeFold(ctx, metrics); err == nil {
 		defer func() {
 			if after, err := scrapeFold(ctx, metrics); err == nil {
