@@ -29,14 +29,8 @@ func TestChangeEchoOfOwnWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ns, err := svc.Namespace("widgets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ns.ParseKey("7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := mustNamespace(t, svc, "widgets")
+	key := mustKey(t, ns, "7")
 	it, err := svc.Put(ctx, "widgets", "7", []byte(`{"v":1}`), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -75,11 +69,7 @@ func TestChangeEchoOfOwnWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key8, err := ns.ParseKey("8")
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply(warmcache.Change{Key: key8, Entry: failed.Entry})
+	apply(warmcache.Change{Key: mustKey(t, ns, "8"), Entry: failed.Entry})
 	if echoes() != 1 {
 		t.Errorf("the echo of a write whose update failed was skipped: %v echoes, want 1", echoes())
 	}
@@ -102,14 +92,8 @@ func TestChangeEchoWaitsForTheWrite(t *testing.T) {
 	}
 	warmcache.SetEchoWait(svc, time.Minute)
 	ctx := context.Background()
-	ns, err := svc.Namespace("widgets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ns.ParseKey("9")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := mustNamespace(t, svc, "widgets")
+	key := mustKey(t, ns, "9")
 	done := make(chan error, 1)
 	go func() {
 		_, err := svc.Put(ctx, "widgets", "9", []byte(`{"v":1}`), nil)

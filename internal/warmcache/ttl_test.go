@@ -191,6 +191,15 @@ func mustNamespace(t *testing.T, svc *warmcache.Service, name string) *warmcache
 	return ns
 }
 
+func mustKey(t *testing.T, ns *warmcache.Namespace, raw string) warmcache.Key {
+	t.Helper()
+	k, err := ns.ParseKey(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 // TestReadAcrossExpiry: a warehouse read that began before an item's
 // expiry and ends after it, with the row, does not return the value, nor
 // leave a copy that a later read returns.
