@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -115,36 +116,56 @@ func (inv *Invalidations) count(key warmcache.Key, err error) error {
 }
 
 // FillPublish implements warmcache.FillPublisher on the Cache the
-// invalidations were made from: a fill of one key whose entry the cache
-// likely holds (a write's) runs the fill script and publishes the key's
-// invalidation in one pipeline, one round trip where FillMany and Publish
-// take two. Other fills are FillMany's, and their invalidations go out in
-// one pipeline after it.
+// invalidations were made from: fills of keys whose entries the cache
+// likely holds (a write's, or a fold of writes') run the fill script and
+// publish the keys' invalidations in one pipeline, one round trip where
+// FillMany and Publish take two. Other fills are FillMany's, and their
+// invalidations go out in one pipeline after it.
 func (inv *Invalidations) FillPublish(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill) (fillErr, publishErr error) {
-	if len(fills) != 1 || !(fills[0].Cached || fills[0].Replace) {
+	if len(fills) == 0 || slices.ContainsFunc(fills, func(f warmcache.Fill) bool { return !f.Cached && !f.Replace }) {
 		fillErr = inv.cache.FillMany(ctx, ns, fills)
 		return fillErr, inv.publishMany(ctx, ns, fills)
 	}
-	c, f := inv.cache, fills[0]
-	v, px, err := c.fillArgs(ns, f)
-	if err != nil {
-		return err, inv.publishMany(ctx, ns, fills)
+	c := inv.cache
+	rks := make([]string, len(fills))
+	values := make([][]byte, len(fills))
+	pxs := make([]int64, len(fills))
+	for i, f := range fills {
+		var err error
+		if values[i], pxs[i], err = c.fillArgs(ns, f); err != nil {
+			return err, inv.publishMany(ctx, ns, fills)
+		}
+		rks[i] = c.key(ns, f.Key)
 	}
-	rk := c.key(ns, f.Key)
 	start := time.Now()
 	pipe := inv.client.Pipeline()
-	fill := c.fill.EvalSha(ctx, pipe, []string{rk}, v, px, replaceArg(f.Replace))
-	pub := pipe.Publish(ctx, inv.channel, message(ns, f.Key, f.Entry.Version))
+	filled := make([]*redis.Cmd, len(fills))
+	pubs := make([]*redis.IntCmd, len(fills))
+	for i, f := range fills {
+		filled[i] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(f.Replace))
+		pubs[i] = pipe.Publish(ctx, inv.channel, message(ns, f.Key, f.Entry.Version))
+	}
 	_, _ = pipe.Exec(ctx)
-	fillErr = fill.Err()
-	if noScript(fillErr) {
-		fillErr = c.fill.Eval(ctx, inv.client, []string{rk}, v, px, replaceArg(f.Replace)).Err()
+	for i, cmd := range filled {
+		err := cmd.Err()
+		if noScript(err) { // the node lost its scripts: send the script itself
+			err = c.fill.Eval(ctx, inv.client, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace)).Err()
+		}
+		if err != nil && fillErr == nil {
+			fillErr = fmt.Errorf("rediscache: fill %q: %w", fills[i].Key.Text, err)
+		}
 	}
-	c.observe(opFill, start, fillErr)
-	if fillErr != nil {
-		fillErr = fmt.Errorf("rediscache: fill %q: %w", f.Key.Text, fillErr)
+	op := opFill
+	if len(fills) > 1 {
+		op = opFillMany
 	}
-	return fillErr, inv.count(f.Key, pub.Err())
+	c.observe(op, start, fillErr)
+	for i, cmd := range pubs {
+		if err := inv.count(fills[i].Key, cmd.Err()); err != nil && publishErr == nil {
+			publishErr = err
+		}
+	}
+	return fillErr, publishErr
 }
 
 // publishMany publishes the invalidations of fills in one pipeline and

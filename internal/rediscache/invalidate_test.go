@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/warmcache/warmcache/internal/promreg/promregtest"
 	"github.com/warmcache/warmcache/internal/rediscache"
@@ -228,5 +229,117 @@ func TestFillPublish(t *testing.T) {
 	}
 	if n := promregtest.Value(t, reg, "warmcache_invalidations_published_total", "result", "ok"); n != 4 {
 		t.Errorf("published ok = %v, want 4", n)
+	}
+}
+
+// callCounter counts the calls a go-redis client sends: single commands
+// and pipelines, each one round trip.
+type callCounter struct {
+	mu                  sync.Mutex
+	commands, pipelines int
+	piped               []string // the names of the last pipeline's commands
+}
+
+func (c *callCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.commands++
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		c.pipelines++
+		c.piped = c.piped[:0]
+		for _, cmd := range cmds {
+			c.piped = append(c.piped, cmd.Name())
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (c *callCounter) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.commands, c.pipelines, c.piped = 0, 0, nil
+}
+
+// TestFillPublishFoldInOneRoundTrip checks that the fills of a fold of
+// writes and their invalidations go to Redis as one pipeline, that each
+// fill keeps its own outcome by version, and that a fill whose script the
+// node lost is sent again with the script.
+func TestFillPublishFoldInOneRoundTrip(t *testing.T) {
+	calls := &callCounter{}
+	f := newFixture(t, rediscache.Options{Instrument: func(c redis.UniversalClient) error {
+		c.AddHook(calls)
+		return nil
+	}})
+	inv := newInvalidations(t, f, nil)
+	sub := subscribe(t, inv)
+	ns := &warmcache.Namespace{Name: "widgets"}
+	ctx := testContext(t)
+	f.fill(t, ns, "1", present(5, `"v5"`))
+	f.fill(t, ns, "2", present(9, `"v9"`))
+
+	// A first write opens the pool's connection, whose handshake is
+	// commands of its own.
+	warm := warmcache.Fill{Key: warmcache.Key{Text: "0"}, Entry: present(1, `"v1"`), Keep: testKeep, Cached: true}
+	if fillErr, publishErr := inv.FillPublish(ctx, ns, []warmcache.Fill{warm}); fillErr != nil || publishErr != nil {
+		t.Fatalf("FillPublish = %v, %v", fillErr, publishErr)
+	}
+	sub.next(t)
+
+	fold := []warmcache.Fill{
+		{Key: warmcache.Key{Text: "1"}, Entry: present(6, `"v6"`), Keep: testKeep, Cached: true}, // newer: replaces
+		{Key: warmcache.Key{Text: "2"}, Entry: present(8, `"v8"`), Keep: testKeep, Cached: true}, // older: kept out
+		{Key: warmcache.Key{Text: "3"}, Entry: present(2, `"v2"`), Keep: testKeep, Cached: true}, // absent: stored
+	}
+	calls.reset()
+	if fillErr, publishErr := inv.FillPublish(ctx, ns, fold); fillErr != nil || publishErr != nil {
+		t.Fatalf("FillPublish = %v, %v", fillErr, publishErr)
+	}
+	calls.mu.Lock()
+	commands, pipelines, piped := calls.commands, calls.pipelines, slices.Clone(calls.piped)
+	calls.mu.Unlock()
+	if pipelines != 1 || commands != 0 {
+		t.Errorf("a fold of 3 writes took %d pipelines and %d single commands, want 1 pipeline", pipelines, commands)
+	}
+	if want := []string{"evalsha", "publish", "evalsha", "publish", "evalsha", "publish"}; !slices.Equal(piped, want) {
+		t.Errorf("the pipeline sent %v, want %v", piped, want)
+	}
+	for _, fl := range fold {
+		want := invalidation{ns.Name, fl.Key.Text, fl.Entry.Version}
+		if got := sub.next(t); got != want {
+			t.Fatalf("delivered %+v, want %+v", got, want)
+		}
+	}
+	for key, want := range map[string]warmcache.Entry{"1": present(6, `"v6"`), "2": present(9, `"v9"`), "3": present(2, `"v2"`)} {
+		if got, hit := f.get(t, ns, key); !hit || !sameEntry(got, want) {
+			t.Errorf("key %s: Get = %+v, %v; want %+v", key, got, hit, want)
+		}
+	}
+
+	// A node that lost its scripts (a restart, SCRIPT FLUSH) is sent the
+	// script itself, and the fills still land.
+	if err := f.raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	again := []warmcache.Fill{
+		{Key: warmcache.Key{Text: "1"}, Entry: present(7, `"v7"`), Keep: testKeep, Cached: true},
+		{Key: warmcache.Key{Text: "3"}, Entry: present(3, `"v3"`), Keep: testKeep, Replace: true},
+	}
+	if fillErr, publishErr := inv.FillPublish(ctx, ns, again); fillErr != nil || publishErr != nil {
+		t.Fatalf("FillPublish after SCRIPT FLUSH = %v, %v", fillErr, publishErr)
+	}
+	for key, want := range map[string]warmcache.Entry{"1": present(7, `"v7"`), "3": present(3, `"v3"`)} {
+		if got, hit := f.get(t, ns, key); !hit || !sameEntry(got, want) {
+			t.Errorf("after SCRIPT FLUSH, key %s: Get = %+v, %v; want %+v", key, got, hit, want)
+		}
 	}
 }
