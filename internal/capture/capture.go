@@ -388,6 +388,10 @@ func (c *capture) stream(ctx context.Context, src source) error {
 	inTxn := false
 	var nextStatus time.Time
 	ch := chores{nextPrune: c.now().Add(time.Minute)}
+	// The receives until the next status report share one deadline: a
+	// context and its timer per report, not per message.
+	var rctx deadline
+	defer rctx.stop()
 	for {
 		now := c.now()
 		if !now.Before(nextStatus) {
@@ -395,11 +399,10 @@ func (c *capture) stream(ctx context.Context, src source) error {
 				return err
 			}
 			nextStatus = now.Add(c.status)
+			rctx.reset(ctx, nextStatus)
 		}
 		c.doChores(ctx, src, &ch, now)
-		rctx, cancel := context.WithDeadline(ctx, nextStatus)
-		raw, err := src.receive(rctx)
-		cancel()
+		raw, err := src.receive(rctx.ctx)
 		if err != nil {
 			if errors.Is(err, errIdle) && ctx.Err() == nil {
 				continue
@@ -436,6 +439,24 @@ func (c *capture) stream(ctx context.Context, src source) error {
 				return err
 			}
 		}
+	}
+}
+
+// deadline is a context with a deadline that many calls share until reset
+// replaces it.
+type deadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (d *deadline) reset(parent context.Context, t time.Time) {
+	d.stop()
+	d.ctx, d.cancel = context.WithDeadline(parent, t)
+}
+
+func (d *deadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
 	}
 }
 
