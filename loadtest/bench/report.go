@@ -595,7 +595,7 @@ func formatSources(m map[string]uint64) string {
 }
 
 // Scenario order in the tables.
-var scenarioOrder = []string{Floor, FloorMW, PeerHot, Hot, L1, PeerMiss, Miss, Mixed, MGet, GRPCFloor, GRPC, Put, PutIfMatch, Delete}
+var scenarioOrder = []string{Floor, FloorMW, PeerHot, Hot, L1, PeerMiss, Miss, Mixed, MGet, GRPCFloor, GRPC, Put, HotAtPutRate, PutIfMatch, Delete}
 
 // WriteMarkdown writes the report as markdown. Charts are linked from
 // chartDir, relative to the markdown file.
@@ -867,6 +867,9 @@ func (r *Report) cpuRows() []cpuRow {
 	var rows []cpuRow
 	for _, name := range scenarioOrder {
 		run, ok := r.Saturation[name]
+		if !ok {
+			run, ok = r.Fixed[name] // a fixed-rate attack measured as one, such as HotAtPutRate
+		}
 		if !ok || run.CPU == nil {
 			continue
 		}
@@ -904,7 +907,7 @@ func (r *Report) writeCPU(p func(string, ...any)) {
 	}
 	p("## CPU per request\n\n")
 	defer p("![CPU per request by process](%s/cpu.png)\n\n", r.chartDir)
-	p("CPU time (user + system, from `/proc/<pid>/stat` before and after each saturation attack) divided by the requests answered in it. ")
+	p("CPU time (user + system, from `/proc/<pid>/stat` before and after each saturation attack, and the fixed-rate `%s`) divided by the requests answered in it. ", HotAtPutRate)
 	p("`server` is the process under test (warmcache, the floor process, or PostgreSQL's backends for pgbench); ")
 	p("`postgres` sums the backends of the benchmark database (through PgBouncer: its server connections); `load` is the load generator (the harness, or pgbench). ")
 	p("Ratios compare the `server` column with the reference row's, or, for `miss` against pgbench, the total without the load generator.\n\n")

@@ -183,6 +183,41 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// TestPutAgainstHitAtItsRate checks the reference row that holds a PUT's
+// CPU against a hit's at the rate the PUTs reached, and that the fixed-rate
+// hits join the CPU table.
+func TestPutAgainstHitAtItsRate(t *testing.T) {
+	r := sampleReport()
+	r.Fixed[bench.HotAtPutRate] = bench.Run{Scenario: bench.HotAtPutRate, Rate: 1600, Latency: bench.Latency{P50: time.Millisecond / 5, P99: time.Millisecond, Count: 8000},
+		CPU: &bench.CPU{Server: "warmcache", Requests: 1000, Wall: time.Second, Used: map[string]time.Duration{bench.ProcServer: 75 * time.Millisecond}}}
+	var row *bench.TargetRow
+	rows := r.Targets()
+	for i := range rows {
+		if strings.Contains(rows[i].Scenario, bench.HotAtPutRate) {
+			row = &rows[i]
+		}
+	}
+	if row == nil {
+		t.Fatalf("no target row names %s", bench.HotAtPutRate)
+	}
+	if want := "2.00 × (150.0 µs vs 75.0 µs)"; row.Measured != want || row.Verdict != "reference" {
+		t.Errorf("row %q: measured %q, verdict %q; want %q, reference", row.Scenario, row.Measured, row.Verdict, want)
+	}
+	var buf bytes.Buffer
+	if err := r.WriteMarkdown(&buf, "results"); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| `hot@put-rate` | warmcache | 75.0 µs |"; !strings.Contains(buf.String(), want) {
+		t.Errorf("markdown lacks %q", want)
+	}
+	delete(r.Fixed, bench.HotAtPutRate)
+	for _, row := range r.Targets() {
+		if strings.Contains(row.Scenario, bench.HotAtPutRate) {
+			t.Errorf("a report without %s has its row: %+v", bench.HotAtPutRate, row)
+		}
+	}
+}
+
 func TestTargetsWithNearCacheAndMissingRuns(t *testing.T) {
 	r := sampleReport()
 	r.Saturation[bench.L1] = bench.Run{Scenario: bench.L1, Throughput: 21000, Sources: map[string]uint64{"hit-l1": 99, "hit": 1}}

@@ -11,6 +11,15 @@ import (
 // at a time on one connection: nothing to fold.
 const PutOneClient = "put-1"
 
+// HotAtPutRate is the fixed-rate attack of Redis hits, with the write
+// scenarios' workers, at the rate that `put` reached at saturation: the
+// service's CPU per hit when requests arrive as often as the PUTs did.
+// A service that is idle between requests pays each request's wake-ups
+// (the kernel's, its scheduler's) alone; at saturation a wake-up serves
+// many. So a PUT's CPU over a hit's at the same rate is what the PUT's own
+// path costs beyond serving a request at that rate.
+const HotAtPutRate = "hot@put-rate"
+
 // foldSizeLowest is the least size of a write fold.
 const foldSizeLowest = 1
 
@@ -87,8 +96,15 @@ func (r *Report) writeCostRows() []TargetRow {
 		rows = append(rows, fill(row))
 	}
 	hot, hasHot := r.Saturation[Hot]
-	return append(rows, cpuTargetRow("`put`: the service's CPU per PUT", "≤ 4.0 × its CPU per hit (`hot`)", 4.0,
+	rows = append(rows, cpuTargetRow("`put`: the service's CPU per PUT", "≤ 4.0 × its CPU per hit (`hot`)", 4.0,
 		put, hasPut && hasHot && put.CPU != nil && hot.CPU != nil, hot, ProcServer))
+	if same, ok := r.Fixed[HotAtPutRate]; ok && hasPut && put.CPU != nil && same.CPU != nil {
+		row := cpuTargetRow(fmt.Sprintf("`put`: the service's CPU per PUT against a hit at the PUT's rate (`%s`, %s/s)", HotAtPutRate, FormatRate(same.Rate)),
+			"none: a reference for the row above", math.Inf(1), put, true, same, ProcServer)
+		row.Verdict = "reference"
+		rows = append(rows, row)
+	}
+	return rows
 }
 
 // writeWrites writes the write attacks' fold sizes, their latency at

@@ -103,7 +103,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.Var(&hotEnv, "service-env", "NAME=VALUE added to the service's environment for every scenario but l1 (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=0: no near cache)")
 	fs.Var(&nearEnv, "near-env", "NAME=VALUE added to the service's environment for the l1 scenario (repeatable; default WARMCACHE_NEAR_CACHE_BYTES=67108864: a 64 MiB near cache)")
 	fs.StringVar(&o.Token, "token", "", "bearer token for the service's API, if it requires one")
-	fs.BoolVar(&o.Profile, "profile", true, "take CPU and allocation profiles of the service during an extra attack on each path (hot, grpc, miss, l1)")
+	fs.BoolVar(&o.Profile, "profile", true, "take CPU and allocation profiles of the service during an extra attack on each path (hot, grpc, miss, l1, put)")
 	fs.IntVar(&o.GRPCConns, "grpc-conns", 4, "client connections of a gRPC attack, shared by its workers")
 	fs.StringVar(&o.Before, "before", "", "results.json of an earlier run (of an earlier build) to compare with in the report")
 	fs.StringVar(&o.BeforeLabel, "before-label", "", "what the -before run measured, such as the build's commit")

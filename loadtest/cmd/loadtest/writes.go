@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -70,9 +71,14 @@ func (r *benchRun) writeScenarios(ctx context.Context) error {
 		k := rng.Int64N(o.Rows) + 1
 		puts[i] = vegetaTarget{Method: http.MethodPut, URL: r.svc.targets.keyURL(k), Header: h, Body: body(k)}
 	}
-	r.writeAttack(ctx, bench.Put, func() attackSpec {
+	putSpec := func() attackSpec {
 		return attackSpec{scenario: bench.Put, client: r.client, targeter: ring(puts), workers: o.WriteWorkers, duration: o.Duration, keysPerRequest: 1}
-	})
+	}
+	r.writeAttack(ctx, bench.Put, putSpec)
+	if o.Profile {
+		r.profile(ctx, r.svc, bench.Put, httpLoad(ctx, putSpec))
+	}
+	r.hotAtPutRate(ctx)
 
 	// Keys from the end of the cold keys' order, which the misses do not
 	// reach: the conditional PUTs' first, then the DELETEs'.
@@ -122,6 +128,92 @@ func (r *benchRun) writeScenarios(ctx context.Context) error {
 	return r.singleClient(ctx, puts)
 }
 
+// hotAtPutRate measures Redis hits of the hot keys, already cached by the
+// hot scenario, at the rate the PUTs reached, with as many workers, and
+// the CPU of every process over them (bench.HotAtPutRate).
+func (r *benchRun) hotAtPutRate(ctx context.Context) {
+	put, ok := r.report.Saturation[bench.Put]
+	if !r.want(bench.Hot) || !ok || put.Throughput < 1 {
+		return
+	}
+	if _, err := r.captured(ctx, captureLimit); err != nil { // the profile's PUTs, if any
+		r.note("%s not measured: %v", bench.HotAtPutRate, err)
+		return
+	}
+	spec := r.httpSpec(bench.HotAtPutRate, r.svc.targets.gets(r.hotKeys), 1)
+	run := r.measured(r.svc.process, "warmcache", func() bench.Run {
+		s := spec()
+		s.rate, s.workers = put.Throughput, r.opts.WriteWorkers
+		return attack(ctx, s)
+	})
+	r.report.Fixed[bench.HotAtPutRate] = run
+	r.logRun(run)
+}
+
+// captureLimit bounds how long a write attack waits for change capture to
+// apply its writes.
+const captureLimit = time.Minute
+
+// captured waits, at most limit, until change capture has applied what
+// was committed before it was called, and returns how long that took. A
+// write attack leaves capture a backlog, whose work an attack measured
+// right after it would be charged. It reads a hot key through the service
+// (so that Redis holds it), gives the key a new version behind the
+// service's back, and reads it again until the new version is served:
+// capture applies changes in commit order, so by then it has applied
+// everything before. Without capture there is nothing to wait for.
+func (r *benchRun) captured(ctx context.Context, limit time.Duration) (time.Duration, error) {
+	if !r.opts.Capture || len(r.hotKeys) == 0 {
+		return 0, nil
+	}
+	key := r.hotKeys[0]
+	served := func() (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.svc.targets.keyURL(key), nil)
+		if err != nil {
+			return "", err
+		}
+		req.Header = r.svc.targets.header.Clone()
+		resp, err := r.client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET key %d: %s", key, resp.Status)
+		}
+		return resp.Header.Get("ETag"), nil
+	}
+	if _, err := served(); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	conn, err := r.database(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var version int64
+	err = conn.QueryRow(ctx, `UPDATE widgets SET version = nextval('warmcache_version_seq') WHERE key = $1 RETURNING version`, key).Scan(&version)
+	conn.Close(context.WithoutCancel(ctx))
+	if err != nil {
+		return 0, fmt.Errorf("give key %d a new version: %w", key, err)
+	}
+	want := strconv.Quote(strconv.FormatInt(version, 10))
+	for {
+		etag, err := served()
+		if err != nil {
+			return 0, err
+		}
+		if etag == want {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > limit {
+			return 0, fmt.Errorf("change capture did not serve key %d at version %d within %s (served %s)", key, version, limit, etag)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // writeAttack runs an unmeasured warm-up, then the measured attack at
 // saturation, with the CPU of every process and the service's fold sizes
 // measured over it, and records it under name.
@@ -133,7 +225,17 @@ func (r *benchRun) writeAttack(ctx context.Context, name string, spec func() att
 	}
 	var run bench.Run
 	run.WriteFold = r.writeFolds(ctx, name, func() {
-		run = r.measured(r.svc.process, "warmcache", func() bench.Run { return attack(ctx, spec()) })
+		// The CPU is measured until change capture has applied the
+		// attack's writes: their echoes are part of what they cost.
+		run = r.measured(r.svc.process, "warmcache", func() bench.Run {
+			run := attack(ctx, spec())
+			if waited, err := r.captured(ctx, captureLimit); err != nil {
+				r.note("%s: %v", name, err)
+			} else if waited > time.Second {
+				r.logf("%s: change capture applied the attack's writes %s after it ended", name, waited.Round(time.Millisecond))
+			}
+			return run
+		})
 	})
 	r.report.Saturation[name] = run
 	r.logRun(run)
