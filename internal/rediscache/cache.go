@@ -443,29 +443,85 @@ func (c *Cache) FillMany(ctx context.Context, ns *warmcache.Namespace, fills []w
 	if len(fills) == 0 {
 		return nil
 	}
-	values := make([][]byte, len(fills))
-	pxs := make([]int64, len(fills))
-	for i, f := range fills {
-		var err error
-		if values[i], pxs[i], err = c.fillArgs(ns, f); err != nil {
-			return err
-		}
+	fl, err := c.filling(ns, fills)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	if len(fills) == 1 {
-		err := c.fillOne(ctx, c.key(ns, fills[0].Key), values[0], pxs[0], fills[0].Cached, fills[0].Replace)
+		err := c.fillOne(ctx, fl.rks[0], fl.values[0], fl.pxs[0], fills[0].Cached, fills[0].Replace)
 		c.observe(opFill, start, err)
 		if err != nil {
 			return fmt.Errorf("rediscache: fill %q: %w", fills[0].Key.Text, err)
 		}
 		return nil
 	}
-	err := c.fillPipeline(ctx, ns, fills, values, pxs)
+	err = c.fillPipeline(ctx, fl)
 	c.observe(opFillMany, start, err)
 	if err != nil {
 		return fmt.Errorf("rediscache: fill %d keys: %w", len(fills), err)
 	}
 	return nil
+}
+
+// filling is what a set of fills stores: each fill's Redis key, value and
+// lifetime in milliseconds, in the fills' order.
+type filling struct {
+	fills  []warmcache.Fill
+	rks    []string
+	values [][]byte
+	pxs    []int64
+}
+
+// filling returns what fills of ns store.
+func (c *Cache) filling(ns *warmcache.Namespace, fills []warmcache.Fill) (filling, error) {
+	fl := filling{fills: fills, rks: make([]string, len(fills)), values: make([][]byte, len(fills)), pxs: make([]int64, len(fills))}
+	for i, f := range fills {
+		var err error
+		if fl.values[i], fl.pxs[i], err = c.fillArgs(ns, f); err != nil {
+			return fl, err
+		}
+		fl.rks[i] = c.key(ns, f.Key)
+	}
+	return fl, nil
+}
+
+// script queues on pipe the fill script, by its digest, for fill i of fl.
+func (c *Cache) script(ctx context.Context, pipe redis.Pipeliner, fl filling, i int) *redis.Cmd {
+	return c.fill.EvalSha(ctx, pipe, []string{fl.rks[i]}, fl.values[i], fl.pxs[i], replaceArg(fl.fills[i].Replace))
+}
+
+// settle returns the first error of cmds, the fill scripts run for the
+// fills of fl at idx, with the index in fl of the fill it is for. It runs
+// the script again by its source, in one pipeline, for the fills whose
+// node did not have it cached.
+func (c *Cache) settle(ctx context.Context, fl filling, idx []int, cmds []*redis.Cmd) (int, error) {
+	var retry []int
+	for j, cmd := range cmds {
+		err := cmd.Err()
+		switch {
+		case err == nil:
+		case noScript(err):
+			retry = append(retry, idx[j])
+		default:
+			return idx[j], err
+		}
+	}
+	if len(retry) == 0 {
+		return 0, nil
+	}
+	pipe := c.client.Pipeline()
+	again := make([]*redis.Cmd, len(retry))
+	for j, i := range retry {
+		again[j] = c.fill.Eval(ctx, pipe, []string{fl.rks[i]}, fl.values[i], fl.pxs[i], replaceArg(fl.fills[i].Replace))
+	}
+	_, _ = pipe.Exec(ctx)
+	for j, cmd := range again {
+		if err := cmd.Err(); err != nil {
+			return retry[j], err
+		}
+	}
+	return 0, nil
 }
 
 // fillOne stores v under the Redis key rk for px milliseconds unless the
@@ -500,13 +556,11 @@ func replaceArg(replace bool) string {
 // pipeline (see fillOne), then runs the fill script, by its digest, in
 // one pipeline for the keys known or found to hold an entry, and once more
 // by its source for the keys whose node did not have the script cached.
-func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills []warmcache.Fill, values [][]byte, pxs []int64) error {
-	rks := make([]string, len(fills))
+func (c *Cache) fillPipeline(ctx context.Context, fl filling) error {
 	var held, tried []int
 	var pipe redis.Pipeliner
 	var nx []*redis.BoolCmd
-	for i, f := range fills {
-		rks[i] = c.key(ns, f.Key)
+	for i, f := range fl.fills {
 		if f.Cached || f.Replace {
 			held = append(held, i)
 			continue
@@ -515,7 +569,7 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 			pipe = c.client.Pipeline()
 		}
 		tried = append(tried, i)
-		nx = append(nx, pipe.SetNX(ctx, rks[i], values[i], time.Duration(pxs[i])*time.Millisecond))
+		nx = append(nx, pipe.SetNX(ctx, fl.rks[i], fl.values[i], time.Duration(fl.pxs[i])*time.Millisecond))
 	}
 	if pipe != nil {
 		_, _ = pipe.Exec(ctx)
@@ -535,36 +589,11 @@ func (c *Cache) fillPipeline(ctx context.Context, ns *warmcache.Namespace, fills
 	pipe = c.client.Pipeline()
 	cmds := make([]*redis.Cmd, len(held))
 	for j, i := range held {
-		cmds[j] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace))
+		cmds[j] = c.script(ctx, pipe, fl, i)
 	}
 	_, _ = pipe.Exec(ctx)
-	var retry []int
-	for j, cmd := range cmds {
-		i := held[j]
-		err := cmd.Err()
-		switch {
-		case err == nil:
-		case noScript(err):
-			retry = append(retry, i)
-		default:
-			return err
-		}
-	}
-	if len(retry) == 0 {
-		return nil
-	}
-	pipe = c.client.Pipeline()
-	cmds = cmds[:0]
-	for _, i := range retry {
-		cmds = append(cmds, c.fill.Eval(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace)))
-	}
-	_, _ = pipe.Exec(ctx)
-	for _, cmd := range cmds {
-		if err := cmd.Err(); err != nil {
-			return err
-		}
-	}
-	return nil
+	_, err := c.settle(ctx, fl, held, cmds)
+	return err
 }
 
 // noScript reports whether err is Redis's NOSCRIPT error: the node does not

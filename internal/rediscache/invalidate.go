@@ -127,33 +127,23 @@ func (inv *Invalidations) FillPublish(ctx context.Context, ns *warmcache.Namespa
 		return fillErr, inv.publishMany(ctx, ns, fills)
 	}
 	c := inv.cache
-	rks := make([]string, len(fills))
-	values := make([][]byte, len(fills))
-	pxs := make([]int64, len(fills))
-	for i, f := range fills {
-		var err error
-		if values[i], pxs[i], err = c.fillArgs(ns, f); err != nil {
-			return err, inv.publishMany(ctx, ns, fills)
-		}
-		rks[i] = c.key(ns, f.Key)
+	fl, err := c.filling(ns, fills)
+	if err != nil {
+		return err, inv.publishMany(ctx, ns, fills)
 	}
 	start := time.Now()
 	pipe := inv.client.Pipeline()
+	all := make([]int, len(fills))
 	filled := make([]*redis.Cmd, len(fills))
 	pubs := make([]*redis.IntCmd, len(fills))
 	for i, f := range fills {
-		filled[i] = c.fill.EvalSha(ctx, pipe, []string{rks[i]}, values[i], pxs[i], replaceArg(f.Replace))
+		all[i] = i
+		filled[i] = c.script(ctx, pipe, fl, i)
 		pubs[i] = pipe.Publish(ctx, inv.channel, message(ns, f.Key, f.Entry.Version))
 	}
 	_, _ = pipe.Exec(ctx)
-	for i, cmd := range filled {
-		err := cmd.Err()
-		if noScript(err) { // the node lost its scripts: send the script itself
-			err = c.fill.Eval(ctx, inv.client, []string{rks[i]}, values[i], pxs[i], replaceArg(fills[i].Replace)).Err()
-		}
-		if err != nil && fillErr == nil {
-			fillErr = fmt.Errorf("rediscache: fill %q: %w", fills[i].Key.Text, err)
-		}
+	if i, err := c.settle(ctx, fl, all, filled); err != nil {
+		fillErr = fmt.Errorf("rediscache: fill %q: %w", fills[i].Key.Text, err)
 	}
 	op := opFill
 	if len(fills) > 1 {
