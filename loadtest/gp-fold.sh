@@ -169,19 +169,12 @@ statement "$(echo $spread | tr ' ' ,)" "$sevens" | dispatch fold-statement
 # gp_segment_configuration and its descendants) on the CPUs of MASK; a
 # backend forked later inherits its postmaster's.
 datadirs=$(psql -X "$dsn" -Atc "SELECT datadir FROM gp_segment_configuration")
-tree() { local c; echo "$1"; for c in $(pgrep -P "$1"); do tree "$c"; done; }
-pin() {
-	local d pid
-	for d in $datadirs; do
-		for pid in $(tree "$(head -n1 "$d/postmaster.pid")"); do
-			taskset -a -p "$1" "$pid" >/dev/null 2>&1 || true
-		done
-	done
-}
-all=$(printf %x $(((1 << $(nproc)) - 1)))
+. "$(dirname "$0")/pin/pin.sh"
+cluster() { local d; for d in $datadirs; do pid_tree "$(head -n1 "$d/postmaster.pid")"; done; }
+pin() { pin_pids "$1" $(cluster); }
 pin 1
-echo "pinned to CPU 0: $(for d in $datadirs; do tree "$(head -n1 "$d/postmaster.pid")"; done | wc -l) processes of the cluster; pgbench on CPU 1"
-trap 'pin "$all"; rm -rf "$work"; dropdb' EXIT
+echo "pinned to CPU 0: $(cluster | wc -l) processes of the cluster; pgbench on CPU 1"
+trap 'pin "$all_cpus"; rm -rf "$work"; dropdb' EXIT
 
 files() {
 	local f

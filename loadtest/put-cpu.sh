@@ -34,18 +34,16 @@ addr=127.0.0.1:18380
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 redis=$(pgrep -f "redis-server $WARMCACHE_TEST_REDIS_ADDR" | head -n1)
 datadir=$(psql -X "$direct" -Atc "SHOW data_directory")
+. loadtest/pin/pin.sh
 pin() {
-	local pm pid
+	local pm
 	pm=$(head -n1 "$datadir/postmaster.pid")
-	for pid in "$pm" $(pgrep -P "$pm") $(pgrep -x pgbouncer) "$redis"; do
-		taskset -a -p "$1" "$pid" >/dev/null 2>&1 || true
-	done
+	pin_pids "$1" "$pm" $(pgrep -P "$pm") $(pgrep -x pgbouncer) "$redis"
 }
-all=$(printf %x $(( (1 << $(nproc)) - 1 )))
 pin 1
 svc=
 stop() { [[ -z $svc ]] || { kill "$svc" 2>/dev/null; wait "$svc" 2>/dev/null || true; svc=; }; }
-trap 'stop; pin "$all"' EXIT
+trap 'stop; pin "$all_cpus"' EXIT
 # measure NAME SCRIPT [ENV]: one wrk attack of 15 s; prints its rate and the
 # service's and Redis's CPU per request.
 measure() {

@@ -109,16 +109,14 @@ declare -A per=([fold-calls]=$fold [fold]=$fold)
 # pin MASK: the local stack's PostgreSQL (its postmaster and every backend)
 # and PgBouncer on the CPUs of MASK; a backend forked later inherits it.
 datadir=$(psql -X "$direct" -Atc "SHOW data_directory")
+. "$(dirname "$0")/pin/pin.sh"
 pin() {
-	local pm pid
+	local pm
 	pm=$(head -n1 "$datadir/postmaster.pid")
-	for pid in "$pm" $(pgrep -P "$pm") $(pgrep -x pgbouncer); do
-		taskset -a -p "$1" "$pid" >/dev/null 2>&1 || true
-	done
+	pin_pids "$1" "$pm" $(pgrep -P "$pm") $(pgrep -x pgbouncer)
 }
-all=$(printf %x $(( (1 << $(nproc)) - 1 )))
 pin 1
-trap 'pin "$all"; rm -rf "$work"; psql -X "$direct" -qc "DROP SCHEMA IF EXISTS wc_parts CASCADE" >/dev/null 2>&1 || true' EXIT
+trap 'pin "$all_cpus"; rm -rf "$work"; psql -X "$direct" -qc "DROP SCHEMA IF EXISTS wc_parts CASCADE" >/dev/null 2>&1 || true' EXIT
 
 declare -A sum
 parts=(upsert lock-first no-row-lock function copy hot fold-calls fold)
