@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -130,6 +131,23 @@ func newTargetSet(base, token string) targetSet {
 
 func (ts targetSet) keyURL(key int64) string {
 	return ts.base + "/v1/kv/widgets/" + strconv.FormatInt(key, 10)
+}
+
+// fetch sends one GET of key with client and returns the answer's status
+// and header, its body read and dropped.
+func (ts targetSet) fetch(ctx context.Context, client *http.Client, key int64) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ts.keyURL(key), nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = ts.header.Clone()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header, nil
 }
 
 // headerMap returns the set's request header as wrk takes it.

@@ -327,16 +327,12 @@ func (h *harness) prewarm(ctx context.Context, s *service, keys []int64) error {
 			return err
 		}
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.targets.keyURL(keys[0]), nil)
-	req.Header = s.targets.header.Clone()
-	resp, err := client.Do(req)
+	status, header, err := s.targets.fetch(ctx, client, keys[0])
 	if err != nil {
 		return fmt.Errorf("pre-warm check: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if src := resp.Header.Get("X-Cache"); resp.StatusCode != http.StatusOK || (src != bench.SourceHot && src != bench.SourceL1) {
-		h.note("after pre-warming, GET of key %d answered %s with X-Cache %q", keys[0], resp.Status, src)
+	if src := header.Get("X-Cache"); status != http.StatusOK || (src != bench.SourceHot && src != bench.SourceL1) {
+		h.note("after pre-warming, GET of key %d answered %d %s with X-Cache %q", keys[0], status, http.StatusText(status), src)
 	}
 	return nil
 }

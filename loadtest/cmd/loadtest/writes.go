@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -195,24 +194,16 @@ func (r *benchRun) captured(ctx context.Context, limit time.Duration) (time.Dura
 	}
 	key := r.hotKeys[0]
 	served := func() (string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.svc.targets.keyURL(key), nil)
-		if err != nil {
+		status, header, err := r.svc.targets.fetch(ctx, r.client, key)
+		switch {
+		case err != nil:
 			return "", err
-		}
-		req.Header = r.svc.targets.header.Clone()
-		resp, err := r.client.Do(req)
-		if err != nil {
-			return "", err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-			return resp.Header.Get("ETag"), nil
-		case http.StatusNotFound: // deleted by the delete attack: cached as absent
+		case status == http.StatusOK:
+			return header.Get("ETag"), nil
+		case status == http.StatusNotFound: // deleted by the delete attack: cached as absent
 			return "", nil
 		}
-		return "", fmt.Errorf("GET key %d: %s", key, resp.Status)
+		return "", fmt.Errorf("GET key %d: %d %s", key, status, http.StatusText(status))
 	}
 	if _, err := served(); err != nil {
 		return 0, err
