@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -230,7 +231,7 @@ func newFleet(ctx context.Context, o options, dbs *databases, log io.Writer) (*f
 	// Every instance may keep a near cache of the namespace.
 	w.storage = "    near_ttl: 30s\n" + w.storage
 	f := &fleet{o: o, w: w, rows: o.fleetRows, db: fmt.Sprintf("%s%d_0", w.prefix, o.fleetRows),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}}
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2 * slices.Max(o.instances)}, Timeout: 30 * time.Second}}
 	fmt.Fprintf(log, "==> the fleet's table %s\n", f.db)
 	p := point{rows: f.rows}
 	dir, env, err := prepareTable(ctx, o, w, f.db, &p, log)
@@ -299,6 +300,15 @@ func (f *fleet) point(ctx context.Context, hot fleetHot, near bool, n int, log i
 	return p, nil
 }
 
+// workers returns the clients of an attack on n instances: -workers in
+// all, or -workers for each instance with -fleet-per-instance.
+func (f *fleet) workers(n int) int {
+	if f.o.fleetPerInstance {
+		return f.o.workers * n
+	}
+	return f.o.workers
+}
+
 // cpu returns the CPU time each group has used so far.
 func (f *fleet) cpu(hot fleetHot, instances []*localstack.Served) map[string]time.Duration {
 	var pids []int
@@ -322,7 +332,7 @@ func (f *fleet) attack(ctx context.Context, hot fleetHot, instances []*localstac
 	}
 	folds0 := f.folds(ctx, instances)
 	before, st0, sw0, sc0 := f.cpu(hot, instances), readRedisStats(ctx, hot.addrs), bench.ContextSwitches(pids...), bench.Syscalls(pids...)
-	res := bench.ClosedLoop(ctx, f.client, f.o.workers, f.o.duration, next)
+	res := bench.ClosedLoop(ctx, f.client, f.workers(len(instances)), f.o.duration, next)
 	after, st1, sw1, sc1 := f.cpu(hot, instances), readRedisStats(ctx, hot.addrs), bench.ContextSwitches(pids...), bench.Syscalls(pids...)
 	folds1 := f.folds(ctx, instances)
 	n := max(float64(len(res.Latencies)), 1)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -89,8 +90,8 @@ func reportFleet(path string, o options, points []fleetPoint, took time.Duration
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# The fleet on a standalone Redis and on a Redis Cluster\n\n")
-	p("One run of the fleet curve of `make bench-scale` (loadtest/cmd/scale, `-curves fleet`) on %s, load average %s before it: %s instances of `warmcache serve` on the widgets table of %d rows (values of about 440 bytes, through PgBouncer), sharing the local stack's standalone Redis, then a Redis Cluster of %d masters (%d replicas each) started by the run; each with the near cache off and on (%d MiB per instance, `near_ttl: 30s`). %d workers, %s per attack, the requests dealt to the instances in turn; %d rounds of every point, of which each attack keeps the round that cost the fewest µs over every process (the machine is shared: interference only adds CPU), the costliest round's total beside it; the curve took %s. ",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg, joinInts(o.instances), o.fleetRows, o.clusterMasters, o.clusterReplicas, fleetNearBytes>>20, o.workers, o.duration, o.fleetRounds, took.Round(time.Second))
+	p("One run of the fleet curve of `make bench-scale` (loadtest/cmd/scale, `-curves fleet`) on %s, load average %s before it: %s instances of `warmcache serve` on the widgets table of %d rows (values of about 440 bytes, through PgBouncer), sharing the local stack's standalone Redis, then a Redis Cluster of %d masters (%d replicas each) started by the run; each with the near cache off and on (%d MiB per instance, `near_ttl: 30s`). %s, %s per attack, the requests dealt to the instances in turn; %d rounds of every point, of which each attack keeps the round that cost the fewest µs over every process (the machine is shared: interference only adds CPU), the costliest round's total beside it; the curve took %s. ",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), loadAvg, joinInts(o.instances), o.fleetRows, o.clusterMasters, o.clusterReplicas, fleetNearBytes>>20, fleetClients(o), o.duration, o.fleetRounds, took.Round(time.Second))
 	p("Placement: %s; every server (the instances, each redis-server, PostgreSQL, PgBouncer) on the servers' CPU. ", o.place)
 	p("`miss` reads each key once after the hot tier is flushed, `hit` the keys `miss` read. CPU is per successful request, from /proc: every instance's, every redis-server's of the hot tier, the postmaster's with its backends (live and reaped), PgBouncer's; `all` is their sum. Keys per fold are the keys of each folded read of the instances, to Redis and to the warehouse (their `warmcache_batch_keys`); Redis reads are per request over every redis-server (INFO's `total_reads_processed`, about one per round trip); syscalls are the instances' read and write system calls per request (`syscr` + `syscw` of /proc/<pid>/io), switches their threads' context switches.\n\n")
 	p("```sh\nmake bench-scale SCALEFLAGS='%s'\n```\n\n", fleetFlags(o))
@@ -159,8 +160,20 @@ func fleetBudget(p func(string, ...any), by map[string][]fleetPoint, names []str
 
 // fleetFlags are the flags that reproduce the fleet curve of o.
 func fleetFlags(o options) string {
-	return fmt.Sprintf("-curves fleet -keep -fleet-rows %d -fleet-rounds %d -instances %s -cluster-masters %d -cluster-replicas %d -workers %d -duration %s",
+	flags := fmt.Sprintf("-curves fleet -keep -fleet-rows %d -fleet-rounds %d -instances %s -cluster-masters %d -cluster-replicas %d -workers %d -duration %s",
 		o.fleetRows, o.fleetRounds, joinInts(o.instances), o.clusterMasters, o.clusterReplicas, o.workers, o.duration)
+	if o.fleetPerInstance {
+		flags += " -fleet-per-instance -out " + o.out
+	}
+	return flags
+}
+
+// fleetClients says how many clients each attack had.
+func fleetClients(o options) string {
+	if o.fleetPerInstance {
+		return fmt.Sprintf("%d workers for each instance (%d with %d instances: the load grows with the fleet, as a fleet of sidecars does with its applications)", o.workers, o.workers*slices.Max(o.instances), slices.Max(o.instances))
+	}
+	return fmt.Sprintf("%d workers shared by the instances (the load stays the same as the fleet grows)", o.workers)
 }
 
 func joinInts(ns []int) string {

@@ -70,11 +70,17 @@ type options struct {
 	gpClusters            []gpCluster // the segment curve's clusters; none: no segment curve
 	segmentRows           int
 	gpBatch               int
-	fleetRows             int             // rows of the fleet curve's table
-	fleetRounds           int             // of the fleet curve's points
-	clusterMasters        int             // of the fleet curve's Redis Cluster
-	clusterReplicas       int             // per master
-	curves                map[string]bool // the curves to draw
+	segmentRounds         int
+	idleWindow            time.Duration
+	fleetRows             int // rows of the fleet curve's table
+	fleetRounds           int // of the fleet curve's points
+	// fleetPerInstance gives each instance of the fleet curve workers of
+	// its own (the sidecar setting), where by default the workers are
+	// dealt to the instances in turn.
+	fleetPerInstance bool
+	clusterMasters   int             // of the fleet curve's Redis Cluster
+	clusterReplicas  int             // per master
+	curves           map[string]bool // the curves to draw
 }
 
 // warehouse is where a point's table lives: the local PostgreSQL, served
@@ -128,6 +134,13 @@ type point struct {
 	segments int
 	cluster  map[string]map[string]float64
 	dispatch []string
+	// idle is the cluster's CPU per second by role while the service
+	// served nothing (its polls and sweeps, the cluster's own work), from
+	// a window before the attacks; attackPath takes it off each request's
+	// CPU for the net column.
+	idle map[string]time.Duration
+	// rounds are the cluster's net µs per request of each round, by path.
+	rounds map[string][]float64
 }
 
 var paths = []string{"miss", "hit", "put"}
@@ -199,7 +212,10 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	clusters := fs.String("gp-clusters", "", "Greenplum clusters of the segment curve, each port:datadir (the kit's GP_PORT and GP_DATA), comma-separated; empty leaves the curve out")
 	fs.IntVar(&o.segmentRows, "segment-rows", 1000000, "rows of the segment curve's table")
 	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
+	fs.IntVar(&o.segmentRounds, "segment-rounds", 1, "rounds of the segment curve, the clusters taking turns; each path keeps the round that cost the cluster the fewest µs net of its idle work")
+	fs.DurationVar(&o.idleWindow, "idle-window", 3*time.Second, "how long the segment curve measures each cluster's CPU with the service serving nothing, before the attacks")
 	fs.IntVar(&o.fleetRows, "fleet-rows", 100000, "rows of the fleet curve's table")
+	fs.BoolVar(&o.fleetPerInstance, "fleet-per-instance", false, "give each instance of the fleet curve -workers clients of its own, as a fleet of sidecars that grows with its applications is loaded, where by default -workers clients are shared by the instances")
 	fs.IntVar(&o.fleetRounds, "fleet-rounds", 2, "rounds of the fleet curve; each point keeps the round that cost the fewest µs over every process")
 	fs.IntVar(&o.clusterMasters, "cluster-masters", 3, "masters of the fleet curve's Redis Cluster")
 	fs.IntVar(&o.clusterReplicas, "cluster-replicas", 0, "replicas of each master of the fleet curve's Redis Cluster")
@@ -219,6 +235,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 		}
 	}
 	o.fleetRounds = max(o.fleetRounds, 1)
+	o.segmentRounds = max(o.segmentRounds, 1)
 	o.only(*only)
 	return o, nil
 }
@@ -556,6 +573,9 @@ func writeRows(file string, rows, valueBytes int) (int64, error) {
 func attackPaths(ctx context.Context, o options, w warehouse, serve *localstack.Served, p *point) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
 	kv, pid := serve.HTTP()+"/v1/kv/widgets/", serve.Pid()
+	if w.dataDir != "" && o.idleWindow > 0 {
+		p.idle = idleCPU(ctx, w.dataDir, o.idleWindow)
+	}
 	perm := rand.New(rand.NewPCG(uint64(p.rows), 1)).Perm(p.rows)
 	var next atomic.Int64
 	p.attackPath(ctx, client, pid, o, w, "miss", 1, func() *http.Request {

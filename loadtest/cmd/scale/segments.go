@@ -52,6 +52,9 @@ func parseClusters(s string) ([]gpCluster, error) {
 const (
 	groupService = "warmcache"
 	groupCluster = "cluster" // the coordinator and the segments, summed
+	// groupNet is the cluster's CPU less its idle work over the attack
+	// (point.idle): what the requests themselves cost it.
+	groupNet = "cluster-net"
 )
 
 // segmentPaths are the segment curve's requests: a miss, a hit, a cold
@@ -82,42 +85,94 @@ func segmentReport(ctx context.Context, o options, measurePoint measureFunc, log
 // coordinator and of the segments (from /proc, the cluster's processes by
 // its data directory), and the doctor's lines on each.
 func segmentCurve(ctx context.Context, o options, measurePoint measureFunc, log io.Writer) ([]point, error) {
-	var out []point
-	for _, c := range o.gpClusters {
-		w, err := greenplumWarehouse(fmt.Sprintf("postgres://gpadmin@127.0.0.1:%d/postgres?sslmode=disable", c.port))
-		if err != nil {
-			return nil, err
+	best := make([]point, len(o.gpClusters))
+	for round := range o.segmentRounds {
+		for i, c := range o.gpClusters {
+			fmt.Fprintf(log, "==> round %d of %d\n", round+1, o.segmentRounds)
+			p, err := segmentPoint(ctx, o, c, measurePoint, log)
+			if err != nil {
+				return nil, err
+			}
+			best[i] = p.keepCheapest(best[i], round)
 		}
-		w.dataDir, w.prefix = c.dataDir, "warmcache_scale_seg_"
-		segments, err := countSegments(ctx, w.admin)
-		if err != nil {
-			return nil, fmt.Errorf("cluster on port %d: %w", c.port, err)
-		}
-		fmt.Fprintf(log, "==> %d segments (port %d, %s)\n", segments, c.port, c.dataDir)
-		p, err := measurePoint(w, o.segmentRows, 0, func(p *point, base string, pid int) error {
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
-			perm := rand.New(rand.NewPCG(uint64(o.gpBatch), 4)).Perm(o.segmentRows)
-			var next atomic.Int64
-			p.attackPath(ctx, client, pid, o, w, "mget", o.gpBatch, func() *http.Request {
-				i := int(next.Add(1)-1) * o.gpBatch
-				if i+o.gpBatch > len(perm) {
-					return nil
-				}
-				return mgetRequest(base, perm[i:i+o.gpBatch])
-			})
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		p.segments = segments
-		for _, path := range segmentPaths {
-			fmt.Fprintf(log, "    %-5s %8.0f/s  µs per request: warmcache %.1f, coordinator %.1f, segments %.1f\n", path, p.rate[path],
-				p.cluster[path][groupService], p.cluster[path][bench.RoleCoordinator], p.cluster[path][bench.RoleSegments])
-		}
-		out = append(out, p)
 	}
-	return out, nil
+	return best, nil
+}
+
+// segmentPoint measures the segment curve on cluster c once.
+func segmentPoint(ctx context.Context, o options, c gpCluster, measurePoint measureFunc, log io.Writer) (point, error) {
+	w, err := greenplumWarehouse(fmt.Sprintf("postgres://gpadmin@127.0.0.1:%d/postgres?sslmode=disable", c.port))
+	if err != nil {
+		return point{}, err
+	}
+	w.dataDir, w.prefix = c.dataDir, "warmcache_scale_seg_"
+	segments, err := countSegments(ctx, w.admin)
+	if err != nil {
+		return point{}, fmt.Errorf("cluster on port %d: %w", c.port, err)
+	}
+	fmt.Fprintf(log, "==> %d segments (port %d, %s)\n", segments, c.port, c.dataDir)
+	p, err := measurePoint(w, o.segmentRows, 0, func(p *point, base string, pid int) error {
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: o.workers * 2}, Timeout: 30 * time.Second}
+		perm := rand.New(rand.NewPCG(uint64(o.gpBatch), 4)).Perm(o.segmentRows)
+		var next atomic.Int64
+		p.attackPath(ctx, client, pid, o, w, "mget", o.gpBatch, func() *http.Request {
+			i := int(next.Add(1)-1) * o.gpBatch
+			if i+o.gpBatch > len(perm) {
+				return nil
+			}
+			return mgetRequest(base, perm[i:i+o.gpBatch])
+		})
+		return nil
+	})
+	if err != nil {
+		return point{}, err
+	}
+	p.segments = segments
+	fmt.Fprintf(log, "    idle: coordinator %s/s, segments %s/s\n", p.idle[bench.RoleCoordinator], p.idle[bench.RoleSegments])
+	for _, path := range segmentPaths {
+		c := p.cluster[path]
+		fmt.Fprintf(log, "    %-5s %8.0f/s  µs per request: warmcache %.1f, coordinator %.1f, segments %.1f, cluster net of idle %.1f\n", path, p.rate[path],
+			c[groupService], c[bench.RoleCoordinator], c[bench.RoleSegments], c[groupNet])
+	}
+	return p, nil
+}
+
+// keepCheapest returns, path by path, the measurement of p or of best
+// (the cheapest of the rounds before round) whose requests cost the
+// cluster the fewest µs net of its idle work, with every round's net µs
+// recorded in rounds.
+func (p point) keepCheapest(best point, round int) point {
+	if round == 0 {
+		p.rounds = map[string][]float64{}
+		for _, path := range segmentPaths {
+			p.rounds[path] = []float64{p.cluster[path][groupNet]}
+		}
+		return p
+	}
+	for _, path := range segmentPaths {
+		best.rounds[path] = append(best.rounds[path], p.cluster[path][groupNet])
+		if p.cluster[path][groupNet] < best.cluster[path][groupNet] {
+			best.cluster[path], best.rate[path], best.cpu[path] = p.cluster[path], p.rate[path], p.cpu[path]
+		}
+	}
+	return best
+}
+
+// idleCPU measures the CPU per second of each role of the cluster under
+// dataDir over a window of d in which nothing is asked of the service.
+func idleCPU(ctx context.Context, dataDir string, d time.Duration) map[string]time.Duration {
+	began := time.Now()
+	used := bench.ClusterCPU(dataDir)
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	took := time.Since(began)
+	out := map[string]time.Duration{}
+	for role, cpu := range used() {
+		out[role] = time.Duration(float64(cpu) / took.Seconds())
+	}
+	return out
 }
 
 // countSegments returns the primary segments of the cluster of dsn.
@@ -170,11 +225,14 @@ func (p *point) attackPath(ctx context.Context, client *http.Client, pid int, o 
 	if p.cluster == nil {
 		p.cluster = map[string]map[string]float64{}
 	}
+	all := used[bench.RoleCoordinator] + used[bench.RoleSegments]
+	idle := time.Duration(float64(p.idle[bench.RoleCoordinator]+p.idle[bench.RoleSegments]) * res.Took.Seconds())
 	p.cluster[path] = map[string]float64{
 		groupService:          per(svc),
 		bench.RoleCoordinator: per(used[bench.RoleCoordinator]),
 		bench.RoleSegments:    per(used[bench.RoleSegments]),
-		groupCluster:          per(used[bench.RoleCoordinator] + used[bench.RoleSegments]),
+		groupCluster:          per(all),
+		groupNet:              per(max(all-idle, 0)),
 	}
 }
 
@@ -205,7 +263,7 @@ func drawSegments(dir string, points []point) error {
 		pl.X.Label.Text, pl.Y.Label.Text = "primary segments", "CPU µs per request"
 		var lines []any
 		for _, g := range []struct{ name, group string }{
-			{"coordinator + segments", groupCluster}, {"coordinator", bench.RoleCoordinator}, {"segments", bench.RoleSegments}, {"warmcache", groupService},
+			{"coordinator + segments", groupCluster}, {"the same, net of idle work", groupNet}, {"coordinator", bench.RoleCoordinator}, {"segments", bench.RoleSegments}, {"warmcache", groupService},
 		} {
 			xys := plotter.XYs{}
 			for _, p := range points {
@@ -240,12 +298,25 @@ func reportSegments(path string, o options, points []point, took time.Duration) 
 		time.Now().UTC().Format("2006-01-02 15:04 UTC"), o.segmentRows, o.workers, o.duration, took.Round(time.Second))
 	p("warmcache serve and the clients: %s; the clusters are unpinned. CPU is per request (per key for `mget`, cold batches of %d keys), from /proc: the service's, and the coordinator's and the segments' processes of the one cluster, found by its data directory. ", o.place, o.gpBatch)
 	p("`miss` reads each key once after the Redis prefix is flushed, `hit` the keys `miss` read, `put` random keys.\n\n")
-	p("| segments | path | per second | warmcache µs | coordinator µs | segments µs | cluster µs | cluster × the first |\n|---:|---|---:|---:|---:|---:|---:|---:|\n")
+	p("The cluster's idle work is its CPU per second over %s with `warmcache serve` running and no requests (the service's watermark polls, generation reads and sweeps, and the cluster's own background processes); the net columns take it off each attack, over the attack's length. ", o.idleWindow)
+	if o.segmentRounds > 1 {
+		p("The clusters took turns for %d rounds; each path keeps the round that cost the cluster the fewest µs net of its idle work, and the last column gives every round's. ", o.segmentRounds)
+	}
+	p("\n\n| segments | idle: coordinator ms/s | idle: segments ms/s |\n|---:|---:|---:|\n")
+	for _, pt := range points {
+		p("| %d | %.1f | %.1f |\n", pt.segments, ms(pt.idle[bench.RoleCoordinator]), ms(pt.idle[bench.RoleSegments]))
+	}
+	p("\n| segments | path | per second | warmcache µs | coordinator µs | segments µs | cluster µs | × the first | cluster net of idle µs | × the first | net µs by round |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, path := range segmentPaths {
-		first := points[0].cluster[path][groupCluster]
+		first := points[0].cluster[path]
 		for _, pt := range points {
 			c := pt.cluster[path]
-			p("| %d | %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f |\n", pt.segments, path, pt.rate[path], c[groupService], c[bench.RoleCoordinator], c[bench.RoleSegments], c[groupCluster], c[groupCluster]/first)
+			var rounds []string
+			for _, r := range pt.rounds[path] {
+				rounds = append(rounds, fmt.Sprintf("%.0f", r))
+			}
+			p("| %d | %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f | %s |\n", pt.segments, path, pt.rate[path], c[groupService], c[bench.RoleCoordinator], c[bench.RoleSegments],
+				c[groupCluster], c[groupCluster]/first[groupCluster], c[groupNet], c[groupNet]/first[groupNet], strings.Join(rounds, ", "))
 		}
 	}
 	p("\n")
@@ -261,3 +332,6 @@ func reportSegments(path string, o options, points []point, took time.Duration) 
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
