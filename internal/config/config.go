@@ -215,6 +215,10 @@ type Postgres struct {
 	// created when missing (--pg-write-function). The other commands use
 	// one that exists and create none.
 	WriteFunction pgstore.FunctionMode
+	// SegmentLanes says whether `serve`, on Greenplum reached directly,
+	// splits its pool into lanes of segments, so that each session keeps
+	// to a few segments (--gp-segment-lanes).
+	SegmentLanes pgstore.LaneMode
 	// MaxConns bounds the pool of `serve` (--pg-max-conns). Commands use
 	// two connections.
 	MaxConns int
@@ -660,6 +664,8 @@ func (p *Postgres) registerPool(s *settings) {
 		"read keys on PostgreSQL through a PL/pgSQL function of each table, whose plan each session keeps: auto (create it when missing), use (one that exists) or off")
 	s.enum(enumOf(&p.WriteFunction, pgstore.ParseFunctionMode), "pg-write-function", "WARMCACHE_PG_WRITE_FUNCTION", string(pgstore.DefaultWriteFunction),
 		"write on PostgreSQL through a PL/pgSQL function of each writable table that locks, versions and writes in one round trip: auto (create it when missing), use (one that exists) or off")
+	s.enum(enumOf(&p.SegmentLanes, pgstore.ParseLaneMode), "gp-segment-lanes", "WARMCACHE_GP_SEGMENT_LANES", string(pgstore.DefaultSegmentLanes),
+		"on Greenplum reached directly, split the pool into lanes of segments and send each key's statements through its segment's lane: auto or off")
 }
 
 // registerPoolSize registers --pg-max-conns: serve's pool, which the

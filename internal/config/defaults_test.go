@@ -67,6 +67,7 @@ var flagDefaults = map[string]struct {
 	"pg-pooler":          {func(c config.Config) any { return c.Postgres.Pooler }, pgstore.DefaultPooler},
 	"pg-lookup-function": {func(c config.Config) any { return c.Postgres.LookupFunction }, pgstore.DefaultLookupFunction},
 	"pg-write-function":  {func(c config.Config) any { return c.Postgres.WriteFunction }, pgstore.DefaultWriteFunction},
+	"gp-segment-lanes":   {func(c config.Config) any { return c.Postgres.SegmentLanes }, pgstore.DefaultSegmentLanes},
 	"pg-max-conns":       {func(c config.Config) any { return c.Postgres.MaxConns }, pgstore.DefaultMaxConns},
 
 	// Zero: none, off, or decided elsewhere (see each field).

@@ -51,14 +51,15 @@ func logDoctor(ctx context.Context, cfg config.Config, store *pgstore.Store, log
 }
 
 // ConnectionOptions returns what the doctor's connection budget needs of
-// cfg: the pool of `serve`, the pooler, and whether change capture holds a
+// cfg: the pool of `serve`, the pooler, the segment lanes, and whether change capture holds a
 // plain connection to the warehouse (PostgreSQL with a replication DSN, in
 // a mode that captures).
 func ConnectionOptions(cfg config.Config, store *pgstore.Store) doctor.ConnectionOptions {
 	mode := cfg.Capture.Mode
 	return doctor.ConnectionOptions{
-		PoolSize: cfg.Postgres.MaxConns,
-		Pooler:   cfg.Postgres.Pooler,
+		PoolSize:     cfg.Postgres.MaxConns,
+		Pooler:       cfg.Postgres.Pooler,
+		SegmentLanes: cfg.Postgres.SegmentLanes,
 		Capture: store.Dialect() == dialect.Postgres && cfg.Capture.ReplicationDSN != "" &&
 			(mode == capture.Auto || mode == capture.Capture),
 	}

@@ -23,8 +23,8 @@ const migrateConnectTimeout = 15 * time.Second
 // StoreOptions returns the warehouse options of cfg.
 func StoreOptions(cfg config.Config) pgstore.Options {
 	return pgstore.Options{DSN: cfg.Postgres.DSN, ExecMode: cfg.Postgres.ExecMode, Pooler: cfg.Postgres.Pooler, LookupFunction: cfg.Postgres.LookupFunction,
-		WriteFunction: cfg.Postgres.WriteFunction,
-		MaxConns:      int32(cfg.Postgres.MaxConns)}
+		WriteFunction: cfg.Postgres.WriteFunction, SegmentLanes: cfg.Postgres.SegmentLanes,
+		MaxConns: int32(cfg.Postgres.MaxConns)}
 }
 
 // RedisOptions returns the Redis tier's options of cfg.
@@ -50,7 +50,8 @@ func newCache(cfg config.Config, adjust func(*rediscache.Options), reg prometheu
 
 // OpenWarehouse connects to the warehouse of cfg alone, for a command that
 // needs no other tier: a pool of two connections that checks only
-// namespaces (none for nil) and creates no lookup function. Its metrics go
+// namespaces (none for nil), creates no lookup function and keeps no
+// segment lanes. Its metrics go
 // to a registry of its own. The caller closes the store.
 func OpenWarehouse(ctx context.Context, cfg config.Config, namespaces []*warmcache.Namespace, log *slog.Logger) (*pgstore.Store, error) {
 	openCtx, cancel := context.WithTimeout(ctx, startTimeout)
@@ -59,6 +60,7 @@ func OpenWarehouse(ctx context.Context, cfg config.Config, namespaces []*warmcac
 	opts.MaxConns = commandConns
 	opts.LookupFunction = pgstore.FunctionUse // commands create nothing
 	opts.WriteFunction = pgstore.FunctionUse
+	opts.SegmentLanes = pgstore.LanesOff // two connections have no lanes to spare
 	return pgstore.Open(openCtx, opts, namespaces, prometheus.NewRegistry(), log)
 }
 

@@ -29,3 +29,19 @@ var ClassifyErrorWrap = classify
 func KeyLockHash(ns *warmcache.Namespace, key warmcache.Key) int64 {
 	return lockHash(ns, &key)
 }
+
+// The hash of segment lanes, for the tests that hold it against the
+// server's.
+var (
+	HashInt8  = hashInt8
+	HashBytes = hashBytes
+	SegmentOf = segmentOf
+	LaneSizes = laneSizes
+)
+
+// HasLanes reports whether namespace name's statements go through segment
+// lanes.
+func (s *Store) HasLanes(name string) bool {
+	t, err := s.table(&warmcache.Namespace{Name: name})
+	return err == nil && t.lanes
+}

@@ -19,7 +19,8 @@ import (
 // cover anyway. Keys are not grouped by segment: on the 3-segment test
 // cluster one `= ANY` per batch moved more keys per second than one
 // `= ANY` per segment, and far more than one single-key statement per key
-// in one round trip (docs/warehouse.md#batched-misses-on-greenplum). An
+// in one round trip (docs/warehouse.md#batched-misses-on-greenplum), and
+// it stays on the shared pool with segment lanes (lanes.go). An
 // array that stays a parameter (a generic plan, or GPORCA) is sent to
 // every segment. It fills entries, of the length and order of keys; absent
 // keys keep Found false.

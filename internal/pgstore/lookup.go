@@ -25,7 +25,7 @@ func (s *Store) Lookup(ctx context.Context, ns *warmcache.Namespace, key warmcac
 	}
 	defer func(start time.Time) { t.metrics[opLookup].observe(start, err) }(time.Now())
 	r := t.entryRow()
-	err = s.pool.QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(r.dest...)
+	err = s.poolFor(t, key).QueryRow(ctx, t.stmts.Lookup, s.modes.Read, keyArg(ns, key)).Scan(r.dest...)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return warmcache.Entry{}, nil

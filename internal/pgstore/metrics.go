@@ -95,9 +95,10 @@ func (m opMetrics) observe(start time.Time, err error) {
 	m.failed.Inc()
 }
 
-// poolCollector exports a pool's statistics, read when Prometheus scrapes.
+// poolCollector exports the statistics of the store's pools (the shared
+// one and the segment lanes', summed), read when Prometheus scrapes.
 type poolCollector struct {
-	pool        *pgxpool.Pool
+	pools       func() []*pgxpool.Pool
 	conns       *prometheus.Desc
 	maxConns    *prometheus.Desc
 	acquires    *prometheus.Desc
@@ -105,9 +106,9 @@ type poolCollector struct {
 	acquireWait *prometheus.Desc
 }
 
-func newPoolCollector(pool *pgxpool.Pool) *poolCollector {
+func newPoolCollector(pools func() []*pgxpool.Pool) *poolCollector {
 	return &poolCollector{
-		pool: pool,
+		pools: pools,
 		conns: prometheus.NewDesc("warmcache_sql_pool_connections",
 			"Connections in the warehouse pool by state: idle, acquired (in use) or constructing.", []string{"state"}, nil),
 		maxConns: prometheus.NewDesc("warmcache_sql_pool_max_connections",
@@ -130,12 +131,23 @@ func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.pool.Stat()
-	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.IdleConns()), "idle")
-	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.AcquiredConns()), "acquired")
-	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.ConstructingConns()), "constructing")
-	ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, float64(s.MaxConns()))
-	ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, float64(s.AcquireCount()))
-	ch <- prometheus.MustNewConstMetric(c.emptyAcqs, prometheus.CounterValue, float64(s.EmptyAcquireCount()))
-	ch <- prometheus.MustNewConstMetric(c.acquireWait, prometheus.CounterValue, s.AcquireDuration().Seconds())
+	var idle, acquired, constructing, maxConns, acquires, empty float64
+	var wait time.Duration
+	for _, p := range c.pools() {
+		s := p.Stat()
+		idle += float64(s.IdleConns())
+		acquired += float64(s.AcquiredConns())
+		constructing += float64(s.ConstructingConns())
+		maxConns += float64(s.MaxConns())
+		acquires += float64(s.AcquireCount())
+		empty += float64(s.EmptyAcquireCount())
+		wait += s.AcquireDuration()
+	}
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, idle, "idle")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, acquired, "acquired")
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, constructing, "constructing")
+	ch <- prometheus.MustNewConstMetric(c.maxConns, prometheus.GaugeValue, maxConns)
+	ch <- prometheus.MustNewConstMetric(c.acquires, prometheus.CounterValue, acquires)
+	ch <- prometheus.MustNewConstMetric(c.emptyAcqs, prometheus.CounterValue, empty)
+	ch <- prometheus.MustNewConstMetric(c.acquireWait, prometheus.CounterValue, wait.Seconds())
 }

@@ -76,6 +76,12 @@ type Options struct {
 	// tables never use it.
 	WriteFunction FunctionMode
 
+	// SegmentLanes says whether the store, on Greenplum reached directly,
+	// splits its pool into segment lanes (see lanes.go): "auto" (empty
+	// means auto) or "off". Each table distributed by its key column gets
+	// them; statements on other tables share the rest of the pool.
+	SegmentLanes LaneMode
+
 	// MaxConns bounds the pool. Zero means 8. Keep it small: each
 	// Greenplum session holds a process on every segment, and the default
 	// resource queue admits only 20 active statements.
@@ -286,6 +292,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("pgstore: write %w", err)
 	}
 	if _, err := ParsePooler(string(o.Pooler)); err != nil {
+		return o, fmt.Errorf("pgstore: %w", err)
+	}
+	var err error
+	if o.SegmentLanes, err = ParseLaneMode(string(o.SegmentLanes)); err != nil {
 		return o, fmt.Errorf("pgstore: %w", err)
 	}
 	if err := o.ExecMode.Through(o.Pooler); err != nil {

@@ -23,7 +23,9 @@ var _ warmcache.Warm = (*Store)(nil)
 // namespaces' tables on PostgreSQL or Greenplum, directly or through
 // PgBouncer. A Store is safe for concurrent use.
 type Store struct {
-	pool    *pgxpool.Pool
+	pool *pgxpool.Pool
+	// lanes are the segment lanes on Greenplum (lanes.go); nil without.
+	lanes   *lanes
 	dialect dialect.Dialect
 	modes   ExecModes
 	tables  map[string]*table
@@ -50,6 +52,9 @@ type table struct {
 	// rows must fit one block of Greenplum's append-optimized row storage
 	// (see dialect.RowBlockSize and checkRow). Zero means no bound.
 	maxRow int
+	// lanes says that the table's single-key statements go through their
+	// key's segment lane (Store.poolFor).
+	lanes bool
 }
 
 // Dialect returns the dialect the server speaks.
@@ -103,6 +108,7 @@ func (s *Store) Close() {
 	}
 	s.collectors = nil
 	s.pool.Close()
+	s.lanes.close()
 }
 
 // Ping reports whether the warehouse answers, through a pooled connection.

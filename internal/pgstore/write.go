@@ -99,7 +99,11 @@ func (s *Store) Write(ctx context.Context, ns *warmcache.Namespace, writes []war
 			return entries, nil
 		}
 	}
-	conn, err := s.pool.Acquire(ctx)
+	pool := s.pool
+	if len(writes) == 1 {
+		pool = s.poolFor(t, writes[0].Key)
+	}
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %s %s: connect: %w", o, ns.Name, classify(err))
 	}

@@ -339,7 +339,7 @@ func (s *Store) writeByFunction(ctx context.Context, t *table, writes []warmcach
 	locks := keyLocks(t, writes)
 	entries = make([]warmcache.Entry, len(writes))
 	if len(writes) == 1 {
-		rows, err := s.pool.Query(ctx, t.stmts.WriteCall, s.writeFunctionArgs(t, writes[0], locks, false)...)
+		rows, err := s.poolFor(t, writes[0].Key).Query(ctx, t.stmts.WriteCall, s.writeFunctionArgs(t, writes[0], locks, false)...)
 		if err == nil {
 			entries[0], err = readWriteResult(t, writes[0], rows)
 		}

@@ -28,6 +28,9 @@ type ConnectionOptions struct {
 	PoolSize int
 	// Pooler is what sits between the instance and the warehouse.
 	Pooler pgstore.Pooler
+	// SegmentLanes is the instance's --gp-segment-lanes: on Greenplum
+	// reached directly, a lane per segment beside the pool.
+	SegmentLanes pgstore.LaneMode
 	// Capture says whether the instance's change capture holds a plain
 	// connection to the same server, beside its replication connection
 	// (which counts against max_wal_senders, not max_connections).
@@ -50,9 +53,13 @@ type Connections struct {
 	PgBouncerPool int
 	PgBouncerErr  error
 	// InstanceMax is how many server connections this instance may open:
-	// its pool, or PgBouncer's pool when that is smaller, and change
-	// capture's plain connection.
+	// its pool, or PgBouncer's pool when that is smaller, with its segment
+	// lanes on Greenplum (pgstore.LaneConnections), and change capture's
+	// plain connection.
 	InstanceMax int
+	// Segments counts the Greenplum segments whose lanes InstanceMax
+	// counts; 0 without lanes.
+	Segments int
 	// Open counts the client sessions on the server whose
 	// application_name is ApplicationName, but the doctor's own; Sessions
 	// counts every session of a database.
@@ -122,6 +129,16 @@ WHERE coalesce(a.backend_type, 'client backend') = 'client backend'`, simple, c.
 			c.InstanceMax = min(c.InstanceMax, c.PgBouncerPool)
 		}
 	}
+	if c.Dialect == dialect.Greenplum && o.Pooler != pgstore.PoolerPgBouncer && o.SegmentLanes != pgstore.LanesOff {
+		if c.Segments, err = dialect.Segments(ctx, conn); err != nil {
+			return c, fmt.Errorf("pgstore: doctor connections: %w", err)
+		}
+		if c.Segments >= 2 {
+			c.InstanceMax = pgstore.LaneConnections(c.Segments, o.PoolSize)
+		} else {
+			c.Segments = 0
+		}
+	}
 	if o.Capture {
 		c.InstanceMax++
 	}
@@ -181,6 +198,8 @@ func (c Connections) Findings() []Finding {
 	}
 	var parts []string
 	switch {
+	case c.Segments > 0:
+		parts = append(parts, fmt.Sprintf("a pool of %d, direct, split into a lane per segment (%d) and a shared pool (--gp-segment-lanes)", c.PoolSize, c.Segments))
 	case c.Pooler != pgstore.PoolerPgBouncer:
 		parts = append(parts, fmt.Sprintf("a pool of %d, direct", c.PoolSize))
 	case c.PgBouncerPool > 0:

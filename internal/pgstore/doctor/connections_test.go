@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -62,6 +63,13 @@ func TestConnections(t *testing.T) {
 				t.Fatalf("counted %d sessions of %q before any was opened: %+v", before.Open, before.ApplicationName, before)
 			}
 			wantMax := poolSize
+			if tc.warehouse.Greenplum && tc.pooler == pgstore.PoolerNone {
+				// A lane per segment beside the pool (--gp-segment-lanes).
+				if before.Segments < 2 || !strings.Contains(formatFindings(before.Findings()), fmt.Sprintf("a lane per segment (%d)", before.Segments)) {
+					t.Fatalf("the lanes of %d segments not counted:\n%s", before.Segments, formatFindings(before.Findings()))
+				}
+				wantMax = pgstore.LaneConnections(before.Segments, poolSize)
+			}
 			if tc.pooler == pgstore.PoolerPgBouncer {
 				if before.PgBouncerPool <= 0 {
 					t.Fatalf("PgBouncer's pool not read: %v", before.PgBouncerErr)
@@ -78,7 +86,7 @@ func TestConnections(t *testing.T) {
 			// A pool that brings the fleet to 2 below the threshold, then 4
 			// sessions of the fleet: 2 above it.
 			const held = 4
-			o := doctor.ConnectionOptions{PoolSize: before.Threshold() - before.Open - held/2, Pooler: pgstore.PoolerNone}
+			o := doctor.ConnectionOptions{PoolSize: before.Threshold() - before.Open - held/2, Pooler: pgstore.PoolerNone, SegmentLanes: pgstore.LanesOff}
 			at, err := doctor.CheckConnections(ctx, s, o)
 			if err != nil || at.Exhaustible() || strings.Contains(formatFindings(at.Findings()), "warn") {
 				t.Fatalf("below the threshold: %v\n%s", err, formatFindings(at.Findings()))

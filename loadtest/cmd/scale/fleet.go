@@ -354,10 +354,21 @@ func (f *fleet) attack(ctx context.Context, hot fleetHot, instances []*localstac
 // count and the sum of warmcache_batch_keys by tier, as "redis_count",
 // "redis_sum", "sql_count" and "sql_sum".
 func (f *fleet) folds(ctx context.Context, instances []*localstack.Served) map[string]float64 {
+	bases := make([]string, len(instances))
+	for i, s := range instances {
+		bases[i] = s.HTTP()
+	}
+	return batchKeys(ctx, f.client, bases)
+}
+
+// batchKeys returns the folded reads of the services at bases so far,
+// summed: the count and the sum of warmcache_batch_keys by tier, as
+// "redis_count", "redis_sum", "sql_count" and "sql_sum".
+func batchKeys(ctx context.Context, client *http.Client, bases []string) map[string]float64 {
 	out := map[string]float64{}
-	for _, s := range instances {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.HTTP()+"/metrics", nil)
-		resp, err := f.client.Do(req)
+	for _, base := range bases {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
+		resp, err := client.Do(req)
 		if err != nil {
 			continue
 		}

@@ -71,6 +71,7 @@ type options struct {
 	segmentRows           int
 	gpBatch               int
 	segmentRounds         int
+	segmentLanes          []string // serve's --gp-segment-lanes, each measured in turn
 	idleWindow            time.Duration
 	fleetRows             int // rows of the fleet curve's table
 	fleetRounds           int // of the fleet curve's points
@@ -94,6 +95,7 @@ type warehouse struct {
 	storage string // the namespace's storage options
 	prefix  string // of the databases' names
 	dataDir string // on Greenplum, where its processes' data directories lie: their CPU is measured
+	lanes   string // on Greenplum, serve's --gp-segment-lanes; empty: its default
 }
 
 func postgresWarehouse(o options) warehouse {
@@ -139,6 +141,10 @@ type point struct {
 	// a window before the attacks; attackPath takes it off each request's
 	// CPU for the net column.
 	idle map[string]time.Duration
+	// lanes is serve's --gp-segment-lanes at the point, on Greenplum.
+	lanes string
+	// missFold is the keys per folded warehouse read of the misses.
+	missFold float64
 	// rounds are the cluster's net µs per request of each round, by path.
 	rounds map[string][]float64
 }
@@ -213,6 +219,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	fs.IntVar(&o.segmentRows, "segment-rows", 1000000, "rows of the segment curve's table")
 	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
 	fs.IntVar(&o.segmentRounds, "segment-rounds", 1, "rounds of the segment curve, the clusters taking turns; each path keeps the round that cost the cluster the fewest µs net of its idle work")
+	lanes := fs.String("segment-lanes", "auto", "serve's --gp-segment-lanes on the segment curve, comma-separated: each is measured in turn (auto,off compares the two)")
 	fs.DurationVar(&o.idleWindow, "idle-window", 3*time.Second, "how long the segment curve measures each cluster's CPU with the service serving nothing, before the attacks")
 	fs.IntVar(&o.fleetRows, "fleet-rows", 100000, "rows of the fleet curve's table")
 	fs.BoolVar(&o.fleetPerInstance, "fleet-per-instance", false, "give each instance of the fleet curve -workers clients of its own, as a fleet of sidecars that grows with its applications is loaded, where by default -workers clients are shared by the instances")
@@ -236,6 +243,14 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	}
 	o.fleetRounds = max(o.fleetRounds, 1)
 	o.segmentRounds = max(o.segmentRounds, 1)
+	for _, l := range strings.Split(*lanes, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			o.segmentLanes = append(o.segmentLanes, l)
+		}
+	}
+	if len(o.segmentLanes) == 0 {
+		o.segmentLanes = []string{"auto"}
+	}
 	o.only(*only)
 	return o, nil
 }
@@ -578,6 +593,7 @@ func attackPaths(ctx context.Context, o options, w warehouse, serve *localstack.
 	}
 	perm := rand.New(rand.NewPCG(uint64(p.rows), 1)).Perm(p.rows)
 	var next atomic.Int64
+	folds0 := batchKeys(ctx, client, []string{serve.HTTP()})
 	p.attackPath(ctx, client, pid, o, w, "miss", 1, func() *http.Request {
 		i := next.Add(1) - 1
 		if i >= int64(len(perm)) {
@@ -586,6 +602,10 @@ func attackPaths(ctx context.Context, o options, w warehouse, serve *localstack.
 		req, _ := http.NewRequest(http.MethodGet, kv+strconv.Itoa(perm[i]+1), nil)
 		return req
 	})
+	folds1 := batchKeys(ctx, client, []string{serve.HTTP()})
+	if n := folds1["sql_count"] - folds0["sql_count"]; n > 0 {
+		p.missFold = (folds1["sql_sum"] - folds0["sql_sum"]) / n
+	}
 	read := int(min(next.Load(), int64(len(perm))))
 	p.attackPath(ctx, client, pid, o, w, "hit", 1, func() *http.Request {
 		req, _ := http.NewRequest(http.MethodGet, kv+strconv.Itoa(perm[rand.IntN(max(read, 1))]+1), nil)
@@ -630,6 +650,9 @@ func pointEnv(o options, w warehouse, db string) (string, []string, error) {
 func startServe(ctx context.Context, o options, env []string, w warehouse, db string, more ...string) (*localstack.Served, error) {
 	env = append(slices.Clone(env), "WARMCACHE_HTTP_ADDR=127.0.0.1:0", "WARMCACHE_POSTGRES_DSN="+w.serve(db), "WARMCACHE_PG_POOLER="+w.pooler,
 		"WARMCACHE_LOG_LEVEL=warn", "WARMCACHE_NEAR_CACHE_BYTES=0", "WARMCACHE_GRPC_ADDR=127.0.0.1:0", "WARMCACHE_PPROF_ADDR=")
+	if w.lanes != "" {
+		env = append(env, "WARMCACHE_GP_SEGMENT_LANES="+w.lanes)
+	}
 	env = append(env, more...)
 	return localstack.Serve(ctx, o.bin, localstack.ServeOptions{Env: env, Wrap: o.place.Server})
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -85,27 +86,43 @@ func segmentReport(ctx context.Context, o options, measurePoint measureFunc, log
 // coordinator and of the segments (from /proc, the cluster's processes by
 // its data directory), and the doctor's lines on each.
 func segmentCurve(ctx context.Context, o options, measurePoint measureFunc, log io.Writer) ([]point, error) {
-	best := make([]point, len(o.gpClusters))
+	type at struct {
+		lanes   string
+		cluster int
+	}
+	best := map[at]point{}
 	for round := range o.segmentRounds {
-		for i, c := range o.gpClusters {
-			fmt.Fprintf(log, "==> round %d of %d\n", round+1, o.segmentRounds)
-			p, err := segmentPoint(ctx, o, c, measurePoint, log)
-			if err != nil {
-				return nil, err
+		modes := slices.Clone(o.segmentLanes)
+		if round%2 == 1 {
+			slices.Reverse(modes) // the modes take turns: A B, B A
+		}
+		for _, lanes := range modes {
+			for i, c := range o.gpClusters {
+				fmt.Fprintf(log, "==> round %d of %d, segment lanes %s\n", round+1, o.segmentRounds, lanes)
+				p, err := segmentPoint(ctx, o, c, lanes, measurePoint, log)
+				if err != nil {
+					return nil, err
+				}
+				best[at{lanes, i}] = p.keepCheapest(best[at{lanes, i}], round)
 			}
-			best[i] = p.keepCheapest(best[i], round)
 		}
 	}
-	return best, nil
+	var out []point
+	for _, lanes := range o.segmentLanes {
+		for i := range o.gpClusters {
+			out = append(out, best[at{lanes, i}])
+		}
+	}
+	return out, nil
 }
 
 // segmentPoint measures the segment curve on cluster c once.
-func segmentPoint(ctx context.Context, o options, c gpCluster, measurePoint measureFunc, log io.Writer) (point, error) {
+func segmentPoint(ctx context.Context, o options, c gpCluster, lanes string, measurePoint measureFunc, log io.Writer) (point, error) {
 	w, err := greenplumWarehouse(fmt.Sprintf("postgres://gpadmin@127.0.0.1:%d/postgres?sslmode=disable", c.port))
 	if err != nil {
 		return point{}, err
 	}
-	w.dataDir, w.prefix = c.dataDir, "warmcache_scale_seg_"
+	w.dataDir, w.prefix, w.lanes = c.dataDir, "warmcache_scale_seg_", lanes
 	segments, err := countSegments(ctx, w.admin)
 	if err != nil {
 		return point{}, fmt.Errorf("cluster on port %d: %w", c.port, err)
@@ -127,7 +144,7 @@ func segmentPoint(ctx context.Context, o options, c gpCluster, measurePoint meas
 	if err != nil {
 		return point{}, err
 	}
-	p.segments = segments
+	p.segments, p.lanes = segments, lanes
 	fmt.Fprintf(log, "    idle: coordinator %s/s, segments %s/s\n", p.idle[bench.RoleCoordinator], p.idle[bench.RoleSegments])
 	for _, path := range segmentPaths {
 		c := p.cluster[path]
@@ -153,6 +170,9 @@ func (p point) keepCheapest(best point, round int) point {
 		best.rounds[path] = append(best.rounds[path], p.cluster[path][groupNet])
 		if p.cluster[path][groupNet] < best.cluster[path][groupNet] {
 			best.cluster[path], best.rate[path], best.cpu[path] = p.cluster[path], p.rate[path], p.cpu[path]
+			if path == "miss" {
+				best.missFold = p.missFold
+			}
 		}
 	}
 	return best
@@ -262,19 +282,33 @@ func drawSegments(dir string, points []point) error {
 		pl.Title.Text = "Greenplum: CPU µs per request by segments, " + what
 		pl.X.Label.Text, pl.Y.Label.Text = "primary segments", "CPU µs per request"
 		var lines []any
-		for _, g := range []struct{ name, group string }{
+		modes := laneModes(points)
+		groups := []struct{ name, group string }{
 			{"coordinator + segments", groupCluster}, {"the same, net of idle work", groupNet}, {"coordinator", bench.RoleCoordinator}, {"segments", bench.RoleSegments}, {"warmcache", groupService},
-		} {
-			xys := plotter.XYs{}
-			for _, p := range points {
-				xys = append(xys, plotter.XY{X: float64(p.segments), Y: p.cluster[path][g.group]})
+		}
+		if len(modes) > 1 { // the cluster's and the service's lines of each mode, no more
+			groups = []struct{ name, group string }{{"cluster", groupCluster}, {"cluster net of idle work", groupNet}, {"warmcache", groupService}}
+		}
+		for _, g := range groups {
+			for _, lanes := range modes {
+				xys := plotter.XYs{}
+				for _, p := range points {
+					if p.lanes == lanes {
+						xys = append(xys, plotter.XY{X: float64(p.segments), Y: p.cluster[path][g.group]})
+					}
+				}
+				name := g.name
+				if len(modes) > 1 {
+					name += ", lanes " + lanes
+				}
+				lines = append(lines, name, xys)
 			}
-			lines = append(lines, g.name, xys)
 		}
 		if err := plotutil.AddLinePoints(pl, lines...); err != nil {
 			return err
 		}
 		pl.Y.Min = 0
+		pl.Legend.Top, pl.Legend.Left = true, true
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -306,17 +340,37 @@ func reportSegments(path string, o options, points []point, took time.Duration) 
 	for _, pt := range points {
 		p("| %d | %.1f | %.1f |\n", pt.segments, ms(pt.idle[bench.RoleCoordinator]), ms(pt.idle[bench.RoleSegments]))
 	}
-	p("\n| segments | path | per second | warmcache µs | coordinator µs | segments µs | cluster µs | × the first | cluster net of idle µs | × the first | net µs by round |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	p("\n`lanes` is serve's `--gp-segment-lanes`; `× the first` is against the first cluster measured with the same lanes.\n")
+	p("\n| segments | lanes | path | per second | warmcache µs | coordinator µs | segments µs | cluster µs | × the first | cluster net of idle µs | × the first | net µs by round | keys per SQL fold |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
 	for _, path := range segmentPaths {
-		first := points[0].cluster[path]
 		for _, pt := range points {
+			first := firstOf(points, pt.lanes).cluster[path]
 			c := pt.cluster[path]
 			var rounds []string
 			for _, r := range pt.rounds[path] {
 				rounds = append(rounds, fmt.Sprintf("%.0f", r))
 			}
-			p("| %d | %s | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %.2f | %s |\n", pt.segments, path, pt.rate[path], c[groupService], c[bench.RoleCoordinator], c[bench.RoleSegments],
-				c[groupCluster], c[groupCluster]/first[groupCluster], c[groupNet], c[groupNet]/first[groupNet], strings.Join(rounds, ", "))
+			fold := "—"
+			switch path {
+			case "miss":
+				fold = fmt.Sprintf("%.1f", pt.missFold)
+			case "mget":
+				fold = strconv.Itoa(o.gpBatch)
+			}
+			p("| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %s | %s | %s |\n", pt.segments, pt.lanes, path, pt.rate[path], c[groupService], c[bench.RoleCoordinator], c[bench.RoleSegments],
+				c[groupCluster], times(c[groupCluster], first[groupCluster]), c[groupNet], times(c[groupNet], first[groupNet]), strings.Join(rounds, ", "), fold)
+		}
+	}
+	if modes := laneModes(points); len(modes) > 1 {
+		p("\nThe cluster's CPU per request net of idle work with lanes `%s` against `%s`, at each size:\n\n| segments | path | %s µs | %s µs | ratio |\n|---:|---|---:|---:|---:|\n", modes[0], modes[1], modes[0], modes[1])
+		for _, path := range segmentPaths {
+			for _, a := range points {
+				for _, b := range points {
+					if a.lanes == modes[0] && b.lanes == modes[1] && a.segments == b.segments {
+						p("| %d | %s | %.1f | %.1f | %s |\n", a.segments, path, a.cluster[path][groupNet], b.cluster[path][groupNet], times(a.cluster[path][groupNet], b.cluster[path][groupNet]))
+					}
+				}
+			}
 		}
 	}
 	p("\n")
@@ -325,7 +379,7 @@ func reportSegments(path string, o options, points []point, took time.Duration) 
 	}
 	p("\n## The doctor on each cluster\n\n")
 	for _, pt := range points {
-		p("%d segments:\n\n```text\n%s\n```\n\n", pt.segments, strings.Join(pt.dispatch, "\n"))
+		p("%d segments, lanes %s:\n\n```text\n%s\n```\n\n", pt.segments, pt.lanes, strings.Join(pt.dispatch, "\n"))
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -335,3 +389,32 @@ func reportSegments(path string, o options, points []point, took time.Duration) 
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
+
+// times is a as a multiple of b, or a dash where b is zero.
+func times(a, b float64) string {
+	if b <= 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+// firstOf is the first point of points measured with lanes.
+func firstOf(points []point, lanes string) point {
+	for _, p := range points {
+		if p.lanes == lanes {
+			return p
+		}
+	}
+	return points[0]
+}
+
+// laneModes are the lane modes of points, in their order.
+func laneModes(points []point) []string {
+	var out []string
+	for _, p := range points {
+		if !slices.Contains(out, p.lanes) {
+			out = append(out, p.lanes)
+		}
+	}
+	return out
+}
