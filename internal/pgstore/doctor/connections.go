@@ -199,7 +199,7 @@ func (c Connections) Findings() []Finding {
 	var parts []string
 	switch {
 	case c.Segments > 0:
-		parts = append(parts, fmt.Sprintf("a pool of %d, direct, split into a lane per segment (%d) and a shared pool (--gp-segment-lanes)", c.PoolSize, c.Segments))
+		parts = append(parts, fmt.Sprintf("a pool of %d, direct, and a lane per segment (%d segments, %d connections; --gp-segment-lanes)", c.PoolSize, c.Segments, c.InstanceMax-c.PoolSize))
 	case c.Pooler != pgstore.PoolerPgBouncer:
 		parts = append(parts, fmt.Sprintf("a pool of %d, direct", c.PoolSize))
 	case c.PgBouncerPool > 0:

@@ -65,7 +65,7 @@ func TestConnections(t *testing.T) {
 			wantMax := poolSize
 			if tc.warehouse.Greenplum && tc.pooler == pgstore.PoolerNone {
 				// A lane per segment beside the pool (--gp-segment-lanes).
-				if before.Segments < 2 || !strings.Contains(formatFindings(before.Findings()), fmt.Sprintf("a lane per segment (%d)", before.Segments)) {
+				if before.Segments < 2 || !strings.Contains(formatFindings(before.Findings()), fmt.Sprintf("a lane per segment (%d segments", before.Segments)) {
 					t.Fatalf("the lanes of %d segments not counted:\n%s", before.Segments, formatFindings(before.Findings()))
 				}
 				wantMax = pgstore.LaneConnections(before.Segments, poolSize)

@@ -218,7 +218,7 @@ func parseOptions(args []string, getenv func(string) string) (options, error) {
 	clusters := fs.String("gp-clusters", "", "Greenplum clusters of the segment curve, each port:datadir (the kit's GP_PORT and GP_DATA), comma-separated; empty leaves the curve out")
 	fs.IntVar(&o.segmentRows, "segment-rows", 1000000, "rows of the segment curve's table")
 	fs.IntVar(&o.gpBatch, "gp-batch", 64, "keys per _mget request of the segment curve")
-	fs.IntVar(&o.segmentRounds, "segment-rounds", 1, "rounds of the segment curve, the clusters taking turns; each path keeps the round that cost the cluster the fewest µs net of its idle work")
+	fs.IntVar(&o.segmentRounds, "segment-rounds", 1, "rounds of the segment curve, the clusters and lane modes taking turns; each path keeps the round that cost the cluster the fewest µs")
 	lanes := fs.String("segment-lanes", "auto", "serve's --gp-segment-lanes on the segment curve, comma-separated: each is measured in turn (auto,off compares the two)")
 	fs.DurationVar(&o.idleWindow, "idle-window", 3*time.Second, "how long the segment curve measures each cluster's CPU with the service serving nothing, before the attacks")
 	fs.IntVar(&o.fleetRows, "fleet-rows", 100000, "rows of the fleet curve's table")
