@@ -15,12 +15,12 @@ import (
 
 // Segment lanes, on Greenplum reached directly. A Greenplum session keeps a
 // process on every segment it has sent a statement to, and a single-key
-// statement costs more when its session's last one went to another
-// segment: on a 12-segment cluster a single-key write cost the segments
-// 1.35–1.41 ms through sessions that each wrote keys of every segment,
-// 0.62–0.81 ms through sessions that alternated between two, and
-// 0.32–0.33 ms through sessions that each kept to one; a key lookup 0.34 ms
-// against 0.13–0.17 (docs/warehouse.md#segment-lanes). So beside its
+// statement costs more when its session's statements went to other
+// segments: on a 12-segment cluster a single-key write cost the segments
+// 1.66 ms through sessions that each wrote keys of every segment, 0.45 ms
+// through sessions that alternated between two, and 0.35 ms through
+// sessions that each kept to one; a key lookup 0.38 ms against 0.14
+// (loadtest/gp-sessions.sh, docs/warehouse.md#segment-lanes). So beside its
 // shared pool the store keeps a lane per segment, a small pool of its own,
 // and sends each single-key lookup and write through the lane of its key's
 // segment. Statements that reach several segments (a batched lookup, the
