@@ -122,12 +122,18 @@ func (l *lanes) lane(ns *warmcache.Namespace, key warmcache.Key) int {
 }
 
 // poolFor returns the pool of a statement on key of t: its lane's when t
-// has lanes, else the shared pool.
+// has lanes and the lane has an idle connection, else the shared pool. A
+// lane holds few connections, and a statement that waits (a write behind
+// another's lock) must not hold up the other keys of its segment.
 func (s *Store) poolFor(t *table, key warmcache.Key) *pgxpool.Pool {
 	if !t.lanes {
 		return s.pool
 	}
-	return s.lanes.pools[s.lanes.lane(t.ns, key)]
+	lane := s.lanes.pools[s.lanes.lane(t.ns, key)]
+	if lane.Stat().IdleConns() == 0 {
+		return s.pool
+	}
+	return lane
 }
 
 // segmentOf returns the segment, of segments, that holds key of ns on a
