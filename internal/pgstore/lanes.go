@@ -91,8 +91,8 @@ func LaneConnections(segments, maxConns int) int {
 	return n
 }
 
-// openLanes opens one pool of cfg per size.
-func openLanes(ctx context.Context, cfg *pgxpool.Config, segments int, sizes []int32) (*lanes, error) {
+// newLanes opens one pool of cfg per size.
+func newLanes(ctx context.Context, cfg *pgxpool.Config, segments int, sizes []int32) (*lanes, error) {
 	l := &lanes{segments: segments}
 	for _, n := range sizes {
 		c := cfg.Copy()
@@ -257,10 +257,11 @@ const distributionSQL = `SELECT p.numsegments, array_length(p.distkey::int2[], 1
 FROM gp_distribution_policy p JOIN pg_attribute a ON a.attrelid = p.localoid AND a.attname = $2
 WHERE p.localoid = to_regclass($1)`
 
-// laneReady says why t's keys cannot be given their segments' lanes, or ""
-// when they can: the table is distributed by its key over every segment
-// with the default hash, and its sample rows are where segmentOf puts them.
-func (s *Store) laneReady(ctx context.Context, t *table) (string, error) {
+// laneReady says why t's keys cannot be given their segments' lanes on a
+// cluster of segments, or "" when they can: the table is distributed by its
+// key over every segment with the default hash, and its sample rows are
+// where segmentOf puts them.
+func (s *Store) laneReady(ctx context.Context, t *table, segments int) (string, error) {
 	var numsegments int
 	var byKey bool
 	err := s.pool.QueryRow(ctx, distributionSQL, pgx.QueryExecModeSimpleProtocol, t.ns.Table, t.ns.KeyColumn).Scan(&numsegments, &byKey)
@@ -271,8 +272,8 @@ func (s *Store) laneReady(ctx context.Context, t *table) (string, error) {
 		return "", err
 	case !byKey:
 		return "the table is not distributed by its key column alone with the default hash", nil
-	case numsegments != s.lanes.segments:
-		return fmt.Sprintf("the table is on %d of the cluster's %d segments", numsegments, s.lanes.segments), nil
+	case numsegments != segments:
+		return fmt.Sprintf("the table is on %d of the cluster's %d segments", numsegments, segments), nil
 	}
 	rows, err := s.pool.Query(ctx, fmt.Sprintf("SELECT %s::text, gp_segment_id FROM %s LIMIT %d", ident(t.ns.KeyColumn), tableIdent(t.ns.Table), laneSampleRows),
 		pgx.QueryExecModeSimpleProtocol)
@@ -284,8 +285,11 @@ func (s *Store) laneReady(ctx context.Context, t *table) (string, error) {
 	misplaced := ""
 	_, err = pgx.ForEachRow(rows, []any{&text, &seg}, func() error {
 		k, err := t.ns.ParseKey(text)
-		if err == nil && segmentOf(t.ns, k, s.lanes.segments) != seg && misplaced == "" {
-			misplaced = fmt.Sprintf("key %q is on segment %d, not %d", text, seg, segmentOf(t.ns, k, s.lanes.segments))
+		if err != nil || misplaced != "" {
+			return nil
+		}
+		if at := segmentOf(t.ns, k, segments); at != seg {
+			misplaced = fmt.Sprintf("key %q is on segment %d, not %d", text, seg, at)
 		}
 		return nil
 	})

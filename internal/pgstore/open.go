@@ -238,12 +238,10 @@ func (s *Store) openLanes(ctx context.Context, cfg *pgxpool.Config, segments int
 	if len(sizes) == 0 {
 		return nil
 	}
-	s.lanes = &lanes{segments: segments}
 	var ready []*table
 	for _, t := range s.tables {
-		why, err := s.laneReady(ctx, t)
+		why, err := s.laneReady(ctx, t, segments)
 		if err != nil {
-			s.lanes = nil
 			return fmt.Errorf("pgstore: check the distribution of %s: %w", t.ns.Table, classify(err))
 		}
 		if why != "" {
@@ -253,12 +251,10 @@ func (s *Store) openLanes(ctx context.Context, cfg *pgxpool.Config, segments int
 		ready = append(ready, t)
 	}
 	if len(ready) == 0 {
-		s.lanes = nil
 		return nil
 	}
-	l, err := openLanes(ctx, cfg, segments, sizes)
+	l, err := newLanes(ctx, cfg, segments, sizes)
 	if err != nil {
-		s.lanes = nil
 		return err
 	}
 	s.lanes = l
