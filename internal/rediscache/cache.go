@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -379,12 +380,12 @@ func (c *Cache) decode(ctx context.Context, ns *warmcache.Namespace, key warmcac
 }
 
 // GetMany returns the cached entries of keys: one GET for one key, one
-// pipeline of GETs (on Cluster, one per node) for several. entries and
+// MGET for several (on Cluster, a pipeline of GETs, one per node). entries and
 // hits have the length of keys; hits[i] is false when nothing is cached or
 // the value cannot be read: a format this version does not know, a
 // dictionary it has not loaded, a damaged payload. A cached absent entry
 // is a hit with Found false. The returned Values are the values' bytes,
-// decompressed when the namespace's codec compressed them. When any GET
+// decompressed when the namespace's codec compressed them. When a read
 // fails, the error (Redis's or the context's, wrapped) is returned with nil
 // slices.
 func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([]warmcache.Entry, []bool, error) {
@@ -407,6 +408,46 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 		entries[0], hits[0] = c.decode(ctx, ns, keys[0], b)
 		return entries, hits, nil
 	}
+	values, err := c.getValues(ctx, ns, keys)
+	c.observe(opGetMany, start, err)
+	if err != nil {
+		return nil, nil, fmt.Errorf("rediscache: get %d keys: %w", len(keys), err)
+	}
+	for i, b := range values {
+		if b != nil {
+			entries[i], hits[i] = c.decode(ctx, ns, keys[i], b)
+		}
+	}
+	return entries, hits, nil
+}
+
+// getValues returns the stored strings of keys, nil where none is stored:
+// one MGET on a standalone or Sentinel server, where every key is on the
+// one node and one command costs Redis and the client far less than a
+// pipeline of GETs; a pipeline of GETs on Cluster, whose client splits it
+// by node (an MGET must stay within one slot). The bytes alias the reply's
+// strings and must not be written.
+func (c *Cache) getValues(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([][]byte, error) {
+	values := make([][]byte, len(keys))
+	if _, cluster := c.client.(*redis.ClusterClient); !cluster {
+		rks := make([]string, len(keys))
+		for i, k := range keys {
+			rks[i] = c.key(ns, k)
+		}
+		replies, err := c.client.MGet(ctx, rks...).Result()
+		if err != nil {
+			return nil, err
+		}
+		if len(replies) != len(keys) {
+			return nil, fmt.Errorf("MGET of %d keys answered %d values", len(keys), len(replies))
+		}
+		for i, r := range replies {
+			if s, ok := r.(string); ok {
+				values[i] = unsafe.Slice(unsafe.StringData(s), len(s))
+			}
+		}
+		return values, nil
+	}
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
@@ -420,13 +461,11 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 			continue
 		}
 		if err != nil {
-			c.observe(opGetMany, start, err)
-			return nil, nil, fmt.Errorf("rediscache: get %d keys: %w", len(keys), err)
+			return nil, err
 		}
-		entries[i], hits[i] = c.decode(ctx, ns, keys[i], b)
+		values[i] = b
 	}
-	c.observe(opGetMany, start, nil)
-	return entries, hits, nil
+	return values, nil
 }
 
 // FillMany stores each fill for its Keep unless Redis holds an entry of

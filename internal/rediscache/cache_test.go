@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -297,6 +298,46 @@ func TestGetManyForeignValue(t *testing.T) {
 	}
 	if n := promregtest.Value(t, f.reg, "warmcache_redis_errors_total", "op", "get_many"); n != 0 {
 		t.Errorf("errors_total{op=get_many} = %v with misses only, want 0", n)
+	}
+}
+
+// TestGetManyOneCommand: a GetMany of several keys on a standalone server
+// is one MGET, and a key that holds nothing, or a value of another type,
+// is a miss among the hits, with no error.
+func TestGetManyOneCommand(t *testing.T) {
+	calls := &callCounter{}
+	f := newFixture(t, rediscache.Options{Instrument: func(c redis.UniversalClient) error {
+		c.AddHook(calls)
+		return nil
+	}})
+	ns := &warmcache.Namespace{Name: "widgets"}
+	ctx := testContext(t)
+	f.fill(t, ns, "a", present(1, `{"a":1}`))
+	f.fill(t, ns, "gone", absent(4))
+	f.fill(t, ns, "b", present(2, `{"b":2}`))
+	if err := f.raw.HSet(ctx, f.redisKey(ns, "hash"), "field", "value").Err(); err != nil {
+		t.Fatalf("raw hset: %v", err)
+	}
+	keys := []warmcache.Key{{Text: "a"}, {Text: "none"}, {Text: "gone"}, {Text: "hash"}, {Text: "b"}}
+	calls.reset()
+	entries, hits, err := f.cache.GetMany(ctx, ns, keys)
+	if err != nil {
+		t.Fatalf("GetMany: %v", err)
+	}
+	calls.mu.Lock()
+	sent, pipelines := slices.Clone(calls.sent), calls.pipelines
+	calls.mu.Unlock()
+	if !slices.Equal(sent, []string{"mget"}) || pipelines != 0 {
+		t.Errorf("GetMany of %d keys sent %v and %d pipelines, want one mget", len(keys), sent, pipelines)
+	}
+	wantHits := []bool{true, false, true, false, true}
+	if !slices.Equal(hits, wantHits) {
+		t.Fatalf("hits = %v, want %v", hits, wantHits)
+	}
+	for i, want := range map[int]warmcache.Entry{0: present(1, `{"a":1}`), 2: absent(4), 4: present(2, `{"b":2}`)} {
+		if !sameEntry(entries[i], want) {
+			t.Errorf("%s: entry %+v, want %+v", keys[i].Text, entries[i], want)
+		}
 	}
 }
 

@@ -237,6 +237,7 @@ func TestFillPublish(t *testing.T) {
 type callCounter struct {
 	mu                  sync.Mutex
 	commands, pipelines int
+	sent                []string // the names of the single commands
 	piped               []string // the names of the last pipeline's commands
 }
 
@@ -246,6 +247,7 @@ func (c *callCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		c.mu.Lock()
 		c.commands++
+		c.sent = append(c.sent, cmd.Name())
 		c.mu.Unlock()
 		return next(ctx, cmd)
 	}
@@ -267,7 +269,7 @@ func (c *callCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func (c *callCounter) reset() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.commands, c.pipelines, c.piped = 0, 0, nil
+	c.commands, c.pipelines, c.sent, c.piped = 0, 0, nil, nil
 }
 
 // TestFillPublishFoldInOneRoundTrip checks that the fills of a fold of
