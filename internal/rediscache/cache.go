@@ -397,7 +397,9 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	start := time.Now()
 	if len(keys) == 1 {
 		b, err := c.client.Get(ctx, c.key(ns, keys[0])).Bytes()
-		if errors.Is(err, redis.Nil) {
+		// A key that holds another type is not the cache's: a miss, as
+		// an MGET of several keys answers it.
+		if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
 			c.observe(opGet, start, nil)
 			return entries, hits, nil
 		}

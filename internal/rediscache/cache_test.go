@@ -303,7 +303,8 @@ func TestGetManyForeignValue(t *testing.T) {
 
 // TestGetManyOneCommand: a GetMany of several keys on a standalone server
 // is one MGET, and a key that holds nothing, or a value of another type,
-// is a miss among the hits, with no error.
+// is a miss among the hits, with no error; so is a key of another type
+// read alone.
 func TestGetManyOneCommand(t *testing.T) {
 	calls := &callCounter{}
 	f := newFixture(t, rediscache.Options{Instrument: func(c redis.UniversalClient) error {
@@ -333,6 +334,11 @@ func TestGetManyOneCommand(t *testing.T) {
 	wantHits := []bool{true, false, true, false, true}
 	if !slices.Equal(hits, wantHits) {
 		t.Fatalf("hits = %v, want %v", hits, wantHits)
+	}
+	if _, hits, err := f.cache.GetMany(ctx, ns, keys[3:4]); err != nil {
+		t.Errorf("GetMany of the hash's key alone: %v, want a miss", err)
+	} else if hits[0] {
+		t.Error("GetMany of the hash's key alone is a hit, want a miss")
 	}
 	for i, want := range map[int]warmcache.Entry{0: present(1, `{"a":1}`), 2: absent(4), 4: present(2, `{"b":2}`)} {
 		if !sameEntry(entries[i], want) {
