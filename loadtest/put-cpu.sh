@@ -14,6 +14,7 @@
 #   hit@rate  the same GETs paced to about the PUTs' rate (DELAY_MS per
 #             request and connection: 7 gives about 2,000/s here)
 # and prints the CPU of the service and of Redis per request, from /proc.
+# With HITS_ONLY=1 it leaves the PUTs out and measures the hits alone.
 # With PROFILE=DIR it also takes a 15 s CPU profile of each binary's PUTs,
 # DIR/<binary>-put.pprof. The service, PostgreSQL, PgBouncer and Redis are
 # pinned to CPU 0 and wrk to CPU 1.
@@ -67,15 +68,17 @@ for r in $(seq "$rounds"); do
 		svc=$!
 		for _ in $(seq 100); do curl -fs "http://$addr/readyz" >/dev/null && break; sleep 0.1; done
 		echo "round $r: $name"
-		taskset -c 1 wrk -t2 -c16 -d5s -s loadtest/put-cpu/put.lua "http://$addr" >/dev/null
-		prof=
-		if [[ -n ${PROFILE:-} ]]; then
-			mkdir -p "$PROFILE"
-			curl -fs -o "$PROFILE/$name-put.pprof" 'http://127.0.0.1:18381/debug/pprof/profile?seconds=15' &
-			prof=$!
+		if [[ -z ${HITS_ONLY:-} ]]; then
+			taskset -c 1 wrk -t2 -c16 -d5s -s loadtest/put-cpu/put.lua "http://$addr" >/dev/null
+			prof=
+			if [[ -n ${PROFILE:-} ]]; then
+				mkdir -p "$PROFILE"
+				curl -fs -o "$PROFILE/$name-put.pprof" 'http://127.0.0.1:18381/debug/pprof/profile?seconds=15' &
+				prof=$!
+			fi
+			measure put put.lua
+			[[ -z $prof ]] || wait "$prof"
 		fi
-		measure put put.lua
-		[[ -z $prof ]] || wait "$prof"
 		taskset -c 1 wrk -t2 -c32 -d5s -s loadtest/put-cpu/get.lua "http://$addr" >/dev/null
 		measure hit get.lua
 		measure hit@rate get.lua "DELAY_MS=${DELAY_MS:-7}"
