@@ -251,6 +251,36 @@ func TestRedisCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("a key of another type", func(t *testing.T) {
+		// A key that some other client made a hash is not the cache's:
+		// _mget reads it from the warehouse, and the keys beside it from
+		// their masters, where a pipeline of GETs used to fail them all.
+		odd := prefix + "widgets:7"
+		rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cluster.addrs})
+		defer rc.Close()
+		if err := rc.Del(context.Background(), odd).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.HSet(context.Background(), odd, "field", "value").Err(); err != nil {
+			t.Fatal(err)
+		}
+		errorsBefore := metricSum(t, base, `warmcache_redis_errors_total{op="get_many"}`)
+		body, _ := json.Marshal(map[string][]string{"keys": keys[:20]})
+		r := call(t, "POST", kv+"_mget", string(body))
+		var res struct {
+			Items map[string]json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal([]byte(r.body), &res); err != nil || r.status != 200 || len(res.Items) != 20 || res.Items["7"] == nil {
+			t.Fatalf("_mget of 20 keys with key 7 a hash = %d, %d items (%v): %s", r.status, len(res.Items), err, r.body)
+		}
+		if n := metricSum(t, base, `warmcache_redis_errors_total{op="get_many"}`) - errorsBefore; n != 0 {
+			t.Errorf("_mget with a hash among its keys counted %v Redis read errors, want 0", n)
+		}
+		if err := rc.Del(context.Background(), odd).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
 	t.Run("master killed mid-load", func(t *testing.T) {
 		victim := cluster.masterOf(t, cluster.addrs[0], prefix+"widgets:1")
 		var survivor string

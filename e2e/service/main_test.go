@@ -183,10 +183,20 @@ func TestEndToEnd(t *testing.T) {
 // sqlQueries sums warmcache_sql_queries_total from /metrics.
 func sqlQueries(t *testing.T, base string) float64 {
 	t.Helper()
+	sum := metricSum(t, base, "warmcache_sql_queries_total{")
+	if sum == 0 {
+		t.Fatal("no warmcache_sql_queries_total samples in /metrics")
+	}
+	return sum
+}
+
+// metricSum sums the samples of /metrics whose lines start with prefix.
+func metricSum(t *testing.T, base, prefix string) float64 {
+	t.Helper()
 	r := call(t, "GET", base+"/metrics", "")
 	var sum float64
 	for _, line := range strings.Split(r.body, "\n") {
-		if !strings.HasPrefix(line, "warmcache_sql_queries_total{") {
+		if !strings.HasPrefix(line, prefix) {
 			continue
 		}
 		var v float64
@@ -194,9 +204,6 @@ func sqlQueries(t *testing.T, base string) float64 {
 			t.Fatalf("metrics line %q: %v", line, err)
 		}
 		sum += v
-	}
-	if sum == 0 {
-		t.Fatal("no warmcache_sql_queries_total samples in /metrics")
 	}
 	return sum
 }

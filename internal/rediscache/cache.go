@@ -423,12 +423,13 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	return entries, hits, nil
 }
 
-// getValues returns the stored strings of keys, nil where none is stored:
-// one MGET on a standalone or Sentinel server, where every key is on the
-// one node and one command costs Redis and the client far less than a
-// pipeline of GETs; a pipeline of GETs on Cluster, whose client splits it
-// by node (an MGET must stay within one slot). The bytes alias the reply's
-// strings and must not be written.
+// getValues returns the stored strings of keys, nil where none is stored
+// or the key holds another type: one MGET on a standalone or Sentinel
+// server, where every key is on the one node and one command costs Redis
+// and the client less than a pipeline of GETs (BenchmarkGetManyShape); a
+// pipeline of GETs on Cluster, whose client splits it by node (an MGET
+// must stay within one slot). The bytes alias the reply's strings and must
+// not be written.
 func (c *Cache) getValues(ctx context.Context, ns *warmcache.Namespace, keys []warmcache.Key) ([][]byte, error) {
 	values := make([][]byte, len(keys))
 	if _, cluster := c.client.(*redis.ClusterClient); !cluster {
@@ -459,7 +460,7 @@ func (c *Cache) getValues(ctx context.Context, ns *warmcache.Namespace, keys []w
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {
 		b, err := cmd.Bytes()
-		if errors.Is(err, redis.Nil) {
+		if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
 			continue
 		}
 		if err != nil {
