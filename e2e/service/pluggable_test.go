@@ -17,22 +17,31 @@ import (
 
 	"github.com/warmcache/warmcache/e2e/internal/harness"
 	"github.com/warmcache/warmcache/internal/testenv"
+	"github.com/warmcache/warmcache/internal/testproc"
 )
 
 // startPluggable migrates a fresh database and runs `warmcache serve` with
 // the pluggable component "statestore" (text keys for daprd's "appid||key",
 // opaque byte values) on a socket folder of its own, as
 // a daprd beside it would find it, until the test ends. It returns the
-// socket.
-func startPluggable(t *testing.T) string {
+// socket. With nearTTL set, the component's namespace has that near_ttl and
+// the service a near cache.
+func startPluggable(t *testing.T, nearTTL string) string {
 	t.Helper()
 	dir := harness.SocketDir(t, "wc-pluggable-")
+	var settings []string
+	if nearTTL != "" {
+		settings = append(settings, "near_ttl: "+nearTTL)
+	}
 	env := map[string]string{
 		"WARMCACHE_POSTGRES_DSN": testenv.NewDatabase(t),
 		"WARMCACHE_NAMESPACES_FILE": harness.WriteFile(t, "namespaces.yaml",
-			harness.NamespacesYAML(harness.BytesNamespace("statestore", "dapr_state", harness.Writable()...))),
+			harness.NamespacesYAML(harness.BytesNamespace("statestore", "dapr_state", harness.Writable(settings...)...))),
 		// daprd's own variable names the components folder.
 		"DAPR_COMPONENTS_SOCKETS_FOLDER": filepath.Join(dir, "sockets"),
+	}
+	if nearTTL != "" {
+		env["WARMCACHE_NEAR_CACHE_BYTES"] = "16777216"
 	}
 	var out, errOut bytes.Buffer
 	if err := run(context.Background(), []string{"migrate", "up"}, env, &out, &errOut); err != nil {
@@ -54,19 +63,35 @@ func startPluggable(t *testing.T) string {
 	return s.DaprSocket
 }
 
-// TestDaprPluggable drives TestDaprGoSDK's scenario through the pluggable
-// component, with the client daprd uses for pluggable state stores: what
-// an application's state calls become once daprd serves them.
-func TestDaprPluggable(t *testing.T) {
-	socket := startPluggable(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// pluggableStore is what daprd's client for a pluggable state store
+// offers: the store's and the transactions' calls.
+type pluggableStore interface {
+	state.Store
+	state.TransactionalStore
+}
+
+// openPluggable returns daprd's client for pluggable state stores on
+// socket, initialised as the component "statestore", closed when the test
+// ends.
+func openPluggable(ctx context.Context, t *testing.T, socket string) pluggableStore {
+	t.Helper()
 	store := daprstate.NewGRPCStateStore(logger.NewLogger("warmcache-test"), socket)
 	// daprd initialises the component named in its YAML (metadata.name).
 	if err := store.Init(ctx, state.Metadata{Base: metadata.Base{Name: "statestore"}}); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
+// TestDaprPluggable drives TestDaprGoSDK's scenario through the pluggable
+// component, with the client daprd uses for pluggable state stores: what
+// an application's state calls become once daprd serves them.
+func TestDaprPluggable(t *testing.T) {
+	socket := startPluggable(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := openPluggable(ctx, t, socket)
 	strong := state.GetStateOption{Consistency: state.Strong}
 	get := func(t *testing.T, key string) *state.GetResponse {
 		t.Helper()
@@ -227,4 +252,50 @@ func TestDaprPluggable(t *testing.T) {
 			t.Fatal("the failed transaction changed something")
 		}
 	})
+}
+
+// TestDaprPluggableNearCache: on a namespace with near_ttl, the
+// component's eventual reads come to be answered from the near cache, a
+// save through it is read back at once, and a strong read never comes from
+// a cache.
+func TestDaprPluggableNearCache(t *testing.T) {
+	socket := startPluggable(t, "1m")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store := openPluggable(ctx, t, socket)
+	const key = "orders||order-7"
+	read := func(t *testing.T, consistency string) *state.GetResponse {
+		t.Helper()
+		r, err := store.Get(ctx, &state.GetRequest{Key: key, Options: state.GetStateOption{Consistency: consistency}})
+		if err != nil {
+			t.Fatalf("%s Get: %v", consistency, err)
+		}
+		return r
+	}
+	for i, value := range []string{"v1", "v2"} {
+		if err := store.Set(ctx, &state.SetRequest{Key: key, Value: []byte(value)}); err != nil {
+			t.Fatalf("Set %s: %v", value, err)
+		}
+		// Redis's key tracking reports the save's own update of Redis,
+		// which drops the entry the save left in the near cache; a read
+		// refills it, and once the reports have arrived the near cache
+		// answers. Every read in between answers the saved value.
+		testproc.Eventually(t, 5*time.Second, "eventual reads served from the near cache", func() bool {
+			ev := read(t, state.Eventual)
+			if string(ev.Data) != value {
+				t.Fatalf("save %d: eventual Get = %q from %q; want %q", i+1, ev.Data, ev.Metadata["warmcache-source"], value)
+			}
+			return ev.Metadata["warmcache-source"] == "hit-l1"
+		})
+		strong := read(t, state.Strong)
+		if string(strong.Data) != value || strong.Metadata["warmcache-source"] != "miss" {
+			t.Fatalf("save %d: strong Get = %q from %q; want %q from the warehouse (miss)", i+1, strong.Data, strong.Metadata["warmcache-source"], value)
+		}
+	}
+	if err := store.Delete(ctx, &state.DeleteRequest{Key: key}); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if gone := read(t, state.Eventual); gone.Data != nil || gone.ETag != nil {
+		t.Fatalf("eventual Get after the delete = %q (ETag %v); want an empty item", gone.Data, gone.ETag)
+	}
 }
