@@ -143,7 +143,7 @@ func (h *harness) daprScenario(ctx context.Context) error {
 		}
 		rated, measured = append(rated, hop...), m
 	}
-	h.report.Dapr = daprMarkdown(d.phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, measured)
+	h.report.Dapr = daprMarkdown(d.phases, o.ViaPgBouncer, h.pin.String()) + daprRateMarkdown(rated, o.DaprHop, o.DaprNearTTL, measured)
 	fmt.Fprint(h.out, h.report.Dapr)
 	return nil
 }

@@ -210,8 +210,9 @@ func measureHop(ctx context.Context, loop, hop daprServers) (string, error) {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // daprRateMarkdown renders the fixed-rate attacks: per setting, rate and
-// store, the range over the rounds of p50, p90 and p99.
-func daprRateMarkdown(rows []daprRated, hop time.Duration, measured string) string {
+// store, the range over the rounds of p50, p90 and p99; nearTTL is the
+// near-cached component's near_ttl.
+func daprRateMarkdown(rows []daprRated, hop, nearTTL time.Duration, measured string) string {
 	if len(rows) == 0 {
 		return ""
 	}
@@ -220,7 +221,7 @@ func daprRateMarkdown(rows []daprRated, hop time.Duration, measured string) stri
 	p("\n### Dapr GETs at a fixed rate\n\n")
 	p("GETs of the same %d keys over daprd's HTTP API, sent open loop at each rate for the attack's duration after a "+
 		"second's warm-up, %d rounds alternating the stores; latency from each request's schedule. `%s` is warmcache's "+
-		"component on a namespace with near_ttl (its near cache on); `statestore` has none. ", daprKeys, daprRateRounds, daprNearStore)
+		"component on a namespace with near_ttl %v (its near cache on); `statestore` has none. ", daprKeys, daprRateRounds, daprNearStore, nearTTL)
 	if hop > 0 {
 		p("One hop away: a latency proxy (toxiproxy, in the harness) adds %v each way between Redis, PostgreSQL and "+
 			"PgBouncer and every client of theirs, warmcache's and daprd's built-in stores' alike; measured: %s.", hop, measured)

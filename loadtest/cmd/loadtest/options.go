@@ -114,7 +114,7 @@ func parseOptions(args []string, stack localstack.Config, usage io.Writer) (opti
 	fs.StringVar(&o.PeerPrefix, "peer-prefix", "wcpeer:", "Redis key prefix of the peer, the hand-written cache-aside (flushed by the harness)")
 	daprRates := fs.String("dapr-rates", "1000,4000", "comma-separated rates (GETs/s) of the dapr scenario's fixed-rate attacks of each store")
 	fs.DurationVar(&o.DaprHop, "dapr-hop", time.Millisecond, "latency a proxy adds each way between Redis, PostgreSQL and PgBouncer and their clients in the dapr scenario's run one hop away (whole milliseconds); 0: no such run")
-	fs.DurationVar(&o.DaprNearTTL, "dapr-near-ttl", time.Second, "near_ttl of the dapr scenario's near-cached warmcache component")
+	fs.DurationVar(&o.DaprNearTTL, "dapr-near-ttl", 10*time.Second, "near_ttl of the dapr scenario's near-cached warmcache component: longer than the time between two reads of one key (1,000 keys at 1,000/s: a second), or the near cache expires each entry before it is read again")
 	fs.StringVar(&o.Command, "command", "make bench", "the command shown in the report as the way to reproduce")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
