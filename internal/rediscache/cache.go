@@ -397,9 +397,7 @@ func (c *Cache) GetMany(ctx context.Context, ns *warmcache.Namespace, keys []war
 	start := time.Now()
 	if len(keys) == 1 {
 		b, err := c.client.Get(ctx, c.key(ns, keys[0])).Bytes()
-		// A key that holds another type is not the cache's: a miss, as
-		// an MGET of several keys answers it.
-		if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
+		if noEntry(err) {
 			c.observe(opGet, start, nil)
 			return entries, hits, nil
 		}
@@ -460,7 +458,7 @@ func (c *Cache) getValues(ctx context.Context, ns *warmcache.Namespace, keys []w
 	_, _ = pipe.Exec(ctx)
 	for i, cmd := range cmds {
 		b, err := cmd.Bytes()
-		if errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE") {
+		if noEntry(err) {
 			continue
 		}
 		if err != nil {
@@ -469,6 +467,13 @@ func (c *Cache) getValues(ctx context.Context, ns *warmcache.Namespace, keys []w
 		values[i] = b
 	}
 	return values, nil
+}
+
+// noEntry reports whether a GET's error means the key holds no entry of
+// the cache: nothing stored, or a value of another type, which is not the
+// cache's (an MGET answers both as nil).
+func noEntry(err error) bool {
+	return errors.Is(err, redis.Nil) || redis.HasErrorPrefix(err, "WRONGTYPE")
 }
 
 // FillMany stores each fill for its Keep unless Redis holds an entry of
