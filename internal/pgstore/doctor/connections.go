@@ -130,13 +130,14 @@ WHERE coalesce(a.backend_type, 'client backend') = 'client backend'`, simple, c.
 		}
 	}
 	if c.Dialect == dialect.Greenplum && o.Pooler != pgstore.PoolerPgBouncer && o.SegmentLanes != pgstore.LanesOff {
-		if c.Segments, err = dialect.Segments(ctx, conn); err != nil {
+		segments, err := dialect.Segments(ctx, conn)
+		if err != nil {
 			return c, fmt.Errorf("pgstore: doctor connections: %w", err)
 		}
-		if c.Segments >= 2 {
-			c.InstanceMax = pgstore.LaneConnections(c.Segments, o.PoolSize)
-		} else {
-			c.Segments = 0
+		// LaneConnections counts no lanes on a cluster too small for them,
+		// and Segments then stays 0.
+		if c.InstanceMax = pgstore.LaneConnections(segments, o.PoolSize); c.InstanceMax > o.PoolSize {
+			c.Segments = segments
 		}
 	}
 	if o.Capture {
